@@ -1,0 +1,416 @@
+"""Configuration: frozen pydantic models, and the readers for sink URIs, TOML files and the environment.
+
+Where values come from, strongest first: command-line flags, the sink URI's query, environment
+variables (``AVRO_SINK_*``), the TOML file, the defaults. Option names and their valid values are
+TiCDC's (``enable-tidb-extension``, ``avro-decimal-handling-mode`` ...), checked case-sensitively as
+TiCDC does; a bad value is a :class:`ConfigError` that names the option, the value and the choices.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from enum import Enum
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from avro_registry_sink.errors import ConfigError
+
+
+class DecimalMode(str, Enum):
+    """``avro-decimal-handling-mode``: DECIMAL as Avro ``bytes``+``decimal`` (precise) or as text."""
+
+    PRECISE = "precise"
+    STRING = "string"
+
+
+class BigintUnsignedMode(str, Enum):
+    """``avro-bigint-unsigned-handling-mode``: BIGINT UNSIGNED as (wrapping) ``long`` or as text."""
+
+    LONG = "long"
+    STRING = "string"
+
+
+class SubjectNaming(str, Enum):
+    """How subjects are named from topics.
+
+    ``topic``: Confluent's TopicNameStrategy, ``<topic>-key`` / ``<topic>-value``.
+    ``ticdc``: TiCDC's variant, with every ``.`` of the topic replaced by ``_`` first, for users who
+    share a registry with a TiCDC changefeed.
+    """
+
+    TOPIC = "topic"
+    TICDC = "ticdc"
+
+
+class PartitionStrategy(str, Enum):
+    """Partition dispatch (TiCDC's MQ protocol): which rows land in the same partition."""
+
+    DEFAULT = "default"  # index-value
+    INDEX_VALUE = "index-value"  # hash of the handle-key values: per-row order kept
+    TABLE = "table"  # hash of schema.table: per-table order kept
+    TS = "ts"  # commit ts modulo partitions
+    COLUMNS = "columns"  # hash of the named columns
+
+
+class EncodingOptions(BaseModel):
+    """The options that change the Avro schemas and bytes (TiCDC's codec options)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enable_tidb_extension: bool = False
+    decimal_mode: DecimalMode = DecimalMode.PRECISE
+    bigint_unsigned_mode: BigintUnsignedMode = BigintUnsignedMode.LONG
+
+
+DEFAULT_ENCODING = EncodingOptions()
+
+
+class RegistryConfig(BaseModel):
+    """How to reach a Confluent-compatible schema registry. No URL means the embedded registry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    urls: tuple[str, ...] = ()
+    username: str | None = None
+    password: SecretStr | None = None
+    bearer_token: SecretStr | None = None
+    ca_bundle: str | None = None
+    verify: bool = True
+    client_cert: str | None = None
+    client_key: str | None = None
+    timeout: float = 10.0
+    max_retries: int = 3
+    retry_backoff: float = 0.2
+    retry_backoff_max: float = 5.0
+    normalize: bool = False
+    # The schema manager waits this long, in total, for an unreachable registry before a batch fails.
+    unavailable_budget: float = 60.0
+    # Embedded registry storage when no URL is given: a SQLite file, or None for in-memory.
+    embedded_data: str | None = None
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(u.strip() for u in value.split(",") if u.strip())
+        return value
+
+    @field_validator("urls")
+    @classmethod
+    def _check_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for url in value:
+            if urlsplit(url).scheme not in ("http", "https"):
+                raise ValueError(f"schema-registry URL {url!r} must start with http:// or https://")
+        return value
+
+    @property
+    def is_embedded(self) -> bool:
+        return not self.urls
+
+
+class DispatchRule(BaseModel):
+    """A TiCDC dispatcher rule: tables matched by ``matcher`` go to ``topic``, partitioned by ``partition``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    matcher: tuple[str, ...] = ("*.*",)
+    topic: str | None = None
+    partition: PartitionStrategy = PartitionStrategy.DEFAULT
+    columns: tuple[str, ...] = ()
+
+    @field_validator("matcher", "columns", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+
+class SinkConfig(BaseModel):
+    """Everything a job needs to know about where records go and how they are encoded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheme: str = "file"
+    brokers: tuple[str, ...] = ()
+    default_topic: str | None = None
+    path: str | None = None
+    protocol: str = "avro"
+    encoding: EncodingOptions = DEFAULT_ENCODING
+    registry: RegistryConfig = RegistryConfig()
+    dispatchers: tuple[DispatchRule, ...] = ()
+    subject_naming: SubjectNaming = SubjectNaming.TOPIC
+    partition_num: int = 3
+    max_message_bytes: int = 10 * 1024 * 1024
+    kafka: Mapping[str, str] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------
+# Option parsing: one table of TiCDC option names -> (field path, parser).
+
+_GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+
+
+def parse_bool(option: str, value: str | bool) -> bool:
+    """Parse a boolean the way TiCDC (Go ``strconv.ParseBool``) does."""
+    if isinstance(value, bool):
+        return value
+    try:
+        return _GO_BOOLS[value]
+    except KeyError:
+        raise ConfigError(
+            f"Invalid value {value!r} for option {option!r}: valid values are true or false.",
+            option=option,
+            value=value,
+        ) from None
+
+
+def _parse_choice(option: str, value: str, enum: type[Enum]) -> Any:
+    for member in enum:
+        if member.value == value:  # case-sensitive, as TiCDC
+            return member
+    choices = " or ".join(f'"{m.value}"' for m in enum)
+    raise ConfigError(
+        f"Invalid value {value!r} for option {option!r}: valid values are {choices} (case-sensitive).",
+        option=option,
+        value=value,
+        choices=[m.value for m in enum],
+    )
+
+
+def parse_protocol(value: str) -> str:
+    """``avro`` and ``flat-avro`` are the same protocol (TiCDC lower-cases the name)."""
+    lowered = value.lower()
+    if lowered in ("avro", "flat-avro"):
+        return "avro"
+    raise ConfigError(
+        f"Invalid value {value!r} for option 'protocol': this sink writes Avro, so valid values are "
+        '"avro" or "flat-avro".',
+        option="protocol",
+        value=value,
+        choices=["avro", "flat-avro"],
+    )
+
+
+_ENCODING_OPTIONS: dict[str, tuple[str, Any]] = {
+    "enable-tidb-extension": ("enable_tidb_extension", parse_bool),
+    "avro-decimal-handling-mode": ("decimal_mode", lambda o, v: _parse_choice(o, v, DecimalMode)),
+    "avro-bigint-unsigned-handling-mode": (
+        "bigint_unsigned_mode",
+        lambda o, v: _parse_choice(o, v, BigintUnsignedMode),
+    ),
+}
+
+
+def encoding_options(values: Mapping[str, Any], base: EncodingOptions = DEFAULT_ENCODING) -> EncodingOptions:
+    """Build :class:`EncodingOptions` from TiCDC option names; ``None`` and ``""`` keep the base value.
+
+    >>> encoding_options({"avro-decimal-handling-mode": "string"}).decimal_mode.value
+    'string'
+    """
+    updates: dict[str, Any] = {}
+    for option, raw in values.items():
+        if raw is None or raw == "":
+            continue  # TiCDC ignores an empty mode value
+        if option not in _ENCODING_OPTIONS:
+            continue
+        field, parser = _ENCODING_OPTIONS[option]
+        updates[field] = parser(option, raw)
+    return base.model_copy(update=updates)
+
+
+def registry_config_from_url(url: str, base: RegistryConfig | None = None) -> RegistryConfig:
+    """A registry URL list (comma-separated) with optional ``user:pass@`` userinfo (URL-encoded)."""
+    base = base or RegistryConfig()
+    urls: list[str] = []
+    username, password = base.username, base.password
+    for part in (u.strip() for u in url.split(",") if u.strip()):
+        split = urlsplit(part)
+        if split.scheme not in ("http", "https") or not split.hostname:
+            raise ConfigError(
+                f"Invalid value {part!r} for option 'schema-registry': expected an http:// or https:// URL.",
+                option="schema-registry",
+                value=part,
+            )
+        if split.username is not None:
+            username = unquote(split.username)
+            password = SecretStr(unquote(split.password or ""))
+            netloc = split.hostname + (f":{split.port}" if split.port else "")
+            part = split._replace(netloc=netloc).geturl()
+        urls.append(part.rstrip("/"))
+    return base.model_copy(update={"urls": tuple(urls), "username": username, "password": password})
+
+
+_SINK_URI_OWN = {"protocol", "schema-registry", "partition-num", "max-message-bytes", "subject-naming",
+                 "replication-factor", "kafka-version"}
+
+
+def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
+    """Parse a TiCDC-style sink URI.
+
+    ``kafka://host:9092[,host2:9092]/topic?protocol=avro&enable-tidb-extension=true&...&schema-registry=http://...``
+    or ``file:///path/to/dir?protocol=avro`` for the file sink.
+    """
+    base = base or SinkConfig()
+    split = urlsplit(uri)
+    scheme = split.scheme.lower()
+    if scheme not in ("kafka", "file"):
+        raise ConfigError(
+            f"Invalid sink URI {uri!r}: the scheme must be kafka:// or file://, not {split.scheme!r}.",
+            option="sink-uri",
+            value=uri,
+        )
+    query = dict(parse_qsl(split.query, keep_blank_values=True))
+    update: dict[str, Any] = {"scheme": scheme}
+    if "protocol" not in query and base.protocol is None:
+        raise ConfigError("The sink URI needs protocol=avro (or flat-avro).", option="protocol")
+    if "protocol" in query:
+        update["protocol"] = parse_protocol(query["protocol"])
+    if scheme == "kafka":
+        brokers = tuple(b for b in split.netloc.split(",") if b)
+        if not brokers:
+            raise ConfigError(f"Invalid sink URI {uri!r}: no Kafka broker address.", option="sink-uri", value=uri)
+        update["brokers"] = brokers
+        topic = unquote(split.path.lstrip("/"))
+        update["default_topic"] = topic or None
+    else:
+        update["path"] = unquote(split.path) or "."
+    update["encoding"] = encoding_options(query, base.encoding)
+    if query.get("schema-registry"):
+        update["registry"] = registry_config_from_url(query["schema-registry"], base.registry)
+    if "partition-num" in query:
+        update["partition_num"] = _parse_int("partition-num", query["partition-num"], minimum=1)
+    if "max-message-bytes" in query:
+        update["max_message_bytes"] = _parse_int("max-message-bytes", query["max-message-bytes"], minimum=1)
+    if "subject-naming" in query:
+        update["subject_naming"] = _parse_choice("subject-naming", query["subject-naming"], SubjectNaming)
+    extra = {k: v for k, v in query.items() if k not in _SINK_URI_OWN and k not in _ENCODING_OPTIONS}
+    if extra:
+        update["kafka"] = {**base.kafka, **extra}
+    return base.model_copy(update=update)
+
+
+def _parse_int(option: str, value: str, *, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ConfigError(
+            f"Invalid value {value!r} for option {option!r}: expected a whole number >= {minimum}.",
+            option=option,
+            value=value,
+        )
+    return number
+
+
+# --------------------------------------------------------------------------------------------------
+# TOML file and environment.
+
+ENV_PREFIX = "AVRO_SINK_"
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a settings file; TiCDC's ``[sink]`` table layout is accepted as well as a flat one."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"Settings file {str(path)!r} does not exist.", option="config", value=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"Settings file {str(path)!r} is not valid TOML: {exc}", option="config") from None
+    return data
+
+
+def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = None) -> SinkConfig:
+    """Apply a settings mapping (from TOML) to a :class:`SinkConfig`.
+
+    Recognised keys: ``sink-uri``, ``schema-registry``, ``protocol``, ``enable-tidb-extension``,
+    ``avro-decimal-handling-mode``, ``avro-bigint-unsigned-handling-mode``, ``subject-naming``,
+    ``partition-num``, ``[[dispatchers]]`` (or TiCDC's ``[sink]`` table with ``[[sink.dispatchers]]``
+    and ``[sink.kafka-config.codec-config]``), ``[registry]`` (RegistryConfig fields).
+    """
+    base = base or SinkConfig()
+    flat: dict[str, Any] = dict(data)
+    sink = flat.pop("sink", None)
+    if isinstance(sink, Mapping):
+        codec = sink.get("kafka-config", {}).get("codec-config", {}) if isinstance(sink.get("kafka-config"), Mapping) else {}
+        flat = {**{k: v for k, v in sink.items() if k != "kafka-config"}, **codec, **flat}
+    config = base
+    if flat.get("sink-uri"):
+        config = parse_sink_uri(str(flat["sink-uri"]), config)
+    update: dict[str, Any] = {}
+    encoding = encoding_options({k: (str(v).lower() if isinstance(v, bool) else v) for k, v in flat.items()}, config.encoding)
+    update["encoding"] = encoding
+    if "protocol" in flat:
+        update["protocol"] = parse_protocol(str(flat["protocol"]))
+    registry = config.registry
+    if isinstance(flat.get("registry"), Mapping):
+        try:
+            registry = RegistryConfig(**{**registry.model_dump(), **{k.replace("-", "_"): v for k, v in flat["registry"].items()}})
+        except ValidationError as exc:
+            raise ConfigError(f"Invalid [registry] settings: {_first_error(exc)}", option="registry") from None
+    if flat.get("schema-registry"):
+        registry = registry_config_from_url(str(flat["schema-registry"]), registry)
+    update["registry"] = registry
+    if "subject-naming" in flat:
+        update["subject_naming"] = _parse_choice("subject-naming", str(flat["subject-naming"]), SubjectNaming)
+    if "partition-num" in flat:
+        update["partition_num"] = _parse_int("partition-num", str(flat["partition-num"]), minimum=1)
+    if "dispatchers" in flat:
+        rules = []
+        for raw in flat["dispatchers"]:
+            raw = dict(raw)
+            if "partition" in raw:
+                raw["partition"] = _parse_choice("partition", str(raw["partition"]), PartitionStrategy)
+            try:
+                rules.append(DispatchRule(**raw))
+            except ValidationError as exc:
+                raise ConfigError(f"Invalid dispatcher rule {raw!r}: {_first_error(exc)}", option="dispatchers") from None
+        update["dispatchers"] = tuple(rules)
+    return config.model_copy(update=update)
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``AVRO_SINK_ENABLE_TIDB_EXTENSION=true`` -> ``{"enable-tidb-extension": "true"}`` and so on."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if key.startswith(ENV_PREFIX):
+            out[key[len(ENV_PREFIX):].lower().replace("_", "-")] = value
+    return out
+
+
+def load_config(
+    *,
+    config_file: str | os.PathLike[str] | None = None,
+    sink_uri: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> SinkConfig:
+    """Build the effective :class:`SinkConfig`: defaults < TOML file < environment < sink URI < flags."""
+    config = SinkConfig()
+    if config_file is not None:
+        config = settings_from_mapping(load_toml(config_file), config)
+    env = settings_from_env(environ)
+    if env:
+        config = settings_from_mapping(env, config)
+    if sink_uri:
+        config = parse_sink_uri(sink_uri, config)
+    if overrides:
+        config = settings_from_mapping({k: v for k, v in overrides.items() if v is not None}, config)
+    return config
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    return f"{where}: {err.get('msg')}" if where else str(err.get("msg"))
+
+
+def default_state_dir() -> Path:
+    """Where local runs keep their embedded registry, checkpoints and file sink output."""
+    return Path(os.environ.get("AVRO_SINK_HOME", ".avro-registry-sink"))
