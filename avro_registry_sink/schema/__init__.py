@@ -1,1 +1,1 @@
-"""avro-registry-sink."""
+"""Avro schema derivation."""

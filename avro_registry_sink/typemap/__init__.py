@@ -1,1 +1,1 @@
-"""avro-registry-sink."""
+"""SQL type mapping."""
