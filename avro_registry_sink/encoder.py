@@ -211,6 +211,11 @@ class RowEncoder:
             ) from None
         return buf.getvalue()
 
+    def key_values(self, values: Mapping[str, Any]) -> list[Any]:
+        """The raw handle-key values of a row, in key order (for partition dispatch)."""
+        values = self._normalise(values)
+        return [values.get(col.name) for col, _, _ in self._key_columns]
+
     def encode_key(self, values: Mapping[str, Any]) -> bytes | None:
         """The framed key of a row (``None`` when the table has no key schema)."""
         if self._key_schema is None:

@@ -1,0 +1,104 @@
+"""The one change-event shape every source produces and the Spark stage consumes.
+
+A :class:`ChangeEvent` is one row change of one table version. In Spark the same thing is a row of
+:data:`CHANGE_COLUMNS` (see :data:`CHANGE_DDL`): row values travel as one JSON object per image,
+column name -> value in TiCDC's text forms:
+
+* integers, BIT and YEAR as JSON numbers (or decimal text; BIGINT UNSIGNED above 2^63 as text is safest),
+* DECIMAL as text with the column's scale (``"123.4500"``), FLOAT/DOUBLE as numbers,
+* DATE/DATETIME/TIMESTAMP/TIME and JSON as text, ENUM/SET as member names (or 1-based index / bitmask),
+* binary-charset columns as **base64** text (as TiCDC's CSV writes them), NULL as ``null``.
+
+``after`` is the new image (INSERT/UPDATE), ``before`` the old one (UPDATE with old values, DELETE).
+The Kafka key of a DELETE comes from ``before`` (or ``after`` when a source puts the deleted row there).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from avro_registry_sink.encoder import Op
+from avro_registry_sink.table import TableDef
+
+#: Spark DDL of the change DataFrame; ``source`` locates the event (file:line or topic/partition@offset).
+CHANGE_DDL = (
+    "schema STRING, table STRING, table_version BIGINT, op STRING, commit_ts BIGINT, "
+    "before STRING, after STRING, source STRING"
+)
+CHANGE_COLUMNS = ("schema", "table", "table_version", "op", "commit_ts", "before", "after", "source")
+
+#: Spark DDL of the stage's output: the columns Spark's Kafka sink writes, plus ``commit_ts``.
+KAFKA_DDL = (
+    "topic STRING, partition INT, key BINARY, value BINARY, "
+    "headers ARRAY<STRUCT<key: STRING, value: BINARY>>, commit_ts BIGINT"
+)
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One row change of one table version."""
+
+    schema: str
+    table: str
+    op: Op
+    commit_ts: int
+    after: Mapping[str, Any] | None = None
+    before: Mapping[str, Any] | None = None
+    table_version: int = 0
+    source: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key_image(self) -> Mapping[str, Any]:
+        """The image the Kafka key is built from: ``before`` for deletes, else ``after``."""
+        if self.op is Op.DELETE:
+            image = self.before if self.before is not None else self.after
+        else:
+            image = self.after
+        if image is None:
+            raise ValueError(f"{self.op.value} event of {self.schema}.{self.table} at {self.source or '?'} has no row image")
+        return image
+
+    def to_row(self, table: TableDef | None = None) -> tuple[Any, ...]:
+        """This event as a tuple of :data:`CHANGE_COLUMNS` (binary values base64-encoded)."""
+        return (
+            self.schema,
+            self.table,
+            self.table_version,
+            self.op.value,
+            self.commit_ts,
+            dump_image(self.before),
+            dump_image(self.after),
+            self.source,
+        )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 53:
+        return str(value)  # keep big integers exact for every JSON reader
+    return value
+
+
+def dump_image(image: Mapping[str, Any] | None) -> str | None:
+    """A row image as the JSON text carried in the change DataFrame."""
+    if image is None:
+        return None
+    return json.dumps({k: _jsonable(v) for k, v in image.items()}, ensure_ascii=False, separators=(",", ":"))
+
+
+def load_image(text: str | None, table: TableDef) -> dict[str, Any] | None:
+    """Parse an image's JSON text back into Python values, base64-decoding binary columns."""
+    if text is None:
+        return None
+    raw = json.loads(text)
+    binary = {c.name for c in table.columns if c.binary}
+    if binary:
+        for name in binary & raw.keys():
+            if isinstance(raw[name], str):
+                raw[name] = base64.b64decode(raw[name])
+    return raw

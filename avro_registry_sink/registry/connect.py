@@ -1,0 +1,32 @@
+"""Open a registry client for a configuration, starting the embedded registry when no URL is given."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from avro_registry_sink.config import RegistryConfig
+
+
+@contextlib.contextmanager
+def connect(config: RegistryConfig) -> Iterator["RegistryClient"]:  # noqa: F821
+    """Yield a :class:`RegistryClient`; with no URL configured, the embedded registry is started
+    in-process (SQLite file ``config.embedded_data``, or in memory) and stopped afterwards.
+
+    >>> # with connect(RegistryConfig()) as client: client.register("t-value", '"string"')
+    """
+    from avro_registry_sink.registry.client import RegistryClient
+
+    if config.is_embedded:
+        from avro_registry_sink.registry.embedded import EmbeddedRegistry
+
+        server = EmbeddedRegistry(data=config.embedded_data)
+        url = server.start()
+        try:
+            with RegistryClient(config.model_copy(update={"urls": (url,)})) as client:
+                yield client
+        finally:
+            server.stop()
+    else:
+        with RegistryClient(config) as client:
+            yield client

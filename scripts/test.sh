@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: install, start the real Kafka broker (KRaft, fetched from Maven Central), run pytest.
+# Extra arguments go to pytest, e.g. scripts/test.sh -m "not spark" -x
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install.sh
+export PYSPARK_PYTHON="$PWD/.venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+started_kafka=0
+if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
+  KAFKA_BOOTSTRAP="$(scripts/kafka.sh start | tail -n 1)"
+  export KAFKA_BOOTSTRAP
+  started_kafka=1
+fi
+cleanup() { if [ "$started_kafka" = 1 ]; then scripts/kafka.sh stop >/dev/null 2>&1 || true; fi; }
+trap cleanup EXIT
+.venv/bin/python -m pytest "$@"
