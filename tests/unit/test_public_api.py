@@ -1,0 +1,28 @@
+import pickle
+
+import avro_registry_sink
+from avro_registry_sink import errors
+
+
+def test_all_is_sorted_and_importable():
+    assert avro_registry_sink.__all__ == sorted(avro_registry_sink.__all__)
+    for name in avro_registry_sink.__all__:
+        assert getattr(avro_registry_sink, name) is not None
+
+
+def test_errors_pickle_with_their_context():
+    err = errors.IncompatibleSchema("Subject 'x-value' refused", status_code=409, error_code=40901, subject="x-value", schema_id=3)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is errors.IncompatibleSchema
+    assert str(back) == "Subject 'x-value' refused" and back.subject == "x-value" and back.error_code == 40901
+
+
+def test_registry_error_mapping_uses_codes_then_status():
+    assert errors.registry_error_for(404, 40401) is errors.SubjectNotFound
+    assert errors.registry_error_for(409, 409) is errors.IncompatibleSchema
+    assert errors.registry_error_for(409, None) is errors.IncompatibleSchema
+    assert errors.registry_error_for(422, 42203) is errors.InvalidCompatibilityLevel
+    assert errors.registry_error_for(500, 50001) is errors.RegistryUnavailable
+    assert errors.registry_error_for(429, None) is errors.RegistryUnavailable
+    assert errors.registry_error_for(418, None) is errors.RegistryError
+    assert all(issubclass(c, errors.RegistryError) for c in errors.REGISTRY_ERROR_CODES.values())
