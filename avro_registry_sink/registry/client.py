@@ -1,0 +1,852 @@
+"""A sync client for Confluent-compatible schema registries, over :class:`httpx.Client`.
+
+>>> from avro_registry_sink.config import RegistryConfig
+>>> with RegistryClient(RegistryConfig(urls=("http://localhost:8081",))) as client:  # doctest: +SKIP
+...     schema_id = client.register("orders-value", '{"type":"string"}')
+
+Behaviour follows ``shared/reference/schema-registry.md`` §7 (confluent-kafka-python):
+
+* **Headers.** Every request sends ``Accept`` (the three registry JSON media types) and identifies the
+  tool in ``User-Agent`` and ``Confluent-Client-Version``; requests with a body send
+  ``Content-Type: application/vnd.schemaregistry.v1+json``. Subjects are percent-encoded in paths
+  (``a/b`` travels as ``a%2Fb``); boolean query parameters are sent only when true, as ``true``.
+* **Auth.** Basic auth from ``username``/``password`` (or ``user:pass@`` in a URL), or a bearer token.
+  Credentials never appear in logs, exception messages or ``repr``.
+* **Retries.** Transport errors and HTTP 408, 429, 500, 502, 503, 504 are retried up to
+  ``max_retries`` times per URL with full-jitter backoff
+  ``uniform(0, min(retry_backoff * 2**attempt, retry_backoff_max))``, then the next URL is tried.
+  Any other error status is raised at once.
+* **Errors.** One place (:meth:`RegistryClient._translate`) turns answers into the
+  :mod:`avro_registry_sink.errors` tree via :func:`~avro_registry_sink.errors.registry_error_for`.
+  Messages name the operation, subject, schema id or version, the HTTP status, the ``error_code`` and
+  the registry's own message; the same facts are attributes (``status_code``, ``error_code``,
+  ``subject``, ``schema_id``, ``version``, ``operation``, ``url``, ``urls``, ``registry_message``, and
+  ``reasons`` on :class:`~avro_registry_sink.errors.IncompatibleSchema`).
+* **Cache.** ``register`` answers are cached by (subject, SHA-256 of the exact schema text, normalize)
+  and ``get_schema`` answers by id, so a steady state makes no HTTP call; see :meth:`cache_info`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import random
+import ssl
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from importlib import metadata
+from typing import Any, Literal, NoReturn, TypeVar
+from urllib.parse import quote, unquote, urlsplit
+
+import httpx
+from pydantic import TypeAdapter
+
+from avro_registry_sink.config import RegistryConfig
+from avro_registry_sink.errors import (
+    ConfigError,
+    IncompatibleSchema,
+    OperationNotPermitted,
+    RegistryError,
+    RegistryUnavailable,
+    SubjectConfigNotFound,
+    SubjectModeNotFound,
+    SubjectNotSoftDeleted,
+    SubjectSoftDeleted,
+    VersionNotSoftDeleted,
+    VersionSoftDeleted,
+    registry_error_for,
+)
+from avro_registry_sink.registry.models import (
+    CompatibilityLevel,
+    CompatibilityResult,
+    ErrorBody,
+    Mode,
+    ModeBody,
+    RegisteredSchema,
+    RegisterResponse,
+    Schema,
+    ServerConfig,
+)
+
+__all__ = ["ACCEPT", "MEDIA_TYPE", "RETRYABLE_STATUS", "CacheInfo", "RegistryClient"]
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
+ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
+# The retry policy of confluent-kafka-python (reference §7). This is an HTTP-status policy, not error
+# translation: which exception an answer becomes is decided by ``registry_error_for`` alone.
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+Version = int | Literal["latest"]
+T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+
+# A short pointer to the way out, keyed by exception class (never by numeric code).
+_HINTS: dict[type[RegistryError], str] = {
+    IncompatibleSchema: "Check the subject's compatibility level (get_config) or try the schema with "
+    "test_compatibility_all() first.",
+    SubjectConfigNotFound: "Pass default_to_global=True to read the level in effect.",
+    SubjectModeNotFound: "Pass default_to_global=True to read the mode in effect.",
+    SubjectSoftDeleted: "Delete it again with permanent=True to remove it for good.",
+    VersionSoftDeleted: "Delete it again with permanent=True to remove it for good.",
+    SubjectNotSoftDeleted: "Soft-delete it first (permanent=False), then delete it with permanent=True.",
+    VersionNotSoftDeleted: "Soft-delete it first (permanent=False), then delete it with permanent=True.",
+    OperationNotPermitted: "Check the registry's mode (get_mode).",
+}
+_EXCERPT = 200
+_MIN_REDACTED = 4  # shorter secrets are not scrubbed from text: that would mangle every message
+
+
+def _client_version() -> str:
+    try:
+        return metadata.version("avro-registry-sink")
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
+
+USER_AGENT = f"avro-registry-sink/{_client_version()}"
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """Counters of a :class:`RegistryClient`: cache ``hits``/``misses`` (``register`` and
+    ``get_schema``), ``http_calls`` (every request sent, retries included) and cached entries."""
+
+    hits: int
+    misses: int
+    http_calls: int
+    registered: int
+    schemas: int
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What a request is for, to name it in error messages and attributes."""
+
+    operation: str
+    doing: str  # "registering a schema under subject 'x'"
+    subject: str | None = None
+    schema_id: int | None = None
+    version: int | str | None = None
+
+
+class _Failed(Exception):
+    """Internal: a request ended without a usable answer. Only ``_translate`` sees it."""
+
+    def __init__(
+        self,
+        *,
+        urls: tuple[str, ...],
+        attempts: int,
+        response: httpx.Response | None = None,
+        error: httpx.TransportError | None = None,
+        unexpected: str | None = None,
+        exhausted: bool = False,
+    ) -> None:
+        super().__init__()
+        self.urls = urls
+        self.attempts = attempts
+        self.response = response
+        self.error = error
+        self.unexpected = unexpected  # a 2xx answer of the wrong shape: why it was refused
+        self.exhausted = exhausted  # retryable outcomes on every URL until retries ran out
+
+
+class _BearerAuth(httpx.Auth):
+    """``Authorization: Bearer <token>``, added per request so it never sits in default headers."""
+
+    def __init__(self, token: str) -> None:
+        self._header = f"Bearer {token}"
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = self._header
+        yield request
+
+    def __repr__(self) -> str:
+        return "_BearerAuth(token='**********')"
+
+
+class RegistryClient:
+    """A Confluent Schema Registry client: registration, lookups, deletes, compatibility, config, mode.
+
+    ``transport`` replaces httpx's network transport (tests, in-process apps); ``sleep`` is called
+    with each backoff delay (tests pass a recorder so they run instantly).
+
+    >>> with RegistryClient(RegistryConfig(urls=("http://localhost:8081",))) as client:  # doctest: +SKIP
+    ...     client.get_subjects()
+    ['orders-key', 'orders-value']
+    """
+
+    def __init__(
+        self,
+        config: RegistryConfig,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not config.urls:
+            raise ConfigError(
+                "RegistryClient needs at least one schema registry URL; to run against the embedded "
+                "registry, open the client with avro_registry_sink.registry.connect.connect(config).",
+                option="schema-registry",
+            )
+        self._config = config
+        self._sleep = sleep
+        urls: list[str] = []
+        url_user: str | None = None
+        url_password: str | None = None
+        for raw in config.urls:
+            url, user, password = _split_userinfo(raw)
+            urls.append(url)
+            if user is not None and url_user is None:
+                url_user, url_password = user, password
+        self._urls = tuple(urls)
+
+        username = config.username if config.username is not None else url_user
+        if config.username is not None:
+            password = config.password.get_secret_value() if config.password is not None else ""
+        else:
+            password = url_password or ""
+        token = config.bearer_token.get_secret_value() if config.bearer_token is not None else None
+        if username is not None and token is not None:
+            raise ConfigError(
+                "The schema registry settings give both basic-auth credentials and a bearer token; "
+                "set only one of username/password or bearer_token.",
+                option="registry",
+            )
+        auth: httpx.Auth | None = None
+        self._auth_kind = "none"
+        if username is not None:
+            auth, self._auth_kind = httpx.BasicAuth(username, password), "basic"
+        elif token is not None:
+            auth, self._auth_kind = _BearerAuth(token), "bearer"
+        self._secrets = tuple(s for s in (password, token, url_password) if s and len(s) >= _MIN_REDACTED)
+
+        self._http = httpx.Client(
+            auth=auth,
+            headers={"Accept": ACCEPT, "User-Agent": USER_AGENT, "Confluent-Client-Version": USER_AGENT},
+            timeout=httpx.Timeout(config.timeout),
+            verify=_tls_verify(config),
+            transport=transport,
+        )
+        self._lock = threading.Lock()
+        self._registered: dict[tuple[str, str, bool], int] = {}
+        self._schemas: dict[int, Schema] = {}
+        self._hits = 0
+        self._misses = 0
+        self._http_calls = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool.
+
+        >>> client.close()  # doctest: +SKIP
+        """
+        self._http.close()
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<RegistryClient urls={self._urls!r} auth={self._auth_kind}>"
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The registry base URLs, in fail-over order, without credentials."""
+        return self._urls
+
+    # -- cache ---------------------------------------------------------------------------------
+
+    def cache_info(self) -> CacheInfo:
+        """Counters for tests and benchmarks.
+
+        >>> client.cache_info().http_calls  # doctest: +SKIP
+        0
+        """
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self._http_calls, len(self._registered), len(self._schemas))
+
+    def clear_cache(self) -> None:
+        """Forget cached registrations and schemas (counters are kept).
+
+        >>> client.clear_cache()  # doctest: +SKIP
+        """
+        with self._lock:
+            self._registered.clear()
+            self._schemas.clear()
+
+    def _forget_subject(self, subject: str) -> None:
+        # After a delete, re-registering must reach the registry to make the version live again.
+        with self._lock:
+            for key in [k for k in self._registered if k[0] == subject]:
+                del self._registered[key]
+
+    # -- schemas -------------------------------------------------------------------------------
+
+    def ping(self) -> None:
+        """Check that the registry answers ``GET /`` with a JSON object; raise otherwise.
+
+        >>> client.ping()  # doctest: +SKIP
+        """
+        self._request(_Call("ping", "checking the registry is up"), "GET", "/", _parse_object)
+
+    def register(self, subject: str, schema: str, *, normalize: bool | None = None) -> int:
+        """Register ``schema`` (Avro JSON text) under ``subject`` and return its schema id.
+
+        Idempotent on the registry; repeated calls with the same text are answered from the cache.
+        ``normalize`` defaults to the config's ``normalize``.
+
+        >>> client.register("orders-value", '{"type":"string"}')  # doctest: +SKIP
+        1
+        """
+        norm = self._config.normalize if normalize is None else normalize
+        key = (subject, _sha256(schema), norm)
+        with self._lock:
+            cached = self._registered.get(key)
+            if cached is not None:
+                self._hits += 1
+                return cached
+            self._misses += 1
+        answer = self._request(
+            _Call("register", f"registering a schema under subject {subject!r}", subject=subject),
+            "POST",
+            f"/subjects/{_q(subject)}/versions",
+            _adapter(RegisterResponse),
+            params=_flags(normalize=norm),
+            body={"schema": schema},
+        )
+        with self._lock:
+            self._registered[key] = answer.id
+        return answer.id
+
+    def lookup(
+        self, subject: str, schema: str, *, deleted: bool = False, normalize: bool | None = None
+    ) -> RegisteredSchema:
+        """Find the version of ``subject`` holding ``schema`` (raises ``SchemaNotFound``/``SubjectNotFound``).
+
+        >>> client.lookup("orders-value", '{"type":"string"}').version  # doctest: +SKIP
+        1
+        """
+        norm = self._config.normalize if normalize is None else normalize
+        return self._request(
+            _Call("lookup", f"looking up a schema under subject {subject!r}", subject=subject),
+            "POST",
+            f"/subjects/{_q(subject)}",
+            _adapter(RegisteredSchema),
+            params=_flags(normalize=norm, deleted=deleted),
+            body={"schema": schema},
+        )
+
+    def get_schema(self, schema_id: int) -> Schema:
+        """The schema with a given id (cached: ids never change their schema).
+
+        >>> client.get_schema(1).schema  # doctest: +SKIP
+        '"string"'
+        """
+        schema_id = _whole(schema_id, "schema_id")
+        with self._lock:
+            cached = self._schemas.get(schema_id)
+            if cached is not None:
+                self._hits += 1
+                return cached
+            self._misses += 1
+        schema = self._request(
+            _Call("get_schema", f"fetching schema id {schema_id}", schema_id=schema_id),
+            "GET",
+            f"/schemas/ids/{schema_id}",
+            _adapter(Schema),
+        )
+        with self._lock:
+            self._schemas[schema_id] = schema
+        return schema
+
+    # -- subjects and versions -----------------------------------------------------------------
+
+    def get_subjects(self, *, deleted: bool = False, prefix: str | None = None) -> list[str]:
+        """Subject names with a live version (``deleted=True``: soft-deleted ones too).
+
+        >>> client.get_subjects(prefix="orders")  # doctest: +SKIP
+        ['orders-key', 'orders-value']
+        """
+        params = _flags(deleted=deleted)
+        if prefix is not None:
+            params["subjectPrefix"] = prefix
+        return self._request(_Call("get_subjects", "listing subjects"), "GET", "/subjects", _adapter(list[str]), params=params)
+
+    def get_versions(self, subject: str, *, deleted: bool = False) -> list[int]:
+        """Version numbers of ``subject``, ascending.
+
+        >>> client.get_versions("orders-value")  # doctest: +SKIP
+        [1, 2]
+        """
+        return self._request(
+            _Call("get_versions", f"listing the versions of subject {subject!r}", subject=subject),
+            "GET",
+            f"/subjects/{_q(subject)}/versions",
+            _adapter(list[int]),
+            params=_flags(deleted=deleted),
+        )
+
+    def get_version(self, subject: str, version: Version, *, deleted: bool = False) -> RegisteredSchema:
+        """One version of ``subject`` (a number, or ``"latest"``).
+
+        >>> client.get_version("orders-value", 2).id  # doctest: +SKIP
+        7
+        """
+        return self._request(
+            _Call("get_version", f"fetching version {version} of subject {subject!r}", subject=subject, version=version),
+            "GET",
+            f"/subjects/{_q(subject)}/versions/{_q(str(version))}",
+            _adapter(RegisteredSchema),
+            params=_flags(deleted=deleted),
+        )
+
+    def get_latest(self, subject: str) -> RegisteredSchema:
+        """The highest live version of ``subject``.
+
+        >>> client.get_latest("orders-value").version  # doctest: +SKIP
+        2
+        """
+        return self.get_version(subject, "latest")
+
+    def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
+        """Soft-delete ``subject`` (or, after a soft delete, ``permanent=True``); returns the versions.
+
+        >>> client.delete_subject("orders-value")  # doctest: +SKIP
+        [1, 2]
+        """
+        how = "permanently deleting" if permanent else "deleting"
+        try:
+            return self._request(
+                _Call("delete_subject", f"{how} subject {subject!r}", subject=subject),
+                "DELETE",
+                f"/subjects/{_q(subject)}",
+                _adapter(list[int]),
+                params=_flags(permanent=permanent),
+            )
+        finally:
+            self._forget_subject(subject)
+
+    def delete_version(self, subject: str, version: Version, *, permanent: bool = False) -> int:
+        """Soft-delete one version (or, after a soft delete, ``permanent=True``); returns its number.
+
+        >>> client.delete_version("orders-value", 1)  # doctest: +SKIP
+        1
+        """
+        how = "permanently deleting" if permanent else "deleting"
+        try:
+            return self._request(
+                _Call("delete_version", f"{how} version {version} of subject {subject!r}", subject=subject, version=version),
+                "DELETE",
+                f"/subjects/{_q(subject)}/versions/{_q(str(version))}",
+                _adapter(int),
+                params=_flags(permanent=permanent),
+            )
+        finally:
+            self._forget_subject(subject)
+
+    # -- compatibility -------------------------------------------------------------------------
+
+    def test_compatibility(
+        self,
+        subject: str,
+        schema: str,
+        version: Version = "latest",
+        *,
+        verbose: bool = True,
+        normalize: bool | None = None,
+    ) -> CompatibilityResult:
+        """Check ``schema`` against one version of ``subject`` (an unknown subject is compatible).
+
+        >>> client.test_compatibility("orders-value", '"string"').is_compatible  # doctest: +SKIP
+        True
+        """
+        norm = self._config.normalize if normalize is None else normalize
+        return self._request(
+            _Call(
+                "test_compatibility",
+                f"testing a schema against version {version} of subject {subject!r}",
+                subject=subject,
+                version=version,
+            ),
+            "POST",
+            f"/compatibility/subjects/{_q(subject)}/versions/{_q(str(version))}",
+            _adapter(CompatibilityResult),
+            params=_flags(normalize=norm, verbose=verbose),
+            body={"schema": schema},
+        )
+
+    def test_compatibility_all(
+        self, subject: str, schema: str, *, verbose: bool = True, normalize: bool | None = None
+    ) -> CompatibilityResult:
+        """Check ``schema`` exactly as registration would (every version the level asks for).
+
+        >>> client.test_compatibility_all("orders-value", '"string"').messages  # doctest: +SKIP
+        []
+        """
+        norm = self._config.normalize if normalize is None else normalize
+        return self._request(
+            _Call("test_compatibility_all", f"testing a schema against subject {subject!r}", subject=subject),
+            "POST",
+            f"/compatibility/subjects/{_q(subject)}/versions",
+            _adapter(CompatibilityResult),
+            params=_flags(normalize=norm, verbose=verbose),
+            body={"schema": schema},
+        )
+
+    # -- config and mode -----------------------------------------------------------------------
+
+    def get_config(self, subject: str | None = None, *, default_to_global: bool = False) -> CompatibilityLevel:
+        """The compatibility level of ``subject`` (or the global one). A subject without its own level
+        raises ``SubjectConfigNotFound`` unless ``default_to_global=True``.
+
+        >>> client.get_config("orders-value", default_to_global=True)  # doctest: +SKIP
+        <CompatibilityLevel.BACKWARD: 'BACKWARD'>
+        """
+        return self._request(
+            _Call("get_config", f"reading the compatibility level of {_scope(subject)}", subject=subject),
+            "GET",
+            _config_path("/config", subject),
+            _parse_level,
+            params=_flags(defaultToGlobal=default_to_global) if subject is not None else {},
+        )
+
+    def set_config(self, level: CompatibilityLevel | str, subject: str | None = None) -> CompatibilityLevel:
+        """Set the compatibility level of ``subject`` (or the global one); returns the level set.
+
+        >>> client.set_config("FULL", "orders-value")  # doctest: +SKIP
+        <CompatibilityLevel.FULL: 'FULL'>
+        """
+        level = _coerce(CompatibilityLevel, level, "level")
+        return self._request(
+            _Call("set_config", f"setting the compatibility level of {_scope(subject)} to {level.value}", subject=subject),
+            "PUT",
+            _config_path("/config", subject),
+            _parse_level,
+            body={"compatibility": level.value},
+        )
+
+    def delete_config(self, subject: str) -> CompatibilityLevel | None:
+        """Remove ``subject``'s own level (it falls back to the global one); returns the removed level.
+
+        >>> client.delete_config("orders-value")  # doctest: +SKIP
+        <CompatibilityLevel.FULL: 'FULL'>
+        """
+        return self._request(
+            _Call("delete_config", f"removing the compatibility level of {_scope(subject)}", subject=subject),
+            "DELETE",
+            _config_path("/config", subject),
+            lambda content: _adapter(ServerConfig)(content).level,
+        )
+
+    def get_mode(self, subject: str | None = None, *, default_to_global: bool = False) -> Mode:
+        """The mode of ``subject`` (or the global one).
+
+        >>> client.get_mode()  # doctest: +SKIP
+        <Mode.READWRITE: 'READWRITE'>
+        """
+        return self._request(
+            _Call("get_mode", f"reading the mode of {_scope(subject)}", subject=subject),
+            "GET",
+            _config_path("/mode", subject),
+            lambda content: _adapter(ModeBody)(content).mode,
+            params=_flags(defaultToGlobal=default_to_global) if subject is not None else {},
+        )
+
+    def set_mode(self, mode: Mode | str, subject: str | None = None, *, force: bool = False) -> Mode:
+        """Set the mode of ``subject`` (or the global one); ``force`` allows IMPORT with live subjects.
+
+        >>> client.set_mode("READONLY", "orders-value")  # doctest: +SKIP
+        <Mode.READONLY: 'READONLY'>
+        """
+        mode = _coerce(Mode, mode, "mode")
+        return self._request(
+            _Call("set_mode", f"setting the mode of {_scope(subject)} to {mode.value}", subject=subject),
+            "PUT",
+            _config_path("/mode", subject),
+            lambda content: _adapter(ModeBody)(content).mode,
+            params=_flags(force=force),
+            body={"mode": mode.value},
+        )
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _request(
+        self,
+        call: _Call,
+        method: str,
+        path: str,
+        parse: Callable[[bytes], T],
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> T:
+        with self._translate(call):
+            response, urls, attempts = self._send(method, path, params or {}, body)
+            try:
+                return parse(response.content)
+            except ValueError as exc:  # invalid JSON, or JSON of the wrong shape
+                raise _Failed(urls=urls, attempts=attempts, response=response, unexpected=_first_line(exc)) from None
+
+    def _send(
+        self, method: str, path: str, params: Mapping[str, str], body: Mapping[str, Any] | None
+    ) -> tuple[httpx.Response, tuple[str, ...], int]:
+        """Send with retries per URL, then fail over; returns the 2xx response (or raises ``_Failed``)."""
+        headers = {}
+        content = None
+        if body is not None:
+            headers = {"Content-Type": MEDIA_TYPE, "Confluent-Accept-Unknown-Properties": "true"}
+            content = json.dumps(body, separators=(",", ":")).encode()
+        tried: list[str] = []
+        attempts = 0
+        last_response: httpx.Response | None = None
+        last_error: httpx.TransportError | None = None
+        for base in self._urls:
+            tried.append(base)
+            for attempt in range(self._config.max_retries + 1):
+                if attempt:
+                    self._sleep(self._backoff(attempt - 1))
+                with self._lock:
+                    self._http_calls += 1
+                attempts += 1
+                try:
+                    response = self._http.request(method, base + path, params=params, content=content, headers=headers)
+                except httpx.TransportError as exc:
+                    log.info("Schema registry %s: %s %s failed (%s), attempt %d", base, method, path, type(exc).__name__, attempt + 1)
+                    last_response, last_error = None, exc
+                    continue
+                if response.is_success:
+                    return response, tuple(tried), attempts
+                if response.status_code not in RETRYABLE_STATUS:
+                    raise _Failed(urls=tuple(tried), attempts=attempts, response=response)
+                log.info("Schema registry %s: %s %s answered HTTP %d, attempt %d", base, method, path, response.status_code, attempt + 1)
+                last_response, last_error = response, None
+        raise _Failed(urls=tuple(tried), attempts=attempts, response=last_response, error=last_error, exhausted=True)
+
+    def _backoff(self, attempt: int) -> float:
+        """Full jitter: ``uniform(0, min(retry_backoff * 2**attempt, retry_backoff_max))``."""
+        cap = min(self._config.retry_backoff * 2**attempt, self._config.retry_backoff_max)
+        return random.uniform(0, cap)
+
+    @contextlib.contextmanager
+    def _translate(self, call: _Call) -> Iterator[None]:
+        """The one place where failed requests become :class:`RegistryError` subclasses."""
+        try:
+            yield
+        except _Failed as failure:
+            self._raise_registry_error(call, failure)
+
+    def _raise_registry_error(self, call: _Call, failure: _Failed) -> NoReturn:
+        context: dict[str, Any] = {
+            "subject": call.subject,
+            "schema_id": call.schema_id,
+            "version": call.version,
+            "operation": call.operation,
+            "urls": failure.urls,
+            "url": failure.urls[-1],
+            "attempts": failure.attempts,
+        }
+        tried = f"tried {', '.join(failure.urls)} ({failure.attempts} attempt{'s' if failure.attempts != 1 else ''})"
+        response = failure.response
+        if response is None:  # every attempt on every URL failed in transport
+            error = failure.error
+            message = (
+                f"Schema registry unreachable while {call.doing}: {tried}; "
+                f"last error: {type(error).__name__}: {_first_line(error) or 'no detail'}."
+            )
+            raise RegistryUnavailable(self._redact(message), status_code=None, error_code=None, **context) from error
+
+        status = response.status_code
+        if failure.unexpected is not None:
+            message = (
+                f"Schema registry at {context['url']} gave an unexpected answer while {call.doing} "
+                f"(HTTP {status}): {failure.unexpected}; body: {_excerpt(response)}."
+            )
+            raise RegistryError(self._redact(message), status_code=status, error_code=None, **context) from None
+
+        body = _error_body(response)
+        cls = registry_error_for(status, body.error_code)
+        code = f"error_code {body.error_code}" if body.error_code is not None else "no error_code"
+        said = _sentence(body.message)
+        if failure.exhausted:
+            message = f"Schema registry unavailable while {call.doing}: {tried}; last answer HTTP {status} ({code}): {said}"
+        elif issubclass(cls, IncompatibleSchema):
+            message = (
+                f"Schema registry at {context['url']} rejected the schema as incompatible while {call.doing} "
+                f"(HTTP {status}, {code}). Registry's reasons: {said}"
+            )
+            context["reasons"] = body.message
+        else:
+            message = f"Schema registry at {context['url']} answered HTTP {status} ({code}) while {call.doing}: {said}"
+        hint = next((h for c, h in _HINTS.items() if issubclass(cls, c)), None)
+        if hint:
+            message = f"{message} {hint}"
+        context["registry_message"] = self._redact(body.message)
+        if "reasons" in context:
+            context["reasons"] = self._redact(context["reasons"])
+        raise cls(self._redact(message), status_code=status, error_code=body.error_code, **context) from None
+
+    def _redact(self, text: str) -> str:
+        """Belt and braces: a registry or proxy might echo a credential back."""
+        for secret in self._secrets:
+            text = text.replace(secret, "**********")
+        return text
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _q(segment: str) -> str:
+    """Percent-encode one path segment: ``/`` and spaces included."""
+    return quote(segment, safe="")
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _flags(**flags: bool) -> dict[str, str]:
+    """Boolean query parameters, sent only when true (the registry's default is false)."""
+    return {name: "true" for name, on in flags.items() if on}
+
+
+def _scope(subject: str | None) -> str:
+    return "the registry (global)" if subject is None else f"subject {subject!r}"
+
+
+def _config_path(root: str, subject: str | None) -> str:
+    return root if subject is None else f"{root}/{_q(subject)}"
+
+
+def _whole(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"Invalid {name} {value!r}: expected a whole number.", option=name, value=value)
+    return value
+
+
+def _coerce(enum: type[E], value: E | str, name: str) -> E:
+    try:
+        return enum(value)
+    except ValueError:
+        choices = [m.value for m in enum]
+        raise ConfigError(
+            f"Invalid {name} {value!r}: valid values are {', '.join(choices)} (any case).",
+            option=name,
+            value=value,
+            choices=choices,
+        ) from None
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(tp: Any) -> Callable[[bytes], Any]:
+    """A parser of JSON bytes into ``tp`` (raises ``ValueError`` on a mismatch)."""
+    adapter = _ADAPTERS.get(tp)
+    if adapter is None:
+        adapter = _ADAPTERS.setdefault(tp, TypeAdapter(tp))
+    return adapter.validate_json
+
+
+def _parse_object(content: bytes) -> dict[str, Any]:
+    return _adapter(dict[str, Any])(content)
+
+
+def _parse_level(content: bytes) -> CompatibilityLevel:
+    level = _adapter(ServerConfig)(content).level
+    if level is None:
+        raise ValueError("no compatibilityLevel in the answer")
+    return level
+
+
+def _error_body(response: httpx.Response) -> ErrorBody:
+    """``{"error_code", "message"}``; anything else keeps the status and an excerpt of the body."""
+    try:
+        body = ErrorBody.model_validate_json(response.content)
+    except ValueError:
+        body = None
+    if body is None or not body.message:
+        return ErrorBody(
+            error_code=body.error_code if body is not None else None,
+            message=f"HTTP {response.status_code} {response.reason_phrase}: {_excerpt(response)}",
+        )
+    return body
+
+
+def _excerpt(response: httpx.Response) -> str:
+    text = " ".join(response.text.split())
+    if not text:
+        return "(empty body)"
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?", "]", ")")) else f"{text}."
+
+
+def _first_line(exc: BaseException | None) -> str:
+    return str(exc).strip().splitlines()[0] if exc is not None and str(exc).strip() else ""
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None, str | None]:
+    """``http://u:p@host/`` → (``http://host``, ``u``, ``p``), percent-decoded."""
+    split = urlsplit(url.strip())
+    url = url.strip().rstrip("/")
+    if "@" not in split.netloc:
+        return url, None, None
+    userinfo, _, hostport = split.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    return split._replace(netloc=hostport).geturl().rstrip("/"), unquote(user), unquote(password)
+
+
+def _tls_verify(config: RegistryConfig) -> ssl.SSLContext | bool:
+    """``verify`` for httpx: a bool, or an SSL context when a CA bundle or client certificate is set.
+
+    httpx 0.28 deprecates ``verify=<path>`` and ``cert=``, so both go into one ``ssl.SSLContext``.
+    ``verify=False`` turns verification off even when ``ca_bundle`` is set.
+    """
+    if config.client_key and not config.client_cert:
+        raise ConfigError(
+            "The schema registry settings give client_key without client_cert; set both or neither.",
+            option="client_key",
+        )
+    if not config.client_cert and not (config.ca_bundle and config.verify):
+        return config.verify
+    try:
+        if config.ca_bundle and config.verify:
+            if os.path.isdir(config.ca_bundle):
+                context = ssl.create_default_context(capath=config.ca_bundle)
+            else:
+                context = ssl.create_default_context(cafile=config.ca_bundle)
+        else:
+            context = httpx.create_ssl_context(verify=config.verify)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"Cannot load the schema registry CA bundle {config.ca_bundle!r}: {exc}.",
+            option="ca_bundle",
+            value=config.ca_bundle,
+        ) from None
+    if config.client_cert:
+        try:
+            context.load_cert_chain(config.client_cert, config.client_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"Cannot load the schema registry client certificate {config.client_cert!r}"
+                f"{f' with key {config.client_key!r}' if config.client_key else ''}: {exc}.",
+                option="client_cert",
+                value=config.client_cert,
+            ) from None
+    return context
+
