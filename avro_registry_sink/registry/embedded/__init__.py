@@ -1,1 +1,15 @@
-"""avro-registry-sink."""
+"""A small Confluent-compatible schema registry, for tests, demos and air-gapped runs.
+
+>>> from avro_registry_sink.registry.embedded import EmbeddedRegistry
+>>> with EmbeddedRegistry() as registry:          # in memory; EmbeddedRegistry("reg.db") persists
+...     url = registry.url                         # http://127.0.0.1:<free port>
+
+``RegistryStore`` is the state machine (in memory or SQLite), ``create_app`` the Starlette app serving
+Confluent's REST API over it, ``EmbeddedRegistry``/``serve`` run that app with uvicorn.
+"""
+
+from avro_registry_sink.registry.embedded.app import create_app
+from avro_registry_sink.registry.embedded.server import EmbeddedRegistry, serve
+from avro_registry_sink.registry.embedded.store import RegistryStore, canonical_schema
+
+__all__ = ["EmbeddedRegistry", "RegistryStore", "canonical_schema", "create_app", "serve"]
