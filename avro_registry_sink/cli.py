@@ -313,6 +313,287 @@ def registry_serve(
     serve(host=host, port=port, data=str(data) if data is not None else None)
 
 
+# --------------------------------------------------------------------------------------------------
+# run / demo: the streaming job (avro_registry_sink.spark.job)
+
+SourceOpt = Annotated[str, typer.Option("--source", help="storage:///dir (or a plain directory: a TiCDC storage sink), canal-json+kafka://host:port/topic, canal-json+file:///dir, debezium-json+kafka://..., debezium-json+file:///dir.")]
+CheckpointOpt = Annotated[Optional[Path], typer.Option("--checkpoint", help="Checkpoint directory (default: under the state dir, one per source and sink).")]
+TablesOpt = Annotated[Optional[Path], typer.Option("--tables", help="CREATE TABLE statements: ENUM/SET members and unique keys that storage schema files lack; definitions of changelog tables.")]
+CsvOpt = Annotated[Optional[list[str]], typer.Option("--csv", help="A TiCDC sink.csv setting of the storage sink, KEY=VALUE (include-commit-ts=true, output-old-value=true, delimiter=|, quote=, ...); repeatable.")]
+ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|none: live display on a terminal, JSON log lines otherwise.")]
+StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
+
+
+def _csv_settings(pairs: list[str] | None, config_file: Path | None):
+    """CsvOptions from the settings file's [sink.csv] (or [csv]) table, overridden by --csv KEY=VALUE."""
+    from pydantic import ValidationError
+
+    from avro_registry_sink.config import load_toml, parse_bool
+    from avro_registry_sink.sources.csv_format import CsvOptions
+
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        data = load_toml(config_file)
+        table = data.get("sink", {}).get("csv") if isinstance(data.get("sink"), dict) else None
+        values.update(table or data.get("csv") or {})
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise _fail(f"Invalid value {pair!r} for option '--csv': expected KEY=VALUE, e.g. include-commit-ts=true.")
+        values[name.strip()] = value
+    if not values:
+        return None
+    for name in ("include-commit-ts", "output-old-value", "output-handle-key", "output-field-header"):
+        if isinstance(values.get(name), str):
+            values[name] = parse_bool(name, values[name])
+    if isinstance(values.get("terminator"), str):
+        values["terminator"] = values["terminator"].encode().decode("unicode_escape")
+    try:
+        return CsvOptions(**values)
+    except (ValidationError, TypeError) as exc:
+        raise _fail(f"Invalid CSV settings {values!r}: {exc}") from None
+
+
+def _checkpoint_for(state: Path, source: str, sink: str) -> Path:
+    import hashlib
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", source.split("://")[-1]).strip("-")[-40:] or "source"
+    digest = hashlib.sha256(f"{source}\n{sink}".encode()).hexdigest()[:10]
+    return state / "checkpoints" / f"{slug}-{digest}"
+
+
+def _print_totals(result, console) -> None:
+    from rich.table import Table
+
+    totals = result.totals
+    grid = Table(title=f"{totals.rows} records in {totals.batches} batches ({result.sink})")
+    for name in ("topic", "records", "tombstones"):
+        grid.add_column(name, justify="right" if name != "topic" else "left")
+    for topic in sorted(totals.per_topic):
+        grid.add_row(topic, str(totals.per_topic[topic]), str(totals.tombstones_per_topic.get(topic, 0)))
+    console.print(grid)
+    for schema in totals.schemas:
+        console.print(f"  registered {schema.subject} version {schema.version} (schema id {schema.schema_id})")
+    if totals.errors:
+        console.print(f"[yellow]{totals.errors} bad lines/messages[/yellow] were skipped; see "
+                      + ", ".join(str(p) for p in result.dead_letters))
+
+
+@app.command()
+def run(
+    source: SourceOpt,
+    sink_uri: SinkUriOpt = None,
+    config: ConfigOpt = None,
+    checkpoint: CheckpointOpt = None,
+    topic_rule: TopicRuleOpt = None,
+    registry: RegistryOpt = None,
+    tables: TablesOpt = None,
+    csv: CsvOpt = None,
+    available_now: Annotated[bool, typer.Option("--available-now/--continuous", help="Process what exists and stop, or keep running.")] = False,
+    trigger_interval: Annotated[str, typer.Option("--trigger-interval", help="Micro-batch interval when continuous.")] = "10 seconds",
+    max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1)] = None,
+    max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1)] = None,
+    producer: Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")] = "auto",
+    progress: ProgressOpt = "auto",
+    state_dir: StateDirOpt = None,
+    enable_tidb_extension: ExtensionOpt = None,
+    avro_decimal_handling_mode: DecimalOpt = None,
+    avro_bigint_unsigned_handling_mode: BigintOpt = None,
+) -> None:
+    """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
+
+    Exit status 0 when the run ends normally (bad input lines are reported, not fatal), 1 when a batch
+    fails (it is not committed; rerun to resume from the checkpoint), 2 for bad options.
+    """
+    from rich.console import Console
+
+    from avro_registry_sink.config import default_state_dir
+    from avro_registry_sink.progress import make_progress
+    from avro_registry_sink.spark.job import JobOptions, job_session, run_job
+    from avro_registry_sink.spark.sources import parse_source
+
+    state = state_dir or default_state_dir()
+    try:
+        cfg = build_config(
+            config_file=config, sink_uri=sink_uri, enable_tidb_extension=enable_tidb_extension,
+            decimal_mode=avro_decimal_handling_mode, bigint_mode=avro_bigint_unsigned_handling_mode,
+            registry=registry,
+        )
+        if cfg.scheme == "file" and not cfg.path:
+            cfg = cfg.model_copy(update={"path": str(state / "output")})
+        if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
+            state.mkdir(parents=True, exist_ok=True)
+            cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
+                update={"embedded_data": str(state / "registry.db")})})
+        spec = parse_source(source)
+        table_defs = tuple(read_tables(tables)) if tables is not None else ()
+        options = JobOptions(
+            source=spec,
+            checkpoint=checkpoint or _checkpoint_for(state, spec.describe(), sink_uri or cfg.path or ""),
+            sink=cfg,
+            topic_rule=topic_rule,
+            available_now=available_now,
+            trigger_interval=trigger_interval,
+            max_files_per_trigger=max_files_per_trigger,
+            max_offsets_per_trigger=max_offsets_per_trigger,
+            csv_options=_csv_settings(csv, config),
+            tables=table_defs,
+            kafka_producer=producer,
+        )
+        reporter = make_progress(progress)
+    except (AvroSinkError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    _quiet_spark_warnings()
+    spark = job_session(kafka=spec.is_kafka or cfg.scheme == "kafka")
+    try:
+        result = run_job(spark, options, progress=reporter)
+    except AvroSinkError as exc:
+        raise _fail(str(exc), code=1) from None
+    if sys.stdout.isatty():
+        _print_totals(result, Console())
+    else:
+        typer.echo(json.dumps({"status": "ok", "checkpoint": str(result.checkpoint), **result.totals.to_json(),
+                               "dead_letters": [str(p) for p in result.dead_letters]}, default=str))
+
+
+def _decode_sample(client, value: bytes) -> Any:
+    """Decode one Confluent-framed value with the registry's schema (fastavro), as a JSON-friendly dict."""
+    import base64
+    import io
+    from decimal import Decimal
+
+    import fastavro
+
+    from avro_registry_sink.encoder import unframe
+
+    schema_id, body = unframe(value)
+    parsed = fastavro.parse_schema(json.loads(client.get_schema(schema_id).schema))
+    record = fastavro.schemaless_reader(io.BytesIO(body), parsed, parsed)
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, bytes):
+            return "base64:" + base64.b64encode(v).decode()
+        if isinstance(v, Decimal):
+            return str(v)
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v if isinstance(v, (int, float, str, type(None))) else str(v)
+
+    return schema_id, plain(record)
+
+
+@app.command()
+def demo(
+    directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the demo input, output and checkpoint (default: a new temporary directory).")] = None,
+    rows: Annotated[int, typer.Option("--rows", min=4, help="Rows inserted per table.")] = 12,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the generated data.")] = 7,
+    progress: ProgressOpt = "auto",
+) -> None:
+    """Generate a TiCDC storage-sink directory, run the job on it with the embedded defaults, show what came out.
+
+    Three tables (CSV and canal-json data files), inserts, updates and deletes, and an ALTER TABLE ... ADD
+    COLUMN in the middle; the job writes Kafka-shaped records to local files and registers the schemas in
+    an embedded registry, then every topic and subject is summarised with a decoded sample record.
+    """
+    import shutil
+    import tempfile
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from avro_registry_sink.config import RegistryConfig, SinkConfig
+    from avro_registry_sink.progress import make_progress
+    from avro_registry_sink.registry.connect import connect
+    from avro_registry_sink.sources.demo import generate_demo
+    from avro_registry_sink.spark.job import JobOptions, job_session, run_job
+    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sources import parse_source
+
+    console = Console()
+    base = directory or Path(tempfile.mkdtemp(prefix="avro-registry-sink-demo-"))
+    for part in ("input", "output", "checkpoint"):
+        shutil.rmtree(base / part, ignore_errors=True)
+    manifest = generate_demo(base / "input", seed=seed, rows_per_table=rows)
+    console.print(f"Generated a TiCDC storage-sink directory in [bold]{base / 'input'}[/bold]: "
+                  + ", ".join(f"{name} ({manifest.formats[name]}, {len(manifest.events[name])} changes)"
+                              for name in sorted(manifest.tables))
+                  + f"; {len(manifest.data_files)} data files, one ALTER TABLE mid-stream.")
+    _quiet_spark_warnings()
+    spark_was_running = _active_spark() is not None
+    spark = job_session(kafka=False)
+    options = JobOptions(
+        source=parse_source(str(base / "input")),
+        checkpoint=base / "checkpoint",
+        sink=SinkConfig(scheme="file", path=str(base / "output")),
+        available_now=True,
+        csv_options=manifest.csv_options,
+        tables=tuple(manifest.tables.values()),
+    )
+    try:
+        with connect(RegistryConfig()) as client:
+            try:
+                quiet = progress == "auto" and not sys.stdout.isatty()  # the summary below says it all
+                result = run_job(spark, options, registry=client, progress=make_progress("none" if quiet else progress))
+            except AvroSinkError as exc:
+                raise _fail(str(exc), code=1) from None
+            by_topic: dict[str, list] = {}
+            for record in read_file_sink(base / "output"):
+                by_topic.setdefault(record.topic, []).append(record)
+            table_of = {plan.route.topic: plan for plan in result.plans.values()}
+            grid = Table(title="What the job produced (file sink, embedded registry)")
+            for name in ("topic", "table", "records", "tombstones", "partitions", "expected", "subjects: version (id)"):
+                grid.add_column(name, overflow="fold")
+            samples = []
+            for topic in sorted(by_topic):
+                records = by_topic[topic]
+                plan = table_of[topic]
+                name = plan.encoding.table.qualified_name
+                counts = manifest.counts[name]
+                expected = counts.inserts + counts.updates + counts.deletes
+                tombstones = sum(1 for r in records if r.is_tombstone)
+                ok = len(records) == expected and tombstones == counts.deletes
+                subjects = []
+                for subject in (plan.route.key_subject, plan.route.value_subject):
+                    versions = client.get_versions(subject)
+                    subjects.append(subject + ": " + ", ".join(
+                        f"v{v} ({client.get_version(subject, v).id})" for v in versions))
+                grid.add_row(topic, name, str(len(records)), str(tombstones),
+                             ",".join(str(p) for p in sorted({r.partition for r in records})),
+                             ("[green]ok[/green] " if ok else "[red]MISMATCH[/red] ")
+                             + f"{counts.inserts}i/{counts.updates}u/{counts.deletes}d",
+                             "\n".join(subjects))
+                values = [r for r in records if r.value is not None]
+                sample = max(values, key=lambda r: r.commit_ts or 0) if values else None  # the newest change
+                if sample is not None:
+                    samples.append((topic, sample, _decode_sample(client, sample.value)))
+            console.print(grid)
+            for topic, record, (schema_id, decoded) in samples:
+                console.print(f"[bold]{topic}[/bold] partition {record.partition}, value schema id {schema_id}, "
+                              f"commit ts {record.commit_ts}:")
+                console.print_json(json.dumps(decoded, ensure_ascii=False, default=str))
+    finally:
+        if not spark_was_running:
+            spark.stop()
+    if result.totals.errors:
+        console.print(f"[yellow]{result.totals.errors} bad input records[/yellow]: "
+                      + ", ".join(str(p) for p in result.dead_letters))
+    console.print(f"Records: {base / 'output'}/<topic>/batch-*.jsonl (hex key/value: 00 + schema id + Avro body). "
+                  f"Checkpoint: {base / 'checkpoint'}.")
+
+
+def _quiet_spark_warnings() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+
+
+def _active_spark():
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -1,0 +1,322 @@
+"""canal-json messages (TiCDC's flavour, and Alibaba Canal's) -> change events, DDLs and watermarks.
+
+Interpretation follows Flink's canal-json format (FLIP-105):
+
+* ``INSERT``: one insert per object of ``data`` (``after``).
+* ``UPDATE``: one update per object of ``data`` (``after``); its ``before`` is the matching object of
+  ``old`` laid over the new values, so columns missing from ``old`` (Canal and TiCDC's
+  ``only-output-updated-columns`` send only the changed ones) keep their new value. Without ``old``
+  the update has no before image.
+* ``DELETE``: one delete per object of ``data`` (``before``: ``data`` holds the deleted row).
+* ``isDdl: true``: a :class:`DdlEvent`; the job applies it with ``tabledef.ddl.apply_ddl`` to bump the
+  table version.
+* ``TIDB_WATERMARK``: a :class:`Watermark` (``_tidb.watermarkTs``).
+
+The commit ts is ``_tidb.commitTs`` (``enable-tidb-extension=true``); without the extension only ``es``
+(the commit's physical time in ms) exists, and ``es << 18`` is used: a TSO with the logical part 0,
+exact to the millisecond, so two transactions committed in the same ms are indistinguishable. Such
+events carry ``extra={"commit_ts_exact": False}``.
+
+Values: TiCDC writes every non-NULL value as a JSON string. They are turned back into TiCDC's text
+forms by the table definition's column type (:func:`convert_canal_value`): TINYINT..BIGINT, YEAR and
+BIT -> ``int``; FLOAT/DOUBLE -> ``float``; binary-charset strings, which TiCDC decodes byte-for-byte
+as ISO-8859-1, -> ``bytes`` (latin-1); ENUM (1-based index) and SET (bitmask) -> ``int`` when the text is
+a number, as TiCDC sends them (the type map turns them into member names given the members; Alibaba
+Canal sends member names, which stay text: an ENUM whose member names are themselves numbers is
+therefore ambiguous and read as an index); everything else (DECIMAL, temporal, JSON, text) -> ``str``.
+
+Table definitions come from ``tables``, a mapping keyed by ``(schema, table)`` or ``"schema.table"``.
+When it has none for a message's table, ``tabledef.canal.table_from_canal`` derives one from the
+message's ``mysqlType``/``sqlType``/``pkNames``: canal-json does not say which columns are nullable,
+nor the ENUM/SET members or unique keys, so such a definition is a best effort (the job should
+keep it and replace it when a DDL or schema file gives the real one).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from avro_registry_sink.changes import ChangeEvent
+from avro_registry_sink.encoder import Op
+from avro_registry_sink.errors import SourceError
+from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+
+__all__ = [
+    "DdlEvent",
+    "SourceEvent",
+    "TableLookup",
+    "Watermark",
+    "commit_ts_from_ms",
+    "convert_canal_value",
+    "events_from_canal",
+    "find_table",
+    "load_message",
+]
+
+
+@dataclass(frozen=True)
+class DdlEvent:
+    """A DDL seen in a changelog: the job applies ``query`` to the table's definition.
+
+    ``table`` is ``""`` for database-level DDL (``CREATE DATABASE``). ``kind`` is the producer's own
+    label (canal ``type`` such as ``ALTER``/``CREATE``/``QUERY``, debezium ``tableChanges[].type``,
+    storage schema file ``Type`` number as text). ``tables`` holds the table definitions after the DDL
+    when the message carries them (debezium ``tableChanges``), else is empty.
+    """
+
+    schema: str
+    table: str
+    query: str
+    commit_ts: int
+    source: str = ""
+    kind: str = ""
+    tables: tuple[TableDef, ...] = ()
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """All events with a commit ts below ``ts`` have been delivered (TiCDC's resolved ts)."""
+
+    ts: int
+    source: str = ""
+
+
+#: What a changelog message turns into.
+SourceEvent = ChangeEvent | DdlEvent | Watermark
+
+#: Table definitions by ``(schema, table)`` (or ``"schema.table"``).
+TableLookup = Mapping[Any, TableDef]
+
+
+def commit_ts_from_ms(ms: int) -> int:
+    """A TSO from a physical time in ms (logical part 0): ``ms << 18``.
+
+    >>> commit_ts_from_ms(1591943372224)
+    417318403368288256
+    """
+    return int(ms) << 18
+
+
+def find_table(tables: TableLookup | None, schema: str, table: str) -> TableDef | None:
+    """The definition of ``schema.table`` in ``tables``, tried as ``(schema, table)`` then ``"schema.table"``."""
+    if not tables:
+        return None
+    found = tables.get((schema, table))
+    if found is None:
+        found = tables.get(f"{schema}.{table}")
+    return found
+
+
+def load_message(message: Mapping[str, Any] | str | bytes, source: str) -> dict[str, Any]:
+    """A JSON message as a dict (text and bytes are parsed), or :class:`SourceError`."""
+    if isinstance(message, (str, bytes, bytearray)):
+        try:
+            message = json.loads(message)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SourceError(f"{source or 'message'}: not valid JSON ({exc}).", source=source, reason=str(exc)) from None
+    if not isinstance(message, Mapping):
+        raise SourceError(
+            f"{source or 'message'}: expected a JSON object, got {type(message).__name__}.",
+            source=source, reason="not an object",
+        )
+    return dict(message)
+
+
+# --------------------------------------------------------------------------------------------------
+# Values
+
+_INT_TYPES = frozenset(
+    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT,
+     MySQLType.YEAR, MySQLType.BIT}
+)
+_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
+
+
+def convert_canal_value(col: ColumnDef, value: Any) -> Any:
+    """One canal-json value -> TiCDC's text form for ``col``; raises ``ValueError`` with the reason.
+
+    >>> from avro_registry_sink.table import ColumnDef, MySQLType
+    >>> convert_canal_value(ColumnDef(name="b", type=MySQLType.VARBINARY), "\\u00ff\\u0000A")
+    b'\\xff\\x00A'
+    >>> convert_canal_value(ColumnDef(name="e", type=MySQLType.ENUM), "2")
+    2
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        value = int(value)
+    kind = col.type
+    if kind in _INT_TYPES:
+        if isinstance(value, int):
+            return value
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {value!r}") from None
+    if kind in _FLOAT_TYPES:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a number, got {value!r}") from None
+    if kind in (MySQLType.ENUM, MySQLType.SET):
+        if isinstance(value, int):
+            return value
+        text = str(value)
+        return int(text) if text.isdigit() else text
+    if col.binary or kind in BINARY_TYPES:
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value)
+        text = str(value)
+        try:
+            return text.encode("latin-1")  # TiCDC: each byte became one ISO-8859-1 character
+        except UnicodeEncodeError:
+            return text.encode("utf-8")  # not TiCDC's encoding: a producer that wrote the text itself
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return value if isinstance(value, str) else str(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Messages
+
+
+def _commit_ts(message: Mapping[str, Any], source: str) -> tuple[int, bool]:
+    tidb = message.get("_tidb")
+    if isinstance(tidb, Mapping) and tidb.get("commitTs") is not None:
+        return int(tidb["commitTs"]), True
+    es = message.get("es")
+    if es is None:
+        raise SourceError(
+            f"{source or 'message'}: canal-json message has neither _tidb.commitTs nor es, so no commit time.",
+            source=source, reason="no commit ts",
+        )
+    return commit_ts_from_ms(int(es)), False
+
+
+def events_from_canal(
+    message: Mapping[str, Any] | str | bytes,
+    *,
+    tables: TableLookup | None = None,
+    source: str = "",
+    table: TableDef | None = None,
+    table_version: int | None = None,
+) -> list[SourceEvent]:
+    """Interpret one canal-json message.
+
+    ``table`` (when given) is used instead of looking the message's table up in ``tables``;
+    ``table_version`` overrides the definition's version on the events (the storage reader passes its
+    directory's version). Raises :class:`SourceError` for a malformed message.
+
+    >>> msg = {"database": "shop", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "UPDATE",
+    ...        "es": 1, "mysqlType": {"id": "int", "v": "varchar"}, "sqlType": {"id": 4, "v": 12},
+    ...        "old": [{"v": "a"}], "data": [{"id": "1", "v": "b"}], "_tidb": {"commitTs": 42}}
+    >>> from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+    >>> t = TableDef(schema_name="shop", table="t", primary_key=("id",), columns=(
+    ...     ColumnDef(name="id", type=MySQLType.INT), ColumnDef(name="v", type=MySQLType.VARCHAR)))
+    >>> [(e.op.value, e.before, e.after) for e in events_from_canal(msg, tables={("shop", "t"): t})]
+    [('update', {'id': 1, 'v': 'a'}, {'id': 1, 'v': 'b'})]
+    """
+    msg = load_message(message, source)
+    where = source or "message"
+    kind = msg.get("type")
+    if kind == "TIDB_WATERMARK":
+        tidb = msg.get("_tidb")
+        if not isinstance(tidb, Mapping) or tidb.get("watermarkTs") is None:
+            raise SourceError(f"{where}: TIDB_WATERMARK message without _tidb.watermarkTs.", source=source,
+                              reason="no watermark ts")
+        return [Watermark(ts=int(tidb["watermarkTs"]), source=source)]
+    schema_name = msg.get("database")
+    table_name = msg.get("table")
+    if not isinstance(schema_name, str) or not isinstance(table_name, str):
+        raise SourceError(f"{where}: canal-json message without string 'database' and 'table'.", source=source,
+                          reason="no database/table")
+    commit_ts, exact = _commit_ts(msg, source)
+    if msg.get("isDdl"):
+        query = msg.get("sql")
+        if not isinstance(query, str) or not query:
+            raise SourceError(f"{where}: DDL message for {schema_name}.{table_name} without its 'sql'.",
+                              source=source, reason="no sql")
+        return [DdlEvent(schema=schema_name, table=table_name, query=query, commit_ts=commit_ts, source=source,
+                         kind=str(kind or ""))]
+    if kind not in ("INSERT", "UPDATE", "DELETE"):
+        raise SourceError(
+            f"{where}: unknown canal-json type {kind!r} for {schema_name}.{table_name}; expected INSERT, UPDATE, "
+            "DELETE, TIDB_WATERMARK or a DDL (isDdl: true).",
+            source=source, reason="unknown type",
+        )
+    if table is None:
+        table = find_table(tables, schema_name, table_name)
+    if table is None:
+        from avro_registry_sink.tabledef.canal import table_from_canal
+
+        table = table_from_canal(msg)
+    elif (table.schema_name, table.table) != (schema_name, table_name):
+        raise SourceError(
+            f"{where}: message is for {schema_name}.{table_name}, expected {table.qualified_name}.",
+            source=source, reason="table mismatch",
+        )
+    data = msg.get("data")
+    old = msg.get("old")
+    if not isinstance(data, list) or not data:
+        raise SourceError(f"{where}: {kind} message for {table.qualified_name} without rows in 'data'.",
+                          source=source, reason="no data")
+    if kind == "UPDATE" and old is not None and (not isinstance(old, list) or len(old) != len(data)):
+        raise SourceError(
+            f"{where}: UPDATE message for {table.qualified_name} has {len(data)} rows in 'data' but "
+            f"{len(old) if isinstance(old, list) else type(old).__name__} in 'old'.",
+            source=source, reason="old/data mismatch",
+        )
+    version = table.version if table_version is None else table_version
+    extra = {} if exact else {"commit_ts_exact": False}
+    events: list[SourceEvent] = []
+    for i, row in enumerate(data):
+        image = _image(row, table, where, source)
+        if kind == "INSERT":
+            op, before, after = Op.INSERT, None, image
+        elif kind == "DELETE":
+            op, before, after = Op.DELETE, image, None
+        else:
+            op, after = Op.UPDATE, image
+            before = None
+            if isinstance(old, list):
+                if not isinstance(old[i], Mapping):
+                    raise SourceError(f"{where}: 'old' row {i} is not an object.", source=source, reason="bad old")
+                merged = dict(row)  # columns missing from `old` kept their value (Flink's rule)
+                merged.update(old[i])
+                before = _image(merged, table, where, source)
+        events.append(ChangeEvent(
+            schema=schema_name, table=table_name, op=op, commit_ts=commit_ts, after=after, before=before,
+            table_version=version, source=source, extra=extra,
+        ))
+    return events
+
+
+def _image(row: Any, table: TableDef, where: str, source: str) -> dict[str, Any]:
+    if not isinstance(row, Mapping):
+        raise SourceError(f"{where}: a row of {table.qualified_name} is not a JSON object.", source=source,
+                          reason="row not an object")
+    by_lower = {c.name.lower(): c for c in table.columns}
+    unknown = [name for name in row if name.lower() not in by_lower]
+    if unknown:
+        raise SourceError(
+            f"{where}: {table.qualified_name} (version {table.version}) has no column(s) "
+            + ", ".join(repr(u) for u in unknown) + "; its columns are: " + ", ".join(c.name for c in table.columns)
+            + ". Was a DDL missed?",
+            source=source, table=table.qualified_name, column=unknown[0], reason="unknown column",
+        )
+    image: dict[str, Any] = {}
+    provided = {name.lower(): value for name, value in row.items()}
+    for col in table.columns:  # table order
+        key = col.name.lower()
+        if key not in provided:
+            continue
+        try:
+            image[col.name] = convert_canal_value(col, provided[key])
+        except ValueError as exc:
+            raise SourceError(
+                f"{where}: column {col.name!r} of {table.qualified_name} ({col.sql_type()}): {exc}.",
+                source=source, table=table.qualified_name, column=col.name, reason=str(exc),
+            ) from None
+    return image

@@ -1,0 +1,509 @@
+"""TiCDC's CSV data files (storage sink ``protocol=csv``) -> :class:`ChangeEvent`.
+
+The layout of a row (tiflow ``pkg/sink/codec/csv/csv_message.go``)::
+
+    op, table, schema, [commit-ts], [is-update], [handle-key], <every column in table order>
+
+* **Quote mode** (``quote`` set, default ``"``): string fields are wrapped in the quote character with
+  embedded quotes doubled; delimiters, ``\\r``, ``\\n`` and backslashes stay raw inside the quotes
+  (RFC 4180), so a file is parsed as a whole, not line by line. Integers, floats, BIT, YEAR, the
+  commit ts and the ``true``/``false`` is-update flag are bare. NULL is the bare null string
+  (``\\N``); a quoted ``"\\N"`` is the two-character string, an empty string is ``""``.
+* **Escape mode** (``quote = ""``): every field is bare; in strings ``\\`` is written ``\\\\``, CR and LF
+  as ``\\r`` and ``\\n``, and each character of the delimiter is preceded by a backslash. The raw
+  field equal to the null string is NULL (a string ``\\N`` would be written ``\\\\N``).
+* **Header** (``output-field-header``): ``ticdc-meta$operation``, ``ticdc-meta$table``,
+  ``ticdc-meta$schema``, [``ticdc-meta$commit-ts``], [``ticdc-meta$is-update``], column names, never
+  quoted, once at the top of each file. A first record that starts with ``ticdc-meta$operation`` is
+  taken as the header whatever the option says.
+* **UPDATE**: without ``output-old-value`` one ``U`` row with the new values (no before image). With
+  it, an ``is-update`` column is added and an UPDATE is a ``D`` row (old values) immediately followed
+  by an ``I`` row (new values), both flagged ``true``; the pair becomes one update event with
+  ``before`` and ``after`` whose ``source`` is the ``D`` row's line.
+* Records end at the configured ``terminator`` (default ``\\r\\n``); a bare ``\\n`` or ``\\r\\n`` is
+  accepted as a record end too, so files edited by hand still parse.
+
+Values come back in TiCDC's text forms (see :mod:`avro_registry_sink.changes`): TINYINT..BIGINT, YEAR
+and BIT as ``int`` (BIT is written as its unsigned integer value), FLOAT/DOUBLE as ``float`` (Go's ``%v``
+text, exponent form included), binary-charset strings as ``bytes`` (decoded from base64 or hex),
+DECIMAL, temporal types, JSON, ENUM/SET member names and other strings as ``str``, NULL as ``None``.
+
+Without ``include-commit-ts`` a CSV row carries no commit ts at all; events then get
+``commit_ts=0`` (TiCDC's own decoder does the same) and ``extra={"commit_ts_exact": False}``, the
+flag every source sets when the commit ts is not the real TSO.
+With ``output-handle-key`` the handle key text is kept in ``extra["handle_key"]``.
+
+Errors never stop the file: every malformed record becomes a :class:`SourceError` naming the file,
+the line where the record starts, the column and the reason, and the other records are still parsed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterator, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from avro_registry_sink.changes import ChangeEvent
+from avro_registry_sink.encoder import Op
+from avro_registry_sink.errors import SourceError
+from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+
+__all__ = [
+    "BinaryEncodingMethod",
+    "CsvField",
+    "CsvOptions",
+    "CsvRecord",
+    "DEFAULT_CSV_OPTIONS",
+    "HEADER_PREFIX",
+    "decode_value",
+    "is_binary_column",
+    "iter_records",
+    "parse_csv",
+]
+
+#: The first field of a header record.
+HEADER_PREFIX = "ticdc-meta$"
+
+
+class BinaryEncodingMethod(str, Enum):
+    """``binary-encoding-method``: how binary-charset strings are written in CSV."""
+
+    BASE64 = "base64"
+    HEX = "hex"
+
+
+class CsvOptions(BaseModel):
+    """TiCDC's ``[sink.csv]`` settings plus the sink ``terminator``, under TiCDC's option names.
+
+    Both spellings are accepted: ``CsvOptions(**{"include-commit-ts": True})`` or
+    ``CsvOptions(include_commit_ts=True)``.
+
+    >>> CsvOptions(**{"delimiter": "|", "quote": "", "include-commit-ts": True}).include_commit_ts
+    True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+    delimiter: str = ","
+    quote: str = '"'
+    null: str = "\\N"
+    include_commit_ts: bool = Field(default=False, alias="include-commit-ts")
+    binary_encoding_method: BinaryEncodingMethod = Field(
+        default=BinaryEncodingMethod.BASE64, alias="binary-encoding-method"
+    )
+    output_old_value: bool = Field(default=False, alias="output-old-value")
+    output_handle_key: bool = Field(default=False, alias="output-handle-key")
+    output_field_header: bool = Field(default=False, alias="output-field-header")
+    terminator: str = "\r\n"
+
+    @field_validator("delimiter")
+    @classmethod
+    def _check_delimiter(cls, value: str) -> str:
+        if not 1 <= len(value) <= 3:
+            raise ValueError(f"delimiter must be 1 to 3 characters (TiCDC's limit), got {value!r}")
+        if "\r" in value or "\n" in value:
+            raise ValueError("delimiter must not contain CR or LF")
+        return value
+
+    @field_validator("quote")
+    @classmethod
+    def _check_quote(cls, value: str) -> str:
+        if len(value) > 1:
+            raise ValueError(f"quote must be empty (escape mode) or one character, got {value!r}")
+        if value in ("\r", "\n"):
+            raise ValueError("quote must not be CR or LF")
+        return value
+
+    @field_validator("null", "terminator")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _quote_not_in_delimiter(self) -> CsvOptions:
+        if self.quote and self.quote in self.delimiter:
+            raise ValueError(f"delimiter {self.delimiter!r} must not contain the quote character {self.quote!r}")
+        return self
+
+    @property
+    def meta_columns(self) -> int:
+        """How many fields precede the table's columns in a row."""
+        return 3 + self.include_commit_ts + self.output_old_value + self.output_handle_key
+
+    def header(self, columns: list[str] | tuple[str, ...]) -> list[str]:
+        """The header fields TiCDC writes for these column names (``output-field-header``)."""
+        names = [f"{HEADER_PREFIX}operation", f"{HEADER_PREFIX}table", f"{HEADER_PREFIX}schema"]
+        if self.include_commit_ts:
+            names.append(f"{HEADER_PREFIX}commit-ts")
+        if self.output_old_value:
+            names.append(f"{HEADER_PREFIX}is-update")
+        return names + list(columns)
+
+
+DEFAULT_CSV_OPTIONS = CsvOptions()
+
+
+# --------------------------------------------------------------------------------------------------
+# Records: the CSV syntax, no table knowledge
+
+
+class CsvField(NamedTuple):
+    """One field as written: its text (unquoted / unescaped) and whether it was quoted."""
+
+    text: str
+    quoted: bool
+    raw: str  # as written, before unescaping (escape mode compares NULL on this)
+
+
+@dataclass(frozen=True)
+class CsvRecord:
+    """One record: the line it starts on (1-based), its fields, and a syntax error if any."""
+
+    line: int
+    fields: tuple[CsvField, ...]
+    error: str | None = None
+
+
+_ESCAPES = {"n": "\n", "r": "\r"}
+_UNESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def _unescape(raw: str) -> str:
+    if "\\" not in raw:
+        return raw
+    return _UNESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), raw)
+
+
+def _record_ends(options: CsvOptions) -> tuple[str, ...]:
+    ends = [options.terminator, "\r\n", "\n"]
+    return tuple(sorted(dict.fromkeys(ends), key=len, reverse=True))  # longest first
+
+
+def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterator[CsvRecord]:
+    """Split a whole CSV file into records, honouring quotes (newlines may sit inside them).
+
+    Blank lines are skipped. A syntax error (unterminated quote, text after a closing quote) is
+    reported on its record and parsing resumes at the next record end.
+
+    >>> [r.fields[1].text for r in iter_records('"I","a\\r\\nb",1\\r\\n"I","c""d",2\\r\\n')]
+    ['a\\r\\nb', 'c"d']
+    """
+    delim = options.delimiter
+    quote = options.quote
+    ends = _record_ends(options)
+    alternatives = "|".join(re.escape(s) for s in (delim, *ends))
+    if quote:
+        stop = re.compile(alternatives)
+    else:
+        stop = re.compile(r"(\\.)|" + alternatives, re.S)  # skip escaped characters
+    end_re = re.compile("|".join(re.escape(s) for s in ends))
+    n = len(text)
+    pos = 0
+    line = 1
+    while pos < n:
+        start = pos
+        fields: list[CsvField] = []
+        error: str | None = None
+        while True:
+            if quote and text.startswith(quote, pos):
+                i = pos + 1
+                parts: list[str] = []
+                while True:
+                    j = text.find(quote, i)
+                    if j < 0:
+                        parts.append(text[i:])
+                        error = "unterminated quoted field (no closing quote before the end of the file)"
+                        pos = n
+                        break
+                    parts.append(text[i:j])
+                    if text.startswith(quote, j + 1):
+                        parts.append(quote)
+                        i = j + 2
+                        continue
+                    pos = j + 1
+                    break
+                value = "".join(parts)
+                fields.append(CsvField(value, True, text[start:pos]))
+                if error:
+                    break
+            else:
+                j = n
+                for m in stop.finditer(text, pos):
+                    if quote or m.group(1) is None:
+                        j = m.start()
+                        break
+                raw = text[pos:j]
+                fields.append(CsvField(raw if quote else _unescape(raw), False, raw))
+                pos = j
+            if pos >= n:
+                break
+            if text.startswith(delim, pos):
+                pos += len(delim)
+                if pos >= n:  # a trailing delimiter at the very end: one more empty field
+                    fields.append(CsvField("", False, ""))
+                    break
+                continue
+            m = end_re.match(text, pos)
+            if m:
+                pos = m.end()
+                break
+            error = f"unexpected {text[pos]!r} after a closing quote (expected the delimiter or the end of the record)"
+            m = end_re.search(text, pos)
+            pos = m.end() if m else n
+            break
+        record_line = line
+        line += text.count("\n", start, pos)
+        if not error and len(fields) == 1 and not fields[0].quoted and fields[0].raw == "":
+            continue  # blank line
+        yield CsvRecord(record_line, tuple(fields), error)
+
+
+# --------------------------------------------------------------------------------------------------
+# Values: one field -> a TiCDC text form, by column type
+
+_INT_TYPES = frozenset(
+    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT,
+     MySQLType.YEAR, MySQLType.BIT}
+)
+_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
+_INT_TEXT = re.compile(r"-?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?Inf|NaN")
+
+
+def is_binary_column(col: ColumnDef) -> bool:
+    """Whether TiCDC treats the column as binary (charset ``binary``: BINARY, VARBINARY, *BLOB)."""
+    return col.binary or col.type in BINARY_TYPES
+
+
+def decode_value(col: ColumnDef, text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Any:
+    """One non-NULL CSV field -> the value in TiCDC's text forms; raises ``ValueError`` with the reason.
+
+    >>> from avro_registry_sink.table import ColumnDef, MySQLType
+    >>> decode_value(ColumnDef(name="b", type=MySQLType.VARBINARY), "6Zi/5pav")
+    b'\\xe9\\x98\\xbf\\xe6\\x96\\xaf'
+    """
+    if col.type in _INT_TYPES:
+        if not _INT_TEXT.fullmatch(text):
+            raise ValueError(f"expected an integer, got {_short(text)}")
+        number = int(text)
+        if number < 0 and (col.unsigned or col.type is MySQLType.BIT):
+            raise ValueError(f"negative value {text} in an unsigned column")
+        return number
+    if col.type in _FLOAT_TYPES:
+        if not _FLOAT_TEXT.fullmatch(text):
+            raise ValueError(f"expected a floating-point number, got {_short(text)}")
+        return float(text.replace("Inf", "inf"))
+    if is_binary_column(col):
+        try:
+            if options.binary_encoding_method is BinaryEncodingMethod.HEX:
+                return bytes.fromhex(text)
+            return base64.b64decode(text, validate=True)
+        except (ValueError, binascii.Error) as exc:
+            raise ValueError(
+                f"binary column value is not valid {options.binary_encoding_method.value} ({exc}): {_short(text)}"
+            ) from None
+    return text
+
+
+def _short(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+# --------------------------------------------------------------------------------------------------
+# Rows -> events
+
+
+@dataclass
+class _Row:
+    line: int
+    op: str
+    commit_ts: int
+    is_update: bool
+    values: dict[str, Any]
+    handle_key: str | None
+
+
+def _error(source: str, line: int, reason: str, column: str | None = None) -> SourceError:
+    where = f"{source}:{line}"
+    what = f"column {column!r}: " if column else ""
+    return SourceError(f"{where}: {what}{reason}.", source=source, line=line, column=column, reason=reason)
+
+
+def parse_csv(
+    text: str,
+    table: TableDef,
+    options: CsvOptions = DEFAULT_CSV_OPTIONS,
+    *,
+    source: str = "<csv>",
+    table_version: int | None = None,
+) -> tuple[list[ChangeEvent], list[SourceError]]:
+    """Parse one TiCDC CSV data file of ``table`` into change events plus the errors of bad records.
+
+    ``source`` names the file in errors and in each event's ``source`` (``"<source>:<line>"``);
+    ``table_version`` defaults to ``table.version``.
+
+    >>> from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+    >>> t = TableDef(schema_name="test", table="table1", primary_key=("id",), columns=(
+    ...     ColumnDef(name="id", type=MySQLType.INT), ColumnDef(name="s", type=MySQLType.VARCHAR)))
+    >>> events, errors = parse_csv('"I","table1","test",435661838416609281,123,"hello,world"\\n', t,
+    ...                            CsvOptions(include_commit_ts=True))
+    >>> events[0].after, events[0].commit_ts, errors
+    ({'id': 123, 's': 'hello,world'}, 435661838416609281, [])
+    """
+    version = table.version if table_version is None else table_version
+    errors: list[SourceError] = []
+    rows: list[_Row] = []
+    names = [c.name for c in table.columns]
+    expected = options.meta_columns + len(table.columns)
+    first = True
+    for record in iter_records(text, options):
+        if record.error:
+            errors.append(_error(source, record.line, record.error))
+            first = False
+            continue
+        fields = record.fields
+        if first:
+            first = False
+            if not fields[0].quoted and fields[0].text.startswith(HEADER_PREFIX):
+                want = options.header(names)
+                got = [f.text for f in fields]
+                if got != want:
+                    errors.append(_error(
+                        source, record.line,
+                        f"header {got} does not match the table definition and options (expected {want})",
+                    ))
+                continue
+        row = _parse_row(record, table, options, expected, source, errors)
+        if row is not None:
+            rows.append(row)
+    events = _rows_to_events(rows, table, options, version, source, errors)
+    errors.sort(key=lambda e: e.line)
+    return events, errors
+
+
+def _parse_row(
+    record: CsvRecord, table: TableDef, options: CsvOptions, expected: int, source: str, errors: list[SourceError]
+) -> _Row | None:
+    fields = record.fields
+    line = record.line
+    if len(fields) != expected:
+        errors.append(_error(
+            source, line,
+            f"expected {expected} fields ({options.meta_columns} TiCDC meta fields + {len(table.columns)} columns "
+            f"of {table.qualified_name}), got {len(fields)}",
+        ))
+        return None
+    op = fields[0].text
+    if op not in ("I", "U", "D"):
+        errors.append(_error(source, line, f"unknown operation {op!r}; valid operations are I, U, D", "op"))
+        return None
+    table_name, schema_name = fields[1].text, fields[2].text
+    if (schema_name, table_name) != (table.schema_name, table.table):
+        errors.append(_error(
+            source, line, f"row belongs to {schema_name}.{table_name}, but this file holds {table.qualified_name}",
+            "table",
+        ))
+        return None
+    i = 3
+    commit_ts = 0
+    if options.include_commit_ts:
+        ts_text = fields[i].text
+        if not ts_text.isdigit():
+            errors.append(_error(source, line, f"commit-ts must be an unsigned integer, got {_short(ts_text)}",
+                                 "commit-ts"))
+            return None
+        commit_ts = int(ts_text)
+        i += 1
+    is_update = False
+    if options.output_old_value:
+        flag = fields[i].text
+        if flag not in ("true", "false"):
+            errors.append(_error(source, line, f"is-update must be true or false, got {_short(flag)}", "is-update"))
+            return None
+        is_update = flag == "true"
+        i += 1
+    handle_key = None
+    if options.output_handle_key:
+        handle_key = fields[i].text
+        i += 1
+    values: dict[str, Any] = {}
+    bad = False
+    for col, field in zip(table.columns, fields[i:]):
+        if not field.quoted and field.raw == options.null:
+            values[col.name] = None
+            continue
+        if not field.quoted and field.raw == "" and not _is_text_column(col):
+            errors.append(_error(source, line, f"empty value for a {col.sql_type()} column", col.name))
+            bad = True
+            continue
+        try:
+            values[col.name] = decode_value(col, field.text, options)
+        except ValueError as exc:
+            errors.append(_error(source, line, f"{exc} ({col.sql_type()})", col.name))
+            bad = True
+    if bad:
+        return None
+    return _Row(line, op, commit_ts, is_update, values, handle_key)
+
+
+def _is_text_column(col: ColumnDef) -> bool:
+    return col.type not in _INT_TYPES and col.type not in _FLOAT_TYPES
+
+
+def _rows_to_events(
+    rows: list[_Row], table: TableDef, options: CsvOptions, version: int, source: str, errors: list[SourceError]
+) -> list[ChangeEvent]:
+    events: list[ChangeEvent] = []
+
+    def event(row: _Row, op: Op, after: dict[str, Any] | None, before: dict[str, Any] | None) -> ChangeEvent:
+        extra: dict[str, Any] = {}
+        if not options.include_commit_ts:
+            extra["commit_ts_exact"] = False
+        if row.handle_key is not None:
+            extra["handle_key"] = row.handle_key
+        return ChangeEvent(
+            schema=table.schema_name, table=table.table, op=op, commit_ts=row.commit_ts, after=after,
+            before=before, table_version=version, source=f"{source}:{row.line}", extra=extra,
+        )
+
+    i = 0
+    while i < len(rows):
+        row = rows[i]
+        i += 1
+        if row.is_update and row.op == "D":
+            nxt = rows[i] if i < len(rows) else None
+            if nxt is None or not (nxt.is_update and nxt.op == "I"):
+                errors.append(_error(
+                    source, row.line,
+                    "the old-value row of an UPDATE (D, is-update=true) is not followed by its new-value row "
+                    "(I, is-update=true)",
+                ))
+                continue
+            i += 1
+            if nxt.commit_ts != row.commit_ts:
+                errors.append(_error(
+                    source, row.line,
+                    f"the two rows of an UPDATE have different commit ts ({row.commit_ts} and {nxt.commit_ts})",
+                ))
+                continue
+            events.append(event(row, Op.UPDATE, nxt.values, row.values))
+        elif row.is_update and row.op == "I":
+            errors.append(_error(
+                source, row.line,
+                "the new-value row of an UPDATE (I, is-update=true) has no old-value row (D, is-update=true) before it",
+            ))
+        elif row.op == "I":
+            events.append(event(row, Op.INSERT, row.values, None))
+        elif row.op == "U":
+            events.append(event(row, Op.UPDATE, row.values, None))
+        else:
+            events.append(event(row, Op.DELETE, None, row.values))
+    return events

@@ -1,0 +1,674 @@
+"""A realistic TiCDC storage-sink directory, with a manifest of exactly what it holds.
+
+:func:`generate_demo` writes what a changefeed with the storage sink would leave behind after a short
+busy period, so the job can run end to end without TiDB:
+
+* ``shop.orders`` (CSV): BIGINT primary key, DECIMAL(12,2), ENUM, DATETIME(3), JSON and a nullable
+  TEXT whose values hold quotes, commas, CR/LF, backslashes, non-ASCII and the literal text ``\\N``.
+* ``shop.customers`` (CSV): no primary key, keyed by a NOT NULL UNIQUE KEY; SET, DATE, TIME, DOUBLE
+  (Go ``%v`` text, exponent form included) and VARBINARY (base64).
+* ``crm.events`` (canal-json with ``enable-tidb-extension``): BIGINT UNSIGNED beyond 2^63, BIT(10),
+  VARBINARY with bytes 0x00..0xff (ISO-8859-1 text), TIMESTAMP(3), text needing JSON escapes.
+
+Timeline: the tables exist when the changefeed starts (their first table version is the start ts and
+their schema files have no ``Query``); two flushes of inserts/updates/deletes (two data files per
+table, ``CDC.index`` rewritten each time); then ``ALTER TABLE shop.orders ADD COLUMN channel ...
+DEFAULT 'web'`` (a new schema file with ``Query`` and ``Type`` 5, a new version directory) and a third
+flush with later changes; ``metadata`` holds the checkpoint ts. Commit ts are TSOs (physical ms << 18 |
+logical), strictly increasing; date directories are UTC dates of the flush time.
+
+The manifest lists, per table, the events a reader must produce (values in TiCDC's text forms, with
+``source`` = ``"<relative path>:<line>"``), the final rows keyed by handle key (rows written before
+the ADD COLUMN show its default, as the upstream table does), the counts of inserts, updates and
+deletes, the schema versions, and the full table definitions: storage-sink schema files do not
+record ENUM/SET members nor unique keys, so ``shop.customers`` needs the manifest's definition (or its
+``CREATE TABLE``) to get a Kafka key.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import random
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from avro_registry_sink.changes import ChangeEvent
+from avro_registry_sink.encoder import Op
+from avro_registry_sink.sources.csv_format import BinaryEncodingMethod, CsvOptions, is_binary_column
+from avro_registry_sink.sources.storage import data_file_name
+from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+
+__all__ = ["DEMO_CSV_OPTIONS", "DemoManifest", "OpCounts", "generate_demo", "go_format_float"]
+
+#: The CSV settings of the demo changefeed.
+DEMO_CSV_OPTIONS = CsvOptions(include_commit_ts=True, output_old_value=True)
+
+_START = dt.datetime(2024, 5, 9, 8, 0, 0, tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """How many row changes of each kind a table received."""
+
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+
+
+@dataclass
+class DemoManifest:
+    """What :func:`generate_demo` wrote: enough to check everything that comes out of the job.
+
+    Tables are keyed by ``"schema.table"``; ``final_rows`` by the handle-key values (a tuple in key
+    column order); ``table_versions`` by ``(schema, table, version)``.
+    """
+
+    root: Path
+    csv_options: CsvOptions
+    start_ts: int
+    checkpoint_ts: int
+    formats: dict[str, str]
+    tables: dict[str, TableDef]
+    table_versions: dict[tuple[str, str, int], TableDef]
+    create_statements: dict[str, str]
+    ddl_statements: dict[str, list[str]]
+    schema_versions: dict[str, tuple[int, ...]]
+    key_columns: dict[str, tuple[str, ...]]
+    events: dict[str, list[ChangeEvent]]
+    final_rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]]
+    counts: dict[str, OpCounts]
+    data_files: list[str] = field(default_factory=list)
+
+    @property
+    def all_events(self) -> list[ChangeEvent]:
+        """Every event of every table, by commit ts (table name breaking ties, file order kept)."""
+        merged = [e for name in sorted(self.events) for e in self.events[name]]
+        return sorted(merged, key=lambda e: (e.commit_ts, e.schema, e.table))
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-friendly overview (counts, versions, checkpoint) for logs and the CLI."""
+        return {
+            "root": str(self.root),
+            "checkpoint_ts": self.checkpoint_ts,
+            "tables": {
+                name: {
+                    "format": self.formats[name],
+                    "schema_versions": list(self.schema_versions[name]),
+                    "inserts": self.counts[name].inserts,
+                    "updates": self.counts[name].updates,
+                    "deletes": self.counts[name].deletes,
+                    "final_rows": len(self.final_rows[name]),
+                }
+                for name in sorted(self.tables)
+            },
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Value text in TiCDC's writers
+
+
+def go_format_float(value: float, verb: str = "v") -> str:
+    """A float64 as Go writes it: ``"v"`` is ``fmt``'s ``%v`` (shortest round-trip digits, exponent form
+    when the decimal exponent is < -4 or >= 6, as TiCDC's CSV writes floats), ``"f"`` is
+    ``strconv.FormatFloat(v, 'f', -1, 64)`` (never an exponent, as TiCDC's canal-json writes them).
+
+    >>> [go_format_float(x) for x in (1.5e20, 1234567.0, 123456.0, 1e-05, 0.0001, 2.0, -0.5)]
+    ['1.5e+20', '1.234567e+06', '123456', '1e-05', '0.0001', '2', '-0.5']
+    >>> go_format_float(1.5e20, "f")
+    '150000000000000000000'
+    """
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    sign, digits, exp = Decimal(repr(value)).as_tuple()
+    figures = list(digits)
+    while len(figures) > 1 and figures[-1] == 0:
+        figures.pop()
+        exp += 1  # type: ignore[operator]
+    exponent = len(figures) - 1 + int(exp)
+    minus = "-" if sign else ""
+    if verb == "v" and (exponent < -4 or exponent >= 6):
+        mantissa = str(figures[0]) + ("." + "".join(map(str, figures[1:])) if len(figures) > 1 else "")
+        return f"{minus}{mantissa}e{'+' if exponent >= 0 else '-'}{abs(exponent):02d}"
+    return minus + format(Decimal((0, tuple(figures), int(exp))), "f")
+
+
+def _easyjson_string(text: str) -> str:
+    """JSON string as TiCDC's canal-json encoder (easyjson, HTML escaping on) writes it."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or ch in "<>&" or code in (0x2028, 0x2029):
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_STRING_VALUED = frozenset(
+    {MySQLType.DECIMAL, MySQLType.DATE, MySQLType.DATETIME, MySQLType.TIMESTAMP, MySQLType.TIME, MySQLType.JSON,
+     MySQLType.ENUM, MySQLType.SET, MySQLType.CHAR, MySQLType.VARCHAR, MySQLType.TINYTEXT, MySQLType.TEXT,
+     MySQLType.MEDIUMTEXT, MySQLType.LONGTEXT, MySQLType.VECTOR}
+)
+
+
+def _csv_field(text: str, is_string: bool, options: CsvOptions) -> str:
+    if not is_string:
+        return text
+    if options.quote:
+        q = options.quote
+        return q + text.replace(q, q + q) + q
+    out = []
+    i = 0
+    delim = options.delimiter
+    while i < len(text):
+        if text.startswith(delim, i):
+            out.append("".join("\\" + c for c in delim))
+            i += len(delim)
+            continue
+        ch = text[i]
+        out.append({"\\": "\\\\", "\n": "\\n", "\r": "\\r"}.get(ch, ch))
+        i += 1
+    return "".join(out)
+
+
+def _csv_value(col: ColumnDef, value: Any, options: CsvOptions) -> str:
+    if value is None:
+        return options.null
+    if is_binary_column(col):
+        if options.binary_encoding_method is BinaryEncodingMethod.HEX:
+            return _csv_field(value.hex(), True, options)
+        return _csv_field(base64.b64encode(value).decode("ascii"), True, options)
+    if isinstance(value, float):
+        return go_format_float(value, "v")
+    if isinstance(value, int):
+        return str(value)
+    return _csv_field(str(value), col.type in _STRING_VALUED or isinstance(value, str), options)
+
+
+def _csv_record(op: str, table: TableDef, commit_ts: int, is_update: bool, row: dict[str, Any],
+                options: CsvOptions) -> str:
+    fields = [_csv_field(op, True, options), _csv_field(table.table, True, options),
+              _csv_field(table.schema_name, True, options)]
+    if options.include_commit_ts:
+        fields.append(str(commit_ts))
+    if options.output_old_value:
+        fields.append("true" if is_update else "false")
+    fields.extend(_csv_value(c, row[c.name], options) for c in table.columns)
+    return options.delimiter.join(fields) + options.terminator
+
+
+_SQL_TYPES = {
+    MySQLType.TINYINT: -6, MySQLType.SMALLINT: 5, MySQLType.MEDIUMINT: 4, MySQLType.INT: 4, MySQLType.BIGINT: -5,
+    MySQLType.FLOAT: 7, MySQLType.DOUBLE: 8, MySQLType.DECIMAL: 3, MySQLType.BIT: -7, MySQLType.SET: -7,
+    MySQLType.ENUM: 4, MySQLType.YEAR: 12, MySQLType.JSON: 12, MySQLType.DATE: 91, MySQLType.TIME: 92,
+    MySQLType.DATETIME: 93, MySQLType.TIMESTAMP: 93, MySQLType.CHAR: 1, MySQLType.VARCHAR: 12,
+    MySQLType.TINYTEXT: 2005, MySQLType.TEXT: 2005, MySQLType.MEDIUMTEXT: 2005, MySQLType.LONGTEXT: 2005,
+}
+# TiCDC promotes unsigned integers per value to the next wider java.sql type.
+_UNSIGNED_PROMOTION = {
+    MySQLType.TINYINT: (127, 5), MySQLType.SMALLINT: (32767, 4), MySQLType.INT: (2147483647, -5),
+    MySQLType.BIGINT: (9223372036854775807, 3),
+}
+
+
+def _sql_type(col: ColumnDef, value: Any) -> int:
+    if is_binary_column(col):
+        return 2004
+    if col.unsigned and col.type in _UNSIGNED_PROMOTION and isinstance(value, int):
+        limit, promoted = _UNSIGNED_PROMOTION[col.type]
+        if value > limit:
+            return promoted
+    return _SQL_TYPES[col.type]
+
+
+def _mysql_type(col: ColumnDef) -> str:
+    text = col.type.value.lower()
+    if col.unsigned and col.type not in (MySQLType.BIT, MySQLType.YEAR):
+        text += " unsigned"
+    return text
+
+
+def _canal_value(col: ColumnDef, value: Any) -> str:
+    if value is None:
+        return "null"
+    if col.type in (MySQLType.ENUM, MySQLType.SET):
+        raise ValueError("the demo's canal-json table has no ENUM/SET columns")
+    if isinstance(value, bytes):
+        return _easyjson_string(value.decode("latin-1"))
+    if isinstance(value, float):
+        return _easyjson_string(go_format_float(value, "f"))
+    return _easyjson_string(str(value))
+
+
+def _canal_line(kind: str, table: TableDef, commit_ts: int, build_ms: int, old: dict[str, Any] | None,
+                data: dict[str, Any]) -> str:
+    sql_row = old if kind == "DELETE" and old is not None else data
+    sql_types = ",".join(f'{_easyjson_string(c.name)}:{_sql_type(c, sql_row.get(c.name))}' for c in table.columns)
+    mysql_types = ",".join(f"{_easyjson_string(c.name)}:{_easyjson_string(_mysql_type(c))}" for c in table.columns)
+
+    def obj(row: dict[str, Any]) -> str:
+        return "{" + ",".join(f"{_easyjson_string(c.name)}:{_canal_value(c, row[c.name])}" for c in table.columns) + "}"
+
+    pk = ",".join(_easyjson_string(c) for c in table.primary_key)
+    return (
+        f'{{"id":0,"database":{_easyjson_string(table.schema_name)},"table":{_easyjson_string(table.table)},'
+        f'"pkNames":[{pk}],"isDdl":false,"type":"{kind}","es":{commit_ts >> 18},"ts":{build_ms},"sql":"",'
+        f'"sqlType":{{{sql_types}}},"mysqlType":{{{mysql_types}}},'
+        f'"old":{"[" + obj(old) + "]" if kind == "UPDATE" and old is not None else "null"},'
+        f'"data":[{obj(data)}],"_tidb":{{"commitTs":{commit_ts}}}}}'
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# The tables and their rows
+
+
+def _col(name: str, type_: MySQLType, **kw: Any) -> ColumnDef:
+    return ColumnDef(name=name, type=type_, **kw)
+
+
+ORDERS = TableDef(
+    schema_name="shop", table="orders", primary_key=("id",),
+    columns=(
+        _col("id", MySQLType.BIGINT, nullable=False),
+        _col("customer_code", MySQLType.VARCHAR, length=16, nullable=False),
+        _col("amount", MySQLType.DECIMAL, precision=12, scale=2, nullable=False),
+        _col("status", MySQLType.ENUM, elements=("new", "paid", "shipped", "cancelled"), nullable=False, default="new"),
+        _col("created_at", MySQLType.DATETIME, fsp=3, nullable=False),
+        _col("note", MySQLType.TEXT),
+        _col("attrs", MySQLType.JSON),
+    ),
+)
+_CHANNEL = _col("channel", MySQLType.VARCHAR, length=16, nullable=False, default="web")
+ADD_CHANNEL = "ALTER TABLE `shop`.`orders` ADD COLUMN `channel` VARCHAR(16) NOT NULL DEFAULT 'web'"
+
+CUSTOMERS = TableDef(
+    schema_name="shop", table="customers", unique_keys=(("code",),),
+    columns=(
+        _col("code", MySQLType.VARCHAR, length=16, nullable=False),
+        _col("name", MySQLType.VARCHAR, length=64, nullable=False),
+        _col("email", MySQLType.VARCHAR, length=128),
+        _col("tags", MySQLType.SET, elements=("vip", "newsletter", "beta")),
+        _col("signup_date", MySQLType.DATE, nullable=False),
+        _col("preferred_time", MySQLType.TIME),
+        _col("balance", MySQLType.DOUBLE),
+        _col("avatar_hash", MySQLType.VARBINARY, length=16, binary=True),
+    ),
+)
+
+EVENTS = TableDef(
+    schema_name="crm", table="events", primary_key=("id",),
+    columns=(
+        _col("id", MySQLType.BIGINT, unsigned=True, nullable=False),
+        _col("flags", MySQLType.BIT, length=10, nullable=False),
+        _col("payload", MySQLType.VARBINARY, length=64, binary=True),
+        _col("occurred_at", MySQLType.TIMESTAMP, fsp=3, nullable=False),
+        _col("kind", MySQLType.VARCHAR, length=32, nullable=False),
+        _col("score", MySQLType.DOUBLE),
+    ),
+)
+
+_NOTES = [
+    None, "", "leave at the door", 'say "hi", please', "line one\r\nline two", "multi\nline, with comma",
+    "back\\slash", "ünïcödé ✓ 注文", "\\N", "tab\there", "a,b,c",
+]
+_ATTRS = [None, '{"gift": false, "tags": ["a", "b"]}', '{"gift": true, "tags": []}', "[]", '{"note": "x\\"y"}']
+_NAMES = ["Ana Lima", "José Álvarez", "O'Brien, Pat", "李雷", 'Dana "DJ" Smith', "Émile Zola", "Kai"]
+_TAGS = [None, "", "vip", "vip,beta", "newsletter,beta", "vip,newsletter,beta"]
+_BALANCES = [None, 0.0, 12.5, -3.25, 1234567.0, 1e-05, 99.99, 0.1, 250000.75]
+_KINDS = ["click", "view", "purchase", "<script>&amp;", "tab\there", "née", "quote\"d"]
+_SCORES = [None, 0.5, 1.5e20, 1e-05, -2.75, 3.0, 0.1]
+_BIG_IDS = [9223372036854775807, 9223372036854775808, 18446744073709551615, 18446744073709551614]
+
+
+def _ms_text(moment: dt.datetime, fsp: int) -> str:
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    return text + ("." + f"{moment.microsecond:06d}"[:fsp] if fsp else "")
+
+
+class _Generator:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.order_ids = iter(range(1001, 100000))
+        self.customer_ids = iter(range(1, 100000))
+        self.event_ids = iter(_BIG_IDS + list(range(1, 100000)))
+        self._decks: dict[str, list[Any]] = {}
+
+    def pick(self, deck: str, choices: list[Any]) -> Any:
+        """Values dealt from a shuffled deck, so every hard case shows up once there are enough rows."""
+        cards = self._decks.get(deck)
+        if not cards:
+            cards = list(choices)
+            self.rng.shuffle(cards)
+            self._decks[deck] = cards
+        return cards.pop()
+
+    def new_key(self, name: str) -> Any:
+        if name == "shop.orders":
+            return next(self.order_ids)
+        if name == "shop.customers":
+            return f"C{next(self.customer_ids):04d}"
+        return next(self.event_ids)
+
+    def row(self, name: str, key: Any, has_channel: bool) -> dict[str, Any]:
+        rng = self.rng
+        if name == "shop.orders":
+            cents = rng.randint(1, 999_999)
+            created = _START - dt.timedelta(days=rng.randint(0, 30), milliseconds=rng.randint(0, 86_400_000))
+            row = {
+                "id": key,
+                "customer_code": f"C{rng.randint(1, 40):04d}",
+                "amount": f"{cents // 100}.{cents % 100:02d}",
+                "status": rng.choice(ORDERS.columns[3].elements),
+                "created_at": _ms_text(created, 3),
+                "note": self.pick("note", _NOTES),
+                "attrs": self.pick("attrs", _ATTRS),
+            }
+            if has_channel:
+                row["channel"] = rng.choice(["web", "app", "store"])
+            return row
+        if name == "shop.customers":
+            signup = dt.date(2023, 1, 1) + dt.timedelta(days=rng.randint(0, 400))
+            return {
+                "code": key,
+                "name": self.pick("name", _NAMES),
+                "email": rng.choice([None, f"{str(key).lower()}@example.com"]),
+                "tags": self.pick("tags", _TAGS),
+                "signup_date": signup.isoformat(),
+                "preferred_time": rng.choice([None, "09:30:00", "18:05:59", "-01:00:00", "100:00:00"]),
+                "balance": self.pick("balance", _BALANCES),
+                "avatar_hash": rng.choice([None, bytes(rng.randrange(256) for _ in range(16))]),
+            }
+        occurred = _START + dt.timedelta(milliseconds=rng.randint(0, 3_600_000))
+        payload = bytes([0, 255, 13, 10]) + bytes(rng.randrange(256) for _ in range(rng.randint(0, 8)))
+        return {
+            "id": key,
+            "flags": rng.randint(0, 1023),
+            "payload": self.pick("payload", [None, b"", payload, payload]),
+            "occurred_at": _ms_text(occurred, 3),
+            "kind": self.pick("kind", _KINDS),
+            "score": self.pick("score", _SCORES),
+        }
+
+    def change(self, name: str, row: dict[str, Any]) -> dict[str, Any]:
+        """An UPDATE of the non-key columns (the handle key never changes: TiCDC would split that)."""
+        rng = self.rng
+        new = dict(row)
+        if name == "shop.orders":
+            statuses = [s for s in ORDERS.columns[3].elements if s != row["status"]]
+            new["status"] = rng.choice(statuses)
+            new["note"] = rng.choice([n for n in _NOTES if n != row["note"]])
+            if "channel" in new and rng.random() < 0.5:
+                new["channel"] = "app" if row["channel"] != "app" else "store"
+        elif name == "shop.customers":
+            new["balance"] = rng.choice([b for b in _BALANCES if b != row["balance"]])
+            new["tags"] = rng.choice([t for t in _TAGS if t != row["tags"]])
+            new["email"] = f"new.{str(row['code']).lower()}@example.org"
+        else:
+            new["kind"] = rng.choice([k for k in _KINDS if k != row["kind"]])
+            new["score"] = rng.choice([s for s in _SCORES if s != row["score"]])
+            new["flags"] = (row["flags"] + 1) % 1024
+        return new
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _create_statement(table: TableDef) -> str:
+    lines = []
+    for c in table.columns:
+        line = f"  `{c.name}` {c.sql_type()}"
+        if not c.nullable:
+            line += " NOT NULL"
+        if c.default is not None:
+            line += " DEFAULT '" + str(c.default).replace("'", "''") + "'"
+        lines.append(line)
+    if table.primary_key:
+        lines.append("  PRIMARY KEY (" + ", ".join(f"`{k}`" for k in table.primary_key) + ")")
+    for i, uk in enumerate(table.unique_keys, start=1):
+        lines.append(f"  UNIQUE KEY `uk_{i}` (" + ", ".join(f"`{k}`" for k in uk) + ")")
+    return f"CREATE TABLE `{table.schema_name}`.`{table.table}` (\n" + ",\n".join(lines) + "\n)"
+
+
+def _write_schema_file(root: Path, table: TableDef, query: str = "", ddl_type: int = 0) -> Path:
+    """A table schema file, written by the tabledef module; ``Query``/``Type`` set for a DDL version."""
+    from avro_registry_sink.tabledef.storage import write_table_schema_file
+
+    path = Path(write_table_schema_file(table, root))
+    if query:
+        content = json.loads(path.read_text(encoding="utf-8"))
+        content["Query"] = query
+        content["Type"] = ddl_type
+        ordered = {k: content[k] for k in ("Table", "Schema", "Version", "TableVersion", "Query", "Type")
+                   if k in content}
+        ordered.update(content)
+        path.write_text(json.dumps(ordered, indent=4, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+@dataclass
+class _Txn:
+    commit_ts: int
+    ops: list[tuple[str, Op, Any]]  # (table, op, key)
+
+
+def generate_demo(
+    root: Path | str,
+    *,
+    seed: int = 7,
+    rows_per_table: int = 12,
+    csv_options: CsvOptions = DEMO_CSV_OPTIONS,
+) -> DemoManifest:
+    """Write the demo storage-sink directory under ``root`` and return its manifest.
+
+    ``rows_per_table`` (at least 4) is the number of rows inserted into each table in total; a
+    quarter of that are updated and about a sixth deleted, spread over the three flushes. The same
+    ``seed`` gives byte-identical files. ``csv_options`` may change the CSV writer (quote/escape
+    mode, delimiter, header, old values, commit ts, hex binary), not ``output-handle-key``.
+
+    >>> # manifest = generate_demo(Path("/tmp/demo")); manifest.counts["shop.orders"].inserts
+    """
+    if rows_per_table < 4:
+        raise ValueError(f"rows_per_table must be at least 4, got {rows_per_table}")
+    if csv_options.output_handle_key:
+        raise ValueError("the demo does not write output-handle-key CSV")
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    gen = _Generator(rng)
+
+    physical = int(_START.timestamp() * 1000)
+
+    def tso() -> int:
+        nonlocal physical
+        physical += rng.randint(40, 900)
+        return (physical << 18) | rng.randint(0, 7)
+
+    start_ts = tso()
+    names = ["shop.orders", "shop.customers", "crm.events"]
+    base = {"shop.orders": ORDERS, "shop.customers": CUSTOMERS, "crm.events": EVENTS}
+    formats = {"shop.orders": "csv", "shop.customers": "csv", "crm.events": "json"}
+    current: dict[str, TableDef] = {n: base[n].model_copy(update={"version": start_ts}) for n in names}
+    table_versions = {(t.schema_name, t.table, t.version): t for t in current.values()}
+    for t in current.values():
+        _write_schema_file(root, t)
+
+    state: dict[str, dict[Any, dict[str, Any]]] = {n: {} for n in names}
+    events: dict[str, list[ChangeEvent]] = {n: [] for n in names}
+    counts = {n: [0, 0, 0] for n in names}
+    files: list[str] = []
+    dir_numbers: dict[str, int] = {}
+    has_channel = False
+
+    n = rows_per_table
+    phase_inserts = [n // 2, n - n // 2 - n // 4, n // 4]
+    phase_updates = [0, max(1, n // 4), max(1, n // 6)]
+    phase_deletes = [0, max(1, n // 6), 1]
+
+    def plan_phase(phase: int) -> list[_Txn]:
+        work = [(name, op) for name in names
+                for op, count in ((Op.INSERT, phase_inserts[phase]), (Op.UPDATE, phase_updates[phase]),
+                                  (Op.DELETE, phase_deletes[phase]))
+                for _ in range(count)]
+        rng.shuffle(work)
+        # inserts before the updates/deletes that need live rows: stable order by "needs a row"
+        work.sort(key=lambda item: item[1] is not Op.INSERT and not state[item[0]])
+        txns = []
+        while work:
+            size = rng.randint(1, 3)
+            txns.append(_Txn(0, [(name, op, None) for name, op in work[:size]]))
+            work = work[size:]
+        return txns
+
+    def run_phase(phase: int) -> None:
+        pending: dict[str, list[tuple[int, str, Op, dict[str, Any] | None, dict[str, Any] | None]]] = {
+            name: [] for name in names
+        }
+        for txn in plan_phase(phase):
+            commit_ts = tso()
+            touched: dict[str, set[Any]] = {name: set() for name in names}
+            per_table: dict[str, list[tuple[Op, Any, dict[str, Any] | None, dict[str, Any] | None]]] = {}
+            for name, op, _ in txn.ops:
+                live = [k for k in state[name] if k not in touched[name]]
+                if op is Op.INSERT:
+                    key = gen.new_key(name)
+                    after = gen.row(name, key, has_channel and name == "shop.orders")
+                    before = None
+                elif not live:
+                    continue
+                else:
+                    key = rng.choice(sorted(live, key=str))
+                    before = dict(state[name][key])
+                    after = gen.change(name, before) if op is Op.UPDATE else None
+                touched[name].add(key)
+                per_table.setdefault(name, []).append((op, key, before, after))
+            for name, ops in per_table.items():
+                # TiCDC: deletes first, then the other rows by handle
+                ops.sort(key=lambda o: (o[0] is not Op.DELETE, o[1]))
+                for op, key, before, after in ops:
+                    if op is Op.DELETE:
+                        del state[name][key]
+                    else:
+                        state[name][key] = after  # type: ignore[assignment]
+                    counts[name][[Op.INSERT, Op.UPDATE, Op.DELETE].index(op)] += 1
+                    pending[name].append((commit_ts, name, op, before, after))
+        flush_ms = physical + rng.randint(5, 50)
+        date = dt.datetime.fromtimestamp(flush_ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+        for name in names:
+            if pending[name]:
+                _flush(name, pending[name], date, flush_ms)
+
+    def _flush(name: str, rows: list[tuple[int, str, Op, Any, Any]], date: str, flush_ms: int) -> None:
+        table = current[name]
+        directory = f"{table.schema_name}/{table.table}/{table.version}/{date}"
+        number = dir_numbers.get(directory, 0) + 1
+        dir_numbers[directory] = number
+        ext = "csv" if formats[name] == "csv" else "json"
+        file_name = data_file_name(number, ext)
+        relpath = f"{directory}/{file_name}"
+        (root / directory / "meta").mkdir(parents=True, exist_ok=True)
+        (root / directory / "meta" / "CDC.index").write_text(file_name + "\n", encoding="utf-8")
+        text_parts: list[str] = []
+        line = 1
+        if ext == "csv" and csv_options.output_field_header:
+            header = csv_options.delimiter.join(csv_options.header([c.name for c in table.columns]))
+            text_parts.append(header + csv_options.terminator)
+            line += text_parts[-1].count("\n")
+        for commit_ts, _, op, before, after in rows:
+            source = f"{relpath}:{line}"
+            extra = {} if ext == "json" or csv_options.include_commit_ts else {"commit_ts_exact": False}
+            event_ts = commit_ts if ext == "json" or csv_options.include_commit_ts else 0
+            ev_before, ev_after = before, after
+            if ext == "csv":
+                if op is Op.INSERT:
+                    chunk = _csv_record("I", table, commit_ts, False, after, csv_options)
+                elif op is Op.DELETE:
+                    chunk = _csv_record("D", table, commit_ts, False, before, csv_options)
+                elif csv_options.output_old_value:
+                    chunk = (_csv_record("D", table, commit_ts, True, before, csv_options)
+                             + _csv_record("I", table, commit_ts, True, after, csv_options))
+                else:
+                    chunk = _csv_record("U", table, commit_ts, False, after, csv_options)
+                    ev_before = None
+            else:
+                kind = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.DELETE: "DELETE"}[op]
+                data = before if op is Op.DELETE else after
+                chunk = _canal_line(kind, table, commit_ts, (commit_ts >> 18) + rng.randint(1, 50),
+                                    before if op is Op.UPDATE else None, data) + "\r\n"
+            text_parts.append(chunk)
+            line += chunk.count("\n")
+            events[name].append(ChangeEvent(
+                schema=table.schema_name, table=table.table, op=op, commit_ts=event_ts,
+                after=dict(ev_after) if ev_after is not None else None,
+                before=dict(ev_before) if ev_before is not None else None,
+                table_version=table.version, source=source, extra=extra,
+            ))
+        (root / relpath).write_bytes("".join(text_parts).encode("utf-8"))
+        files.append(relpath)
+
+    run_phase(0)
+    run_phase(1)
+
+    # The DDL: ADD COLUMN with a default; existing rows show the default from now on.
+    ddl_ts = tso()
+    orders = current["shop.orders"]
+    new_orders = orders.model_copy(update={"columns": (*orders.columns, _CHANNEL), "version": ddl_ts})
+    current["shop.orders"] = new_orders
+    table_versions[("shop", "orders", ddl_ts)] = new_orders
+    _write_schema_file(root, new_orders, ADD_CHANNEL, 5)
+    for row in state["shop.orders"].values():
+        row["channel"] = "web"
+    has_channel = True
+
+    run_phase(2)
+
+    checkpoint_ts = tso()
+    (root / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint_ts}, separators=(",", ":")),
+                                   encoding="utf-8")
+
+    full_tables = {
+        "shop.orders": new_orders.model_copy(update={"version": ddl_ts}),
+        "shop.customers": current["shop.customers"],
+        "crm.events": current["crm.events"],
+    }
+    key_columns = {name: tuple(full_tables[name].handle_key_names() or ()) for name in names}
+    final_rows = {
+        name: {tuple(row[k] for k in key_columns[name]): dict(row) for row in state[name].values()}
+        for name in names
+    }
+    return DemoManifest(
+        root=root,
+        csv_options=csv_options,
+        start_ts=start_ts,
+        checkpoint_ts=checkpoint_ts,
+        formats=formats,
+        tables=full_tables,
+        table_versions=table_versions,
+        create_statements={name: _create_statement(base[name]) for name in names},
+        ddl_statements={"shop.orders": [ADD_CHANNEL], "shop.customers": [], "crm.events": []},
+        schema_versions={
+            "shop.orders": (start_ts, ddl_ts), "shop.customers": (start_ts,), "crm.events": (start_ts,),
+        },
+        key_columns=key_columns,
+        events=events,
+        final_rows=final_rows,
+        counts={name: OpCounts(*counts[name]) for name in names},
+        data_files=files,
+    )

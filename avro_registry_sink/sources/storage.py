@@ -1,0 +1,414 @@
+"""A TiCDC storage-sink directory (cloud storage / NFS sink) read as table versions and change events.
+
+The layout (tiflow ``pkg/sink/cloudstorage``; ``shared/reference/ticdc-inputs.md`` §1-§2)::
+
+    <root>/metadata                                                {"checkpoint-ts":N}
+    <root>/<schema>/meta/schema_<ddlCommitTs>_<crc>.json           database DDL (CREATE DATABASE)
+    <root>/<schema>/<table>/meta/schema_<tableVersion>_<crc>.json   table definition per version
+    <root>/<schema>/<table>/<tableVersion>/[<partition>/][<date>/]CDC<num>.<csv|json>
+    <root>/<schema>/<table>/<tableVersion>/[<partition>/][<date>/]meta/CDC.index
+
+* Schema files are recognised by ``meta/schema_<digits>_<10 digits>.json``; the version in the name
+  must equal the file's ``TableVersion`` (a mismatch, like unreadable JSON, raises
+  :class:`SourceError`: without its definition no data of that version can be read). The checksum in
+  the name is not verified.
+* Data files are ``CDC`` + 6 to 20 digits + ``.csv`` or ``.json`` (canal-json). Numbers restart at 1
+  in every date directory. A single directory between the version and the file is a date when it
+  looks like ``YYYY-MM-DD`` or ``YYYY-MM``, else a partition id; pass ``date_separator="year"`` for
+  ``YYYY`` date directories (TiCDC's consumer is told the separator too).
+* :meth:`StorageLayout.data_files` orders files as TiCDC's storage consumer does: table version,
+  partition, date, schema, table, file number. Like that consumer it skips data files whose table
+  version has no schema file yet (the schema file is written first; it appears on a later scan) and
+  it does not need ``CDC.index``.
+* A schema file with a ``Query`` is a DDL: it starts a new table version, and every event read from a
+  data file carries its directory's version (:attr:`ChangeEvent.table_version`).
+
+Events' ``source`` is ``"<path relative to root>:<line>"``. The commit ts of CSV rows needs
+``include-commit-ts=true``; without it events have ``commit_ts=0`` (see
+:mod:`~avro_registry_sink.sources.csv_format`). canal-json lines carry ``_tidb.commitTs`` with
+``enable-tidb-extension=true``; without it the commit ts is unknown and ``es << 18`` is used
+(millisecond precision, logical part 0; ``extra["commit_ts_exact"] = False``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterable
+
+from avro_registry_sink.changes import ChangeEvent
+from avro_registry_sink.errors import SourceError
+from avro_registry_sink.sources.canal import DdlEvent, events_from_canal
+from avro_registry_sink.sources.csv_format import DEFAULT_CSV_OPTIONS, CsvOptions, parse_csv
+from avro_registry_sink.table import TableDef
+
+__all__ = [
+    "DataFile",
+    "DateSeparator",
+    "SchemaFile",
+    "StorageLayout",
+    "data_file_name",
+    "read_data_file",
+]
+
+_SCHEMA_NAME = re.compile(r"schema_(?P<version>\d+)_(?P<crc>\d{10})\.json")
+_DATA_NAME = re.compile(r"CDC(?P<number>\d{6,20})\.(?P<ext>csv|json)")
+_FULL_DATE = re.compile(r"\d{4}-\d{2}(?:-\d{2})?")
+_YEAR = re.compile(r"\d{4}")
+_DIGITS = re.compile(r"\d+")
+
+
+class DateSeparator(str, Enum):
+    """TiCDC's ``date-separator``: how data files are grouped by flush date."""
+
+    NONE = "none"
+    YEAR = "year"
+    MONTH = "month"
+    DAY = "day"
+
+
+def data_file_name(number: int, extension: str = "csv", width: int = 20) -> str:
+    """TiCDC's data file name (``file-index-digit`` defaults to 20; values outside 6..20 become 20).
+
+    >>> data_file_name(2)
+    'CDC00000000000000000002.csv'
+    """
+    if not 6 <= width <= 20:
+        width = 20
+    return f"CDC{number:0{width}d}.{extension}"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a table version, located in the storage tree."""
+
+    path: Path
+    schema: str
+    table: str
+    version: int
+    partition: int | None
+    date: str | None
+    number: int
+    format: str  # "csv" or "json" (canal-json)
+    relpath: str = ""  # posix path relative to the root: the file's identity for ``since``
+
+    @property
+    def sort_key(self) -> tuple[int, int, str, str, str, int]:
+        """TiCDC's storage-consumer order: version, partition, date, schema, table, number."""
+        return (self.version, self.partition or 0, self.date or "", self.schema, self.table, self.number)
+
+
+@dataclass(frozen=True)
+class SchemaFile:
+    """A table (or database, ``table == ""``) schema file and the DDL fields read from it."""
+
+    path: Path
+    relpath: str
+    schema: str
+    table: str
+    version: int
+    checksum: str
+    query: str
+    ddl_type: int
+
+
+class StorageLayout:
+    """Discover and read a TiCDC storage-sink directory.
+
+    >>> # layout = StorageLayout("/data/ticdc")
+    >>> # tables = layout.table_versions()
+    >>> # for f in layout.data_files():
+    >>> #     events, errors = layout.read_data_file(f, tables[(f.schema, f.table, f.version)], CsvOptions())
+    """
+
+    def __init__(self, root: Path | str, *, date_separator: DateSeparator | str | None = None) -> None:
+        self.root = Path(root)
+        self.date_separator = DateSeparator(date_separator) if date_separator is not None else None
+        self._schema_cache: dict[str, tuple[SchemaFile, TableDef | None]] = {}
+
+    def __repr__(self) -> str:
+        return f"StorageLayout({str(self.root)!r})"
+
+    # ---------------------------------------------------------------------------------------------
+    # walking
+
+    def _walk(self) -> Iterable[tuple[str, tuple[str, ...]]]:
+        """(relative posix path, its parts) of every file under the root, sorted."""
+        found: list[tuple[str, tuple[str, ...]]] = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames.sort()
+            rel_dir = Path(dirpath).relative_to(self.root).parts
+            for name in filenames:
+                parts = (*rel_dir, name)
+                found.append(("/".join(parts), parts))
+        found.sort()
+        return found
+
+    # ---------------------------------------------------------------------------------------------
+    # schema files
+
+    def schema_files(self) -> list[SchemaFile]:
+        """Every table and database schema file, ordered by (version, schema, table)."""
+        return [entry[0] for entry in self._schema_entries()]
+
+    def _schema_entries(self) -> list[tuple[SchemaFile, TableDef | None]]:
+        entries = []
+        for relpath, parts in self._walk():
+            m = _SCHEMA_NAME.fullmatch(parts[-1])
+            if not m or len(parts) not in (3, 4) or parts[-2] != "meta":
+                continue
+            entry = self._schema_cache.get(relpath)
+            if entry is None:
+                entry = self._load_schema_file(relpath, parts, int(m.group("version")), m.group("crc"))
+                self._schema_cache[relpath] = entry
+            entries.append(entry)
+        entries.sort(key=lambda e: (e[0].version, e[0].schema, e[0].table))
+        return entries
+
+    def _load_schema_file(
+        self, relpath: str, parts: tuple[str, ...], version: int, crc: str
+    ) -> tuple[SchemaFile, TableDef | None]:
+        path = self.root / relpath
+        try:
+            text = path.read_text(encoding="utf-8")
+            content = json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise SourceError(f"{relpath}: unreadable schema file ({exc}).", source=relpath, reason=str(exc)) from None
+        if not isinstance(content, dict):
+            raise SourceError(f"{relpath}: a schema file must hold a JSON object.", source=relpath,
+                              reason="not an object")
+        schema_name = parts[0]
+        table_name = parts[1] if len(parts) == 4 else ""
+        content_version = content.get("TableVersion")
+        if content_version != version:
+            raise SourceError(
+                f"{relpath}: the file name says table version {version} but its TableVersion is "
+                f"{content_version!r}; the file is corrupt or was renamed.",
+                source=relpath, reason="version mismatch",
+            )
+        if content.get("Schema") != schema_name or (content.get("Table") or "") != table_name:
+            raise SourceError(
+                f"{relpath}: the file describes {content.get('Schema')!r}.{content.get('Table')!r} but lies under "
+                f"{schema_name}/{table_name or 'meta'}.",
+                source=relpath, reason="location mismatch",
+            )
+        schema_file = SchemaFile(
+            path=path, relpath=relpath, schema=schema_name, table=table_name, version=version, checksum=crc,
+            query=str(content.get("Query") or ""), ddl_type=int(content.get("Type") or 0),
+        )
+        if not table_name:
+            return schema_file, None
+        from avro_registry_sink.tabledef.storage import parse_table_schema_file
+
+        try:
+            table = parse_table_schema_file(text)
+        except SourceError:
+            raise
+        except Exception as exc:  # the parser's own errors: keep the location
+            raise SourceError(f"{relpath}: invalid table schema file: {exc}", source=relpath,
+                              reason=str(exc)) from exc
+        if table.version != version:
+            table = table.model_copy(update={"version": version})
+        return schema_file, table
+
+    def table_versions(self) -> dict[tuple[str, str, int], TableDef]:
+        """The table definition of every (schema, table, version), ordered by version.
+
+        Raises :class:`SourceError` for a schema file that cannot be trusted (see the module doc).
+        """
+        out: dict[tuple[str, str, int], TableDef] = {}
+        for schema_file, table in self._schema_entries():
+            if table is None:
+                continue
+            key = (schema_file.schema, schema_file.table, schema_file.version)
+            if key in out and out[key] != table:
+                raise SourceError(
+                    f"{schema_file.relpath}: two different schema files for {key[0]}.{key[1]} version {key[2]}.",
+                    source=schema_file.relpath, reason="conflicting schema files",
+                )
+            out[key] = table
+        return out
+
+    def ddl_events(self) -> list[DdlEvent]:
+        """The DDLs recorded in schema files (``Query`` not empty), ordered by commit ts.
+
+        The version of a table created by a DDL is the DDL's commit ts; database DDLs have ``table == ""``.
+        """
+        return [
+            DdlEvent(schema=f.schema, table=f.table, query=f.query, commit_ts=f.version, source=f.relpath,
+                     kind=str(f.ddl_type))
+            for f in self.schema_files()
+            if f.query
+        ]
+
+    def table_for(self, data_file: DataFile, tables: dict[tuple[str, str, int], TableDef] | None = None) -> TableDef:
+        """The definition a data file was written with: its version's, else the newest one before it."""
+        tables = self.table_versions() if tables is None else tables
+        exact = tables.get((data_file.schema, data_file.table, data_file.version))
+        if exact is not None:
+            return exact
+        older = [v for (s, t, v) in tables if (s, t) == (data_file.schema, data_file.table) and v <= data_file.version]
+        if not older:
+            raise SourceError(
+                f"{data_file.relpath}: no schema file for {data_file.schema}.{data_file.table} at or before version "
+                f"{data_file.version}.",
+                source=data_file.relpath, reason="no schema file",
+            )
+        return tables[(data_file.schema, data_file.table, max(older))]
+
+    # ---------------------------------------------------------------------------------------------
+    # data files
+
+    def _parse_data_path(self, relpath: str, parts: tuple[str, ...]) -> DataFile | None:
+        m = _DATA_NAME.fullmatch(parts[-1])
+        if not m or not 4 <= len(parts) <= 6 or not _DIGITS.fullmatch(parts[2]):
+            return None
+        middle = parts[3:-1]
+        partition: int | None = None
+        date: str | None = None
+        if len(middle) == 2:
+            if not _DIGITS.fullmatch(middle[0]) or not (_FULL_DATE.fullmatch(middle[1]) or _YEAR.fullmatch(middle[1])):
+                return None
+            partition, date = int(middle[0]), middle[1]
+        elif len(middle) == 1:
+            one = middle[0]
+            if _FULL_DATE.fullmatch(one) or (self.date_separator is DateSeparator.YEAR and _YEAR.fullmatch(one)):
+                date = one
+            elif _DIGITS.fullmatch(one):
+                partition = int(one)
+            else:
+                return None
+        return DataFile(
+            path=self.root / relpath, schema=parts[0], table=parts[1], version=int(parts[2]), partition=partition,
+            date=date, number=int(m.group("number")), format=m.group("ext"), relpath=relpath,
+        )
+
+    def data_files(self, since: set[str] | None = None, *, require_schema: bool = True) -> list[DataFile]:
+        """Data files in TiCDC's storage-consumer order, leaving out the relative paths in ``since``.
+
+        ``since`` is the set of :attr:`DataFile.relpath` already processed (a streaming job keeps it).
+        With ``require_schema`` (default) files whose table version has no schema file yet are left out.
+        """
+        since = since or set()
+        files = []
+        for relpath, parts in self._walk():
+            if relpath in since:
+                continue
+            data_file = self._parse_data_path(relpath, parts)
+            if data_file is not None:
+                files.append(data_file)
+        if require_schema:
+            versions = {(f.schema, f.table, f.version) for f in self.schema_files() if f.table}
+            files = [f for f in files if (f.schema, f.table, f.version) in versions]
+        files.sort(key=lambda f: f.sort_key)
+        return files
+
+    def read_index(self, data_file: DataFile) -> str | None:
+        """The file name recorded in the ``meta/CDC.index`` next to ``data_file`` (``None`` if absent)."""
+        index = data_file.path.parent / "meta" / "CDC.index"
+        try:
+            return index.read_text(encoding="utf-8").strip() or None
+        except FileNotFoundError:
+            return None
+
+    def read_data_file(
+        self,
+        data_file: DataFile,
+        table: TableDef | None = None,
+        options: CsvOptions | None = None,
+    ) -> tuple[list[ChangeEvent], list[SourceError]]:
+        """Events of one data file plus the errors of its bad lines (see :func:`read_data_file`).
+
+        ``table`` defaults to :meth:`table_for`.
+        """
+        if table is None:
+            table = self.table_for(data_file)
+        return read_data_file(data_file, table, options)
+
+    def read_all(
+        self, options: CsvOptions | None = None, since: set[str] | None = None
+    ) -> tuple[list[ChangeEvent], list[SourceError]]:
+        """Every event of every data file, in :meth:`data_files` order, plus all errors."""
+        tables = self.table_versions()
+        events: list[ChangeEvent] = []
+        errors: list[SourceError] = []
+        for data_file in self.data_files(since):
+            got, bad = read_data_file(data_file, self.table_for(data_file, tables), options)
+            events.extend(got)
+            errors.extend(bad)
+        return events, errors
+
+    # ---------------------------------------------------------------------------------------------
+    # metadata
+
+    def checkpoint_ts(self) -> int | None:
+        """``checkpoint-ts`` from ``<root>/metadata``: every commit ts below it is written (``None``: no file)."""
+        path = self.root / "metadata"
+        try:
+            content: Any = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise SourceError(f"metadata: unreadable ({exc}).", source="metadata", reason=str(exc)) from None
+        if not isinstance(content, dict) or not isinstance(content.get("checkpoint-ts"), int):
+            raise SourceError('metadata: expected {"checkpoint-ts": <integer>}.', source="metadata",
+                              reason="no checkpoint-ts")
+        return int(content["checkpoint-ts"])
+
+
+def read_data_file(
+    data_file: DataFile, table: TableDef, options: CsvOptions | None = None
+) -> tuple[list[ChangeEvent], list[SourceError]]:
+    """Parse one data file written with ``table``: (events in file order, errors of bad lines).
+
+    CSV files use ``options`` (default :class:`CsvOptions`); ``.json`` files are canal-json, one
+    message per line, lines ending with the sink terminator (``\\r\\n`` by default). Every event carries
+    the file's directory version. Pure: ships to Spark executors as it is.
+    """
+    source = data_file.relpath or str(data_file.path)
+    try:
+        data = data_file.path.read_bytes()
+    except OSError as exc:
+        return [], [SourceError(f"{source}: cannot read ({exc}).", source=source, line=0, reason=str(exc))]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return [], [SourceError(f"{source}:{line}: not UTF-8 text ({exc.reason}).", source=source, line=line,
+                                reason="not UTF-8")]
+    if data_file.format == "csv":
+        return parse_csv(text, table, options or DEFAULT_CSV_OPTIONS, source=source, table_version=data_file.version)
+    return _read_canal_lines(text, table, source, data_file.version)
+
+
+def _read_canal_lines(
+    text: str, table: TableDef, source: str, version: int
+) -> tuple[list[ChangeEvent], list[SourceError]]:
+    events: list[ChangeEvent] = []
+    errors: list[SourceError] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            got = events_from_canal(line, table=table, table_version=version, source=where)
+        except SourceError as exc:
+            context = dict(exc.context)
+            context.update(source=source, line=number)
+            errors.append(SourceError(exc.message, **context))
+            continue
+        for event in got:
+            if isinstance(event, ChangeEvent):
+                events.append(event)
+            else:
+                errors.append(SourceError(
+                    f"{where}: a {type(event).__name__} in a storage-sink data file (DDLs are schema files, and "
+                    "the storage sink writes no watermarks); ignored.",
+                    source=source, line=number, reason="not a DML message",
+                ))
+    return events, errors

@@ -1,0 +1,791 @@
+"""The streaming job: change events in, Confluent-framed flat Avro out, one micro-batch at a time.
+
+::
+
+    source stream ──foreachBatch──> driver: which (schema, table, version)s are in the batch?
+                                     resolve their definitions (schema files / the DDL catalog)
+                                     SchemaManager.prepare_batch  (registry calls, once per new schema)
+                                     sink.prepare(topics)         (create topics, learn partition counts)
+                                   executors: parse input -> change rows | bad-input rows
+                                              encode_changes (Avro, partition dispatch)
+                                              sorted so each Kafka partition gets its rows in input order
+                                   sink.write (Kafka or files); bad input -> dead-letter file; progress
+
+A batch that raises (registry incompatibility or unavailability, an unreachable broker) is not
+committed: the query stops with the error, and the next run resumes from the checkpoint with that
+batch. Bad lines and messages do not fail a batch: they are written, with their location and reason,
+to ``<checkpoint>/dead-letter/batch-<id>.jsonl`` and counted. Executors receive only plain data
+(plans, table definitions, options); the registry client, the manager and the sink's admin client
+stay on the driver.
+
+Checkpoint directory layout: ``spark/`` (the query's offsets and commits), ``tables.json`` (changelog
+table versions), ``dead-letter/``, ``job.json`` (the source it belongs to: a checkpoint is not reused for
+another source).
+
+>>> # from avro_registry_sink.spark.job import JobOptions, run_job
+>>> # result = run_job(spark, JobOptions(source=parse_source("/data/ticdc"), checkpoint=Path("ck")))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from avro_registry_sink.changes import KAFKA_DDL
+from avro_registry_sink.config import SinkConfig
+from avro_registry_sink.errors import AvroSinkError, ConfigError, SourceError
+from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
+from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
+from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
+from avro_registry_sink.spark.sources import (
+    ORDER_COLUMNS,
+    SourceSpec,
+    TableCatalog,
+    changelog_messages,
+    changelog_stream,
+    infer_table,
+    parse_changelog,
+    parse_storage_files,
+    peek_changelog,
+    resolve_storage_files,
+    storage_stream,
+)
+from avro_registry_sink.table import TableDef
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from avro_registry_sink.sources.csv_format import CsvOptions
+
+__all__ = [
+    "DEFAULT_TOPIC_RULE",
+    "JobFailed",
+    "JobOptions",
+    "JobResult",
+    "build_router",
+    "build_sink",
+    "ensure_spark_kafka",
+    "job_session",
+    "kafka_package",
+    "run_job",
+]
+
+#: One topic per table when neither a topic rule nor dispatchers nor a sink URI topic say otherwise.
+DEFAULT_TOPIC_RULE = "{schema}_{table}"
+
+#: The newest ``spark-sql-kafka-0-10`` on Maven Central when this was written; used when the running
+#: Spark's own version is not published (a pre-release build). Override with AVRO_SINK_SPARK_KAFKA_VERSION.
+NEWEST_PUBLISHED_KAFKA_CONNECTOR = "4.2.0"
+
+
+class JobFailed(AvroSinkError):
+    """The streaming query stopped with an error; nothing of the failing batch was committed."""
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """Everything a run needs besides the SparkSession (plain, frozen data)."""
+
+    source: SourceSpec
+    checkpoint: Path
+    sink: SinkConfig = SinkConfig()
+    topic_rule: str | None = None
+    available_now: bool = True
+    trigger_interval: str = "10 seconds"
+    max_files_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = None
+    csv_options: CsvOptions | None = None
+    tables: tuple[TableDef, ...] = ()  # user definitions: complete schema files, seed changelog tables
+    kafka_producer: str = "auto"  # "spark" | "confluent" | "auto"
+    output_partitions: int | None = None  # Spark partitions of the encode/write stage
+    query_name: str | None = None
+
+
+@dataclass
+class JobResult:
+    """What a run did (available-now runs return when the input is drained)."""
+
+    totals: JobTotals
+    checkpoint: Path
+    bad_input: list[dict[str, Any]] = field(default_factory=list)
+    dead_letters: list[Path] = field(default_factory=list)
+    plans: dict[PlanKey, TablePlan] = field(default_factory=dict)
+    sink: str = ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Session and sink
+
+
+def kafka_package(spark_version: str | None = None) -> str:
+    """Maven coordinates of Spark's Kafka connector for this Spark (see ``NEWEST_PUBLISHED_KAFKA_CONNECTOR``)."""
+    version = os.environ.get("AVRO_SINK_SPARK_KAFKA_VERSION")
+    if not version:
+        if spark_version is None:
+            import pyspark
+
+            spark_version = pyspark.__version__
+        numbers = tuple(int(p) for p in spark_version.split(".")[:2] if p.isdigit())
+        newest = tuple(int(p) for p in NEWEST_PUBLISHED_KAFKA_CONNECTOR.split(".")[:2])
+        version = NEWEST_PUBLISHED_KAFKA_CONNECTOR if numbers > newest else spark_version.split("+")[0]
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+
+
+def _ivy_dir() -> str:
+    return os.environ.get("AVRO_SINK_IVY_DIR") or str(Path(".cache/ivy").resolve())
+
+
+def job_session(*, kafka: bool = False, master: str | None = None, app_name: str = "avro-registry-sink") -> SparkSession:
+    """A SparkSession for the CLI (``spark.session.local_session``), with Spark's Kafka connector when ``kafka``.
+
+    The connector comes from Maven Central through Ivy (cache: ``AVRO_SINK_IVY_DIR``, else ``.cache/ivy``
+    under the current directory). An already running session is reused as it is (see
+    :func:`ensure_spark_kafka` for adding the connector to it).
+    """
+    from avro_registry_sink.spark.session import local_session
+
+    conf: dict[str, str] = {"spark.sql.shuffle.partitions": os.environ.get("AVRO_SINK_SHUFFLE_PARTITIONS", "4")}
+    if kafka:
+        conf.update({"spark.jars.packages": kafka_package(), "spark.jars.ivy": _ivy_dir()})
+    return local_session(app_name=app_name, master=master or os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
+                         **conf)
+
+
+#: Jars of the connector that pyspark does not ship (kafka-clients and commons-pool2 come with it).
+_CONNECTOR_JARS = ("spark-sql-kafka-0-10_2.13-", "spark-token-provider-kafka-0-10_2.13-", "kafka-clients-",
+                   "commons-pool2-")
+#: Transitive dependencies of the connector that pyspark already has: never added twice.
+_PROVIDED = ("org.apache.hadoop:hadoop-client-api", "org.apache.hadoop:hadoop-client-runtime", "org.slf4j:slf4j-api",
+             "org.xerial.snappy:snappy-java", "at.yawk.lz4:lz4-java", "org.lz4:lz4-java",
+             "com.google.code.findbugs:jsr305", "org.scala-lang.modules:scala-parallel-collections_2.13")
+
+
+def ensure_spark_kafka(spark: SparkSession) -> bool:
+    """Make Spark's Kafka data source available on a running session; ``False`` if that is impossible.
+
+    A session started without ``spark.jars.packages`` gets the connector with ``ADD JAR``: the jars of
+    :func:`kafka_package` from the Ivy cache (``.cache/ivy/jars``) when an earlier run fetched them, else
+    from Maven Central by an ``ivy://`` URI (its own dependencies only; pyspark's jars are excluded).
+    """
+    from avro_registry_sink.spark.sinks import has_spark_kafka
+
+    if has_spark_kafka(spark):
+        return True
+    coordinate = kafka_package()
+    version = coordinate.rsplit(":", 1)[1]
+    cached = sorted(Path(_ivy_dir(), "jars").glob("*.jar")) if Path(_ivy_dir(), "jars").is_dir() else []
+    jars = [j for j in cached if any(j.name.split("_", 1)[-1].startswith(p) for p in _CONNECTOR_JARS)]
+    have = {p for p in _CONNECTOR_JARS if any(j.name.split("_", 1)[-1].startswith(p) for j in jars)}
+    wanted = [j for j in jars if "spark-" not in j.name or f"-{version}.jar" in j.name]
+    try:
+        if have == set(_CONNECTOR_JARS) and any("spark-sql-kafka" in j.name for j in wanted):
+            for jar in wanted:
+                spark.sql(f"ADD JAR '{jar}'")
+        else:
+            exclude = ",".join(_PROVIDED)
+            spark.sql(f"ADD JAR 'ivy://{coordinate}?transitive=true&exclude={exclude}'")
+    except Exception:  # noqa: BLE001 - offline, or no such version: the caller decides what that means
+        return False
+    return has_spark_kafka(spark)
+
+
+def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
+               default_dir: Path | None = None) -> Sink:
+    """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://``."""
+    if config.scheme == "kafka":
+        options = {}
+        compression = dict(config.kafka).get("compression")
+        if compression:
+            options["compression.type"] = compression
+        return KafkaSink(config.brokers, partitions=config.partition_num, options=options, producer=producer,
+                         spark=spark)
+    path = config.path or (str(default_dir) if default_dir is not None else None)
+    if not path:
+        raise ConfigError("The file sink needs a directory: file:///path/to/dir?protocol=avro.", option="sink-uri")
+    return FileSink(path, partitions=config.partition_num)
+
+
+def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
+    """The router of a run: ``topic_rule`` first, else the config's dispatchers and default topic."""
+    rule = topic_rule
+    if rule is None and not config.dispatchers and not config.default_topic:
+        rule = DEFAULT_TOPIC_RULE
+    return TopicRouter(config.dispatchers, default_topic=config.default_topic, topic_rule=rule,
+                       subject_naming=config.subject_naming)
+
+
+# --------------------------------------------------------------------------------------------------
+# The encode stage
+
+
+@dataclass(frozen=True)
+class _LocalStagePlan:
+    """Same fields as ``spark.stage.StagePlan``; used only while that module is not importable."""
+
+    encoding: Any
+    topic: str
+    partitions: int
+    route: Any
+
+
+def _stage_plans(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, int]) -> dict[PlanKey, Any]:
+    try:
+        from avro_registry_sink.spark.stage import StagePlan
+    except ImportError:
+        StagePlan = _LocalStagePlan  # noqa: N806
+    return {
+        key: StagePlan(encoding=plan.encoding, topic=plan.route.topic, partitions=partitions[plan.route.topic],
+                       route=plan.route)
+        for key, plan in plans.items()
+    }
+
+
+def _local_encode(df: DataFrame, plans: Mapping[PlanKey, Any], *, keep: tuple[str, ...] = ORDER_COLUMNS) -> DataFrame:
+    """A row-at-a-time encode stage (the reference path) that keeps the order columns and turns a row
+    that cannot be encoded into an ``error`` row instead of failing the batch; see ``_encode``."""
+    plans = dict(plans)
+    out_ddl = KAFKA_DDL + ", order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from avro_registry_sink.changes import load_image
+        from avro_registry_sink.encoder import Op, RowEncoder
+        from avro_registry_sink.errors import AvroSinkError
+        from avro_registry_sink.routing import partition_for
+
+        encoders: dict[PlanKey, RowEncoder] = {}
+        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        names = ("topic", "partition", "key", "value", "headers", "commit_ts", *ORDER_COLUMNS, "error")
+        for batch in batches:
+            out: dict[str, list[Any]] = {name: [] for name in names}
+            for row in batch.to_pylist():
+                plan_key = (row["schema"], row["table"], row["table_version"])
+                plan = plans[plan_key]
+                try:
+                    enc = encoders.get(plan_key)
+                    if enc is None:
+                        enc = encoders[plan_key] = RowEncoder(plan.encoding)
+                    table = plan.encoding.table
+                    op = Op.parse(row["op"])
+                    before = load_image(row["before"], table)
+                    after = load_image(row["after"], table)
+                    image = (before if before is not None else after) if op is Op.DELETE else after
+                    if image is None:
+                        raise ValueError(f"a {op.value} without a row image")
+                    k, v = enc.encode(op, image, row["commit_ts"] or 0)
+                    route = plan.route
+                    columns = [image.get(c) for c in route.partition_columns] if route.partition_columns else []
+                    partition = partition_for(route, plan.partitions, key_values=enc.key_values(image),
+                                              commit_ts=row["commit_ts"] or 0, column_values=columns)
+                    error = None
+                except (AvroSinkError, ValueError, TypeError) as exc:
+                    k = v = partition = None
+                    reason = exc.message if isinstance(exc, AvroSinkError) else str(exc)
+                    error = json.dumps({"source": row["source"], "reason": reason,
+                                        "message": f"{row['source']}: {reason}",
+                                        "table": f"{row['schema']}.{row['table']}"}, ensure_ascii=False)
+                out["topic"].append(plan.topic)
+                out["partition"].append(partition)
+                out["key"].append(k)
+                out["value"].append(v)
+                out["headers"].append([])
+                out["commit_ts"].append(row["commit_ts"])
+                for name in ORDER_COLUMNS:
+                    out[name].append(row[name])
+                out["error"].append(error)
+            yield pa.RecordBatch.from_arrays([
+                pa.array(out["topic"], pa.string()), pa.array(out["partition"], pa.int32()),
+                pa.array(out["key"], pa.binary()), pa.array(out["value"], pa.binary()),
+                pa.array(out["headers"], header_type), pa.array(out["commit_ts"], pa.int64()),
+                pa.array(out["order_version"], pa.int64()), pa.array(out["order_file"], pa.string()),
+                pa.array(out["order_line"], pa.int64()), pa.array(out["error"], pa.string()),
+            ], names=list(names))
+
+    return df.mapInArrow(run, out_ddl)
+
+
+def _stage_encoder() -> Callable[[DataFrame, Mapping[PlanKey, Any]], DataFrame]:
+    """The project's encode stage (``spark.stage.encode_changes``), or the row-at-a-time one."""
+    try:
+        from avro_registry_sink.spark.stage import encode_changes
+    except ImportError:
+        return _local_encode
+    return encode_changes
+
+
+def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], partitions: int,
+            encode_changes: Callable[[DataFrame, Mapping[PlanKey, Any]], DataFrame] | None = None) -> DataFrame:
+    """Encode and arrange rows so that each Kafka partition's rows are in one Spark partition, in input order.
+
+    When the stage keeps the order columns, rows are grouped by (topic, partition) after encoding;
+    otherwise they are grouped by table and sorted before the (order-keeping, per-partition) stage.
+    """
+    encode_changes = encode_changes or _stage_encoder()
+    try:
+        encoded = encode_changes(changes, plans, keep=ORDER_COLUMNS)  # the project's stage passes them through
+    except TypeError:
+        encoded = encode_changes(changes, plans)
+    if set(ORDER_COLUMNS) <= set(encoded.columns):
+        return encoded.repartition(partitions, "topic", "partition").sortWithinPartitions(
+            "topic", "partition", *ORDER_COLUMNS
+        )
+    arranged = changes.repartition(partitions, "schema", "table").sortWithinPartitions(
+        "schema", "table", *ORDER_COLUMNS
+    )
+    return encode_changes(arranged, plans)
+
+
+def _is_encoding_failure(exc: BaseException) -> bool:
+    """A Spark job that died of an ``EncodingError`` raised in a Python worker (a bad value, not a bug)."""
+    return "EncodingError" in str(exc)
+
+
+# --------------------------------------------------------------------------------------------------
+# foreachBatch
+
+
+class _BatchProcessor:
+    """The ``foreachBatch`` function; lives on the driver with the manager, catalog and sink."""
+
+    def __init__(self, options: JobOptions, manager: SchemaManager, sink: Sink, progress: ProgressReporter,
+                 registry: Any, router: TopicRouter) -> None:
+        self.options = options
+        self.manager = manager
+        self.sink = sink
+        self.progress = progress
+        self.registry = registry
+        self.router = router
+        self.totals = JobTotals()
+        self.failure: BaseException | None = None
+        self.failed_batch: int | None = None
+        self.bad_input: list[dict[str, Any]] = []
+        self.dead_letters: list[Path] = []
+        self.plans: dict[PlanKey, TablePlan] = {}
+        self._schemas_seen: set[tuple[str, int]] = set()
+        self._partitions: dict[str, int] = {}
+        self._file_numbers: dict[str, int] | None = None
+        self._pending_numbers: dict[str, int] = {}
+        self._warnings: list[str] = []
+        self._lock = threading.Lock()
+        self.hints = {(t.schema_name, t.table): t for t in options.tables}
+        spec = options.source
+        if spec.is_storage:
+            from avro_registry_sink.sources.storage import StorageLayout
+
+            self.layout = StorageLayout(spec.path or ".")
+            self.catalog = None
+        else:
+            self.layout = None
+            self.catalog = TableCatalog(options.checkpoint / "tables.json", seed=options.tables)
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            try:
+                self._process(batch_df, batch_id)
+            except BaseException as exc:
+                self.failure = exc
+                self.failed_batch = batch_id
+                raise
+
+    # -- steps ---------------------------------------------------------------------------------------
+
+    def _topics(self, plans: Mapping[PlanKey, TablePlan]) -> dict[str, int]:
+        wanted = {plan.route.topic: self.options.sink.partition_num for plan in plans.values()}
+        new = {t: n for t, n in wanted.items() if t not in self._partitions}
+        if new:
+            self._partitions.update(self.sink.prepare(new))
+        return {t: self._partitions[t] for t in wanted}
+
+    def _new_schemas(self, plans: Mapping[PlanKey, TablePlan]) -> list[SchemaVersion]:
+        found = []
+        for plan in plans.values():
+            enc = plan.encoding
+            table = enc.table.qualified_name
+            for subject, schema_id, text in (
+                (plan.route.key_subject, enc.key_schema_id, enc.key_schema_json),
+                (plan.route.value_subject, enc.value_schema_id, enc.value_schema_json),
+            ):
+                if schema_id is None or (subject, schema_id) in self._schemas_seen:
+                    continue
+                self._schemas_seen.add((subject, schema_id))
+                version = None
+                lookup = getattr(self.registry, "lookup", None)
+                if lookup is not None and text is not None:
+                    with contextlib.suppress(Exception):  # the version is for display only
+                        version = lookup(subject, text).version
+                found.append(SchemaVersion(subject=subject, schema_id=schema_id, version=version, table=table))
+        return found
+
+    def _spark_partitions(self, spark: SparkSession) -> int:
+        if self.options.output_partitions:
+            return self.options.output_partitions
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "2")))
+
+    def _process(self, batch_df: DataFrame, batch_id: int) -> None:
+        started = time.time()
+        spark = batch_df.sparkSession
+        if self.options.source.is_storage:
+            prepared = self._prepare_storage(spark, batch_df)
+        else:
+            prepared = self._prepare_changelog(spark, batch_df)
+        if prepared is None:
+            return
+        parsed, plans, early_errors, inputs, cleanup = prepared
+        try:
+            errors = early_errors + [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
+            report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings)
+            self._warnings = []
+            if plans:
+                partitions = self._topics(plans)
+                stage_plans = _stage_plans(plans, partitions)
+                changes = parsed.filter("error IS NULL")
+                partitions_out = self._spark_partitions(spark)
+                encoded = _encode(changes, stage_plans, partitions_out).persist()
+                cleanup.append(encoded)
+                try:  # encode (into the cache) and count before anything is written
+                    records, failed = self._materialize(encoded, plans, report)
+                except Exception as exc:
+                    if not _is_encoding_failure(exc):
+                        raise
+                    # The stage stops at a value it cannot encode; the row-at-a-time stage sets just
+                    # those rows aside (as bad input) and encodes the others.
+                    encoded = _encode(changes, stage_plans, partitions_out, _local_encode).persist()
+                    cleanup.append(encoded)
+                    records, failed = self._materialize(encoded, plans, report)
+                errors.extend(failed)
+                report.errors += len(failed)
+                self.sink.write(records, batch_id)
+                report.new_schemas = self._new_schemas(plans)
+                self.plans.update(plans)
+            if errors:
+                report.dead_letter = str(self._dead_letter(batch_id, errors))
+                self.bad_input.extend(errors)
+            self._save_file_numbers()
+            report.seconds = round(time.time() - started, 3)
+            self.totals.add(report)
+            self.progress.batch(report, self.totals)
+        finally:
+            for df in cleanup:
+                with contextlib.suppress(Exception):
+                    df.unpersist()
+
+    def _materialize(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
+                     report: BatchReport) -> tuple[DataFrame, list[dict[str, Any]]]:
+        """Run the (cached) encode stage: the records to write, the rows it set aside, the counts."""
+        failed: list[dict[str, Any]] = []
+        records = encoded
+        if "error" in encoded.columns:  # rows the stage could not encode: bad input too
+            failed = [json.loads(r[0]) for r in encoded.filter("error IS NOT NULL").select("error").collect()]
+            records = encoded.filter("error IS NULL").drop("error")
+        counted = BatchReport(batch_id=report.batch_id)
+        self._count(records, plans, counted)
+        for name in ("rows", "tombstones", "per_table", "per_topic", "tombstones_per_topic", "max_commit_ts"):
+            setattr(report, name, getattr(counted, name))
+        return records, failed
+
+    def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan], report: BatchReport) -> None:
+        from pyspark.sql import functions as F
+
+        tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
+        rows = encoded.groupBy("topic").agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
+            F.max("commit_ts").alias("max_ts"),
+        ).collect()
+        for row in rows:
+            n, tombstones = int(row["n"]), int(row["tombstones"] or 0)
+            report.rows += n
+            report.tombstones += tombstones
+            report.per_topic[row["topic"]] = n
+            report.tombstones_per_topic[row["topic"]] = tombstones
+            table = tables.get(row["topic"], row["topic"])
+            report.per_table[table] = report.per_table.get(table, 0) + n
+            report.max_commit_ts = max(report.max_commit_ts, int(row["max_ts"] or 0))
+
+    def _dead_letter(self, batch_id: int, errors: list[dict[str, Any]]) -> Path:
+        directory = self.options.checkpoint / "dead-letter"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"batch-{batch_id:010d}.jsonl"
+        temp = path.with_name(path.name + ".tmp")
+        with open(temp, "w", encoding="utf-8") as fh:
+            for error in errors:
+                fh.write(json.dumps({"batch": batch_id, **error}, ensure_ascii=False) + "\n")
+        os.replace(temp, path)
+        if path not in self.dead_letters:
+            self.dead_letters.append(path)
+        return path
+
+    # -- storage -------------------------------------------------------------------------------------
+
+    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame) -> Any:
+        paths = [row[0] for row in batch_df.select("path").collect()]
+        if not paths:
+            return None
+        assert self.layout is not None
+        files = resolve_storage_files(self.layout, paths, self.hints)
+        self._warnings = self._late_files(files)
+        plans = self.manager.prepare_batch(files.tables.values())
+        early = [json.loads(e) for e in files.errors]
+        relpaths = [(relpath,) for relpath, _, _ in files.files]
+        slices = max(1, min(len(relpaths), spark.sparkContext.defaultParallelism * 2))
+        files_df = spark.createDataFrame(relpaths, "relpath STRING").repartition(slices)
+        parsed = parse_storage_files(files_df, str(self.layout.root), files, self.options.csv_options).persist()
+        return parsed, plans, early, len(paths), [parsed]
+
+    def _late_files(self, files: Any) -> list[str]:
+        """Files older (by number) than one an earlier batch took from the same directory.
+
+        Spark's file source takes new files by modification time; TiCDC writes them in number order, so
+        this only happens when files are copied or touched out of order. Their rows went out after newer
+        ones of the same rows: worth a warning (the numbers are kept in the checkpoint directory).
+        """
+        path = self.options.checkpoint / "storage-files.json"
+        if self._file_numbers is None:
+            self._file_numbers = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        warnings = []
+        for relpath, _, _ in files.files:
+            directory, _, name = relpath.rpartition("/")
+            newest = self._file_numbers.get(directory, 0)
+            number = int("".join(ch for ch in name if ch.isdigit()) or 0)
+            if number < newest:
+                warnings.append(f"{relpath} arrived after file number {newest} of the same directory; its rows "
+                                "were written after newer changes (files should appear in TiCDC's order).")
+        self._pending_numbers = dict(files.numbers)
+        return warnings
+
+    def _save_file_numbers(self) -> None:
+        """After the batch's output is written (a replayed batch must not find its own files late)."""
+        if not self._pending_numbers or self._file_numbers is None:
+            return
+        for directory, number in self._pending_numbers.items():
+            self._file_numbers[directory] = max(self._file_numbers.get(directory, 0), number)
+        self._pending_numbers = {}
+        path = self.options.checkpoint / "storage-files.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(path.name + ".tmp")
+        temp.write_text(json.dumps(self._file_numbers, indent=1), encoding="utf-8")
+        os.replace(temp, path)
+
+    # -- changelogs ----------------------------------------------------------------------------------
+
+    def _prepare_changelog(self, spark: SparkSession, batch_df: DataFrame) -> Any:
+        from pyspark.sql import functions as F
+
+        from avro_registry_sink.sources.canal import DdlEvent, events_from_canal
+        from avro_registry_sink.sources.debezium import events_from_debezium
+
+        assert self.catalog is not None
+        spec = self.options.source
+        fmt = spec.kind
+        peeked = peek_changelog(changelog_messages(batch_df, spec), fmt).persist()
+        cleanup: list[Any] = [peeked]
+        # One pass for the driver: per kind and table the count, the commit-ts range and the first message
+        # (to describe a table nothing else describes).
+        order = F.struct("commit_ts", "order_file", "order_line")
+        summary = peeked.groupBy("kind", "schema", "table").agg(
+            F.count(F.lit(1)).alias("n"),
+            F.min("commit_ts").alias("low"),
+            F.max("commit_ts").alias("high"),
+            F.min_by("message", order).alias("first"),
+            F.min_by("source", order).alias("first_source"),
+        ).collect()
+        inputs = sum(int(r["n"]) for r in summary)
+        if inputs == 0:
+            peeked.unpersist()
+            return None
+        stats = [r for r in summary if r["kind"] == "dml"]
+        early: list[dict[str, Any]] = []
+        changed = False
+        if any(r["kind"] in ("ddl", "error") for r in summary):
+            # Bad messages and DDLs reach the driver (both are few); DDLs in commit order start new versions.
+            special = peeked.filter("kind IN ('ddl', 'error')").select(
+                "kind", "message", "source", "commit_ts", "order_file", "order_line", "error").collect()
+            early = [json.loads(r["error"]) for r in special if r["kind"] == "error"]
+            ddl_rows = sorted((r for r in special if r["kind"] == "ddl"),
+                              key=lambda r: (r["commit_ts"] or 0, r["order_file"] or "", r["order_line"] or 0))
+            for row in ddl_rows:
+                try:
+                    got = (events_from_canal if fmt == "canal-json" else events_from_debezium)(
+                        row["message"], source=row["source"])
+                    for event in got:
+                        if isinstance(event, DdlEvent):
+                            changed |= self.catalog.apply(event)
+                except SourceError as exc:
+                    early.append({"source": row["source"], "reason": str(exc.context.get("reason") or exc.message),
+                                  "message": exc.message})
+        for row in stats:
+            key = (row["schema"], row["table"])
+            if key not in self.catalog.known():
+                inferred = infer_table(fmt, row["first"], row["first_source"])
+                if inferred is not None:
+                    changed |= self.catalog.add(inferred.model_copy(update={"version": 0}))
+        if changed:
+            self.catalog.save()
+        tables: list[TableDef] = []
+        for row in stats:
+            tables.extend(self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]))
+        plans = self.manager.prepare_batch(tables)
+        history = self.catalog.history((row["schema"], row["table"]) for row in stats)
+        parsed = parse_changelog(peeked, fmt, history).persist()
+        cleanup.append(parsed)
+        return parsed, plans, early, inputs, cleanup
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+
+
+def _check_checkpoint(options: JobOptions) -> None:
+    """A checkpoint belongs to one source; refuse to mix them up."""
+    options.checkpoint.mkdir(parents=True, exist_ok=True)
+    marker = options.checkpoint / "job.json"
+    source = options.source.describe()
+    if marker.exists():
+        recorded = json.loads(marker.read_text(encoding="utf-8")).get("source")
+        if recorded != source:
+            raise ConfigError(
+                f"Checkpoint {str(options.checkpoint)!r} belongs to source {recorded!r}, not {source!r}; use another "
+                "--checkpoint directory (or delete this one to start over).",
+                option="checkpoint", value=str(options.checkpoint),
+            )
+        return
+    marker.write_text(json.dumps({"source": source, "created": time.time()}), encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _interrupt_flag() -> Iterator[threading.Event]:
+    """Ctrl-C sets a flag (the loop then stops the query) instead of PySpark's handler, which cancels jobs
+    from inside a running py4j call and prints tracebacks."""
+    import signal
+
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: flag.set())
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _registry_for(options: JobOptions, registry: Any) -> Iterator[Any]:
+    if registry is not None:
+        yield registry
+        return
+    from avro_registry_sink.registry.connect import connect
+
+    with connect(options.sink.registry) as client:
+        yield client
+
+
+def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
+    spec = options.source
+    if spec.is_storage:
+        if not spec.path or not Path(spec.path).is_dir():
+            raise ConfigError(f"Source directory {spec.path!r} does not exist.", option="source", value=spec.path)
+        return storage_stream(spark, spec.path, max_files_per_trigger=options.max_files_per_trigger)
+    if spec.is_kafka:
+        from avro_registry_sink.spark.sinks import has_spark_kafka
+
+        if not has_spark_kafka(spark) and not ensure_spark_kafka(spark):
+            raise ConfigError(
+                "Reading a Kafka topic needs Spark's Kafka connector on the session, and it could not be added "
+                f"({kafka_package()} from {_ivy_dir()} or Maven Central): start the session with "
+                "spark.jars.packages set to it (job_session(kafka=True) does).",
+                option="source",
+            )
+    elif not spec.path or not Path(spec.path).is_dir():
+        raise ConfigError(f"Source directory {spec.path!r} does not exist.", option="source", value=spec.path)
+    return changelog_stream(spark, spec, max_offsets_per_trigger=options.max_offsets_per_trigger,
+                            max_files_per_trigger=options.max_files_per_trigger)
+
+
+def run_job(
+    spark: SparkSession,
+    options: JobOptions,
+    *,
+    registry: Any = None,
+    sink: Sink | None = None,
+    router: TopicRouter | None = None,
+    progress: ProgressReporter | None = None,
+    timeout: float | None = None,
+    until: Callable[[JobTotals], bool] | None = None,
+) -> JobResult:
+    """Run the streaming job until the input is drained (``available_now``) or until interrupted.
+
+    ``registry`` is a registry client (default: :func:`~avro_registry_sink.registry.connect.connect`
+    on the sink config's registry, embedded when it has no URL); ``sink`` defaults to
+    :func:`build_sink`; ``timeout`` stops a continuous run after that many seconds, ``until`` as soon as
+    it returns true for the totals (checked every second). Raises
+    :class:`JobFailed` (or the batch's own error, e.g. ``SchemaEvolutionError``) when a batch fails;
+    everything before that batch is committed.
+    """
+    _check_checkpoint(options)
+    progress = progress or NullProgress()
+    router = router or build_router(options.sink, options.topic_rule)
+    if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
+        ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
+    sink = sink or build_sink(options.sink, spark, producer=options.kafka_producer,
+                              default_dir=options.checkpoint.parent / "output")
+    stream = _stream(spark, options)
+    with _registry_for(options, registry) as client:
+        manager = SchemaManager(client, router, options.sink.encoding,
+                                unavailable_budget=options.sink.registry.unavailable_budget)
+        processor = _BatchProcessor(options, manager, sink, progress, client, router)
+        writer = stream.writeStream.foreachBatch(processor).option(
+            "checkpointLocation", str((options.checkpoint / "spark").resolve())
+        )
+        if options.query_name:
+            writer = writer.queryName(options.query_name)
+        writer = writer.trigger(availableNow=True) if options.available_now else writer.trigger(
+            processingTime=options.trigger_interval)
+        progress.start({"source": options.source.describe(), "sink": getattr(sink, "description", ""),
+                        "checkpoint": str(options.checkpoint), "available_now": options.available_now})
+        error: BaseException | None = None
+        stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
+        query = writer.start()
+        try:
+            if options.available_now:
+                query.awaitTermination()
+            else:
+                deadline = None if timeout is None else time.time() + timeout
+                with _interrupt_flag() as interrupted:
+                    while query.isActive and (deadline is None or time.time() < deadline):
+                        query.awaitTermination(1)
+                        if interrupted.is_set() or (until is not None and until(processor.totals)):
+                            break
+                if query.isActive:
+                    stopped = True
+                    query.stop()
+        except KeyboardInterrupt:
+            stopped = True
+            query.stop()
+        except Exception as exc:  # the query failed: prefer the batch's own error
+            error = processor.failure or exc
+        finally:
+            sink.close()
+        if error is None and processor.failure is not None and not stopped:
+            error = processor.failure
+        progress.finish(processor.totals, error)
+        if error is not None:
+            if isinstance(error, AvroSinkError):
+                raise error
+            batch = f"batch {processor.failed_batch}" if processor.failed_batch is not None else "the query"
+            raise JobFailed(
+                f"The streaming job failed in {batch}: {' '.join(str(error).split())[:2000]} Nothing of that batch "
+                f"was committed; a rerun with checkpoint {str(options.checkpoint)!r} resumes from it.",
+                batch=processor.failed_batch,
+            ) from error
+        return JobResult(totals=processor.totals, checkpoint=options.checkpoint, bad_input=processor.bad_input,
+                         dead_letters=processor.dead_letters, plans=processor.plans,
+                         sink=getattr(sink, "description", ""))

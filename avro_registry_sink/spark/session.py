@@ -1,0 +1,47 @@
+"""A local SparkSession with the settings this project's stages expect (used by the CLI, tests and benches).
+
+>>> # spark = local_session()                                  # local[2], UI off, Arrow on
+>>> # spark = local_session(master="local[*]", **{"spark.sql.shuffle.partitions": "8"})
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_CONF", "local_session"]
+
+#: Settings every session gets unless ``conf`` overrides them.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
+}
+
+
+def local_session(app_name: str = "avro-registry-sink", master: str = "local[2]", **conf: Any) -> SparkSession:
+    """Build (or reuse) a local SparkSession: UI off, 2 shuffle partitions, Arrow enabled.
+
+    ``conf`` holds extra Spark settings by their dotted names (pass them as ``**{"spark.x": "y"}``); they
+    override :data:`DEFAULT_CONF`. Python workers run this interpreter (``PYSPARK_PYTHON`` is set to
+    ``sys.executable`` when unset), so executors see the same virtual environment as the driver.
+    An already running session is returned as it is (Spark applies static settings only once).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULT_CONF, **{k: str(v) for k, v in conf.items()}}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

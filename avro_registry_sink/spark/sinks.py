@@ -1,0 +1,362 @@
+"""Where the encoded records of a micro-batch go: a real Kafka cluster, or local files.
+
+Both sinks take the stage's output (:data:`~avro_registry_sink.changes.KAFKA_DDL`: ``topic``,
+``partition``, ``key``, ``value``, ``headers``, ``commit_ts``) and keep the order of the rows within each
+Spark partition, which the job arranges so that every Kafka partition's rows sit in one Spark partition
+in (table version, file, line) / (input partition, offset) order.
+
+* :class:`KafkaSink` - topics are created on the driver (``partition-num`` partitions, the broker's
+  replication factor) when missing, and the partition count a topic really has is what the dispatch
+  uses. Records are written by Spark's Kafka sink (``spark-sql-kafka-0-10``, ``kafka.enable.idempotence
+  =true``, ``acks=all``), or, when that package is not on the session, by confluent-kafka's idempotent
+  producer inside ``foreachPartition``, flushed before the task ends. A delivery failure fails the task,
+  so the batch is not committed and is replayed on restart.
+* :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
+  one file per (topic, batch, Spark partition): ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
+  value in hex (``00`` + 4-byte schema id + Avro body: the Confluent frame is visible at a glance), a
+  tombstone's value ``null``. A replayed batch overwrites its own files, so the file sink is exactly
+  once. :func:`read_file_sink` reads them back in order.
+
+Executors get only plain data (paths, a config dict); producers and admin clients are built where
+they are used and never cross a process boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
+
+from avro_registry_sink.errors import AvroSinkError, ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "FileRecord",
+    "FileSink",
+    "KafkaSink",
+    "KafkaSinkError",
+    "Sink",
+    "has_spark_kafka",
+    "read_file_sink",
+]
+
+#: Columns Spark's Kafka sink writes (``commit_ts`` stays behind).
+KAFKA_COLUMNS = ("topic", "partition", "key", "value", "headers")
+
+
+class KafkaSinkError(AvroSinkError):
+    """Records could not be delivered to Kafka (the batch is not committed)."""
+
+
+class Sink(Protocol):
+    """What the job needs from a sink."""
+
+    description: str
+
+    def prepare(self, topics: Mapping[str, int]) -> dict[str, int]:
+        """Make sure the topics exist; returns the partition count of each (wanted count when new)."""
+        ...
+
+    def write(self, records: DataFrame, batch_id: int) -> None:
+        """Write one batch's records; raise to fail the batch."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------------------------------
+# File sink
+
+_BATCH_FILE = re.compile(r"batch-(?P<batch>\d+)-part-(?P<part>\d+)\.jsonl")
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One record of the file sink."""
+
+    topic: str
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    commit_ts: int | None
+    batch: int
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+
+def _hex(data: Any) -> str | None:
+    return None if data is None else bytes(data).hex()
+
+
+def _write_file_partition(root: str, batch_id: int) -> Any:
+    """The ``foreachPartition`` function of :class:`FileSink` (closes over plain strings only)."""
+
+    def write(rows: Iterable[Any]) -> None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        handles: dict[str, Any] = {}
+        temps: dict[str, tuple[str, str]] = {}
+        try:
+            for row in rows:
+                topic = row["topic"]
+                fh = handles.get(topic)
+                if fh is None:
+                    directory = os.path.join(root, topic)
+                    os.makedirs(directory, exist_ok=True)
+                    final = os.path.join(directory, f"batch-{batch_id:010d}-part-{part:05d}.jsonl")
+                    temp = final + f".tmp-{os.getpid()}"
+                    fh = handles[topic] = open(temp, "w", encoding="utf-8")
+                    temps[topic] = (temp, final)
+                headers = row["headers"] or []
+                fh.write(json.dumps({
+                    "topic": topic,
+                    "partition": row["partition"],
+                    "key": _hex(row["key"]),
+                    "value": _hex(row["value"]),
+                    "headers": [{"key": h["key"], "value": _hex(h["value"])} for h in headers],
+                    "commit_ts": row["commit_ts"],
+                    "batch": batch_id,
+                }, separators=(",", ":")) + "\n")
+        finally:
+            for fh in handles.values():
+                fh.close()
+        for temp, final in temps.values():
+            os.replace(temp, final)
+
+    return write
+
+
+class FileSink:
+    """Kafka-shaped records as JSON Lines under ``path`` (see the module docs).
+
+    >>> # sink = FileSink("/tmp/out", partitions=3); sink.write(records_df, batch_id=0)
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, partitions: int = 3) -> None:
+        self.path = Path(path).resolve()
+        self.partitions = partitions
+        self.description = f"file://{self.path}"
+
+    def prepare(self, topics: Mapping[str, int]) -> dict[str, int]:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return {topic: wanted or self.partitions for topic, wanted in topics.items()}
+
+    def _clear_batch(self, batch_id: int) -> None:
+        """Remove what an earlier, failed attempt of this batch left (a replay rewrites it all)."""
+        if not self.path.is_dir():
+            return
+        prefix = f"batch-{batch_id:010d}-"
+        for topic_dir in self.path.iterdir():
+            if topic_dir.is_dir():
+                for file in topic_dir.glob(prefix + "*"):
+                    file.unlink()
+
+    def write(self, records: DataFrame, batch_id: int) -> None:
+        self._clear_batch(batch_id)
+        records.foreachPartition(_write_file_partition(str(self.path), batch_id))
+
+    def close(self) -> None:
+        pass
+
+
+def read_file_sink(path: str | os.PathLike[str], topic: str | None = None) -> Iterator[FileRecord]:
+    """The records of a :class:`FileSink` directory, per topic in write order.
+
+    >>> # [r for r in read_file_sink("/tmp/out", "shop_orders") if r.is_tombstone]
+    """
+    root = Path(path)
+    topics = [root / topic] if topic is not None else sorted(p for p in root.iterdir() if p.is_dir())
+    for topic_dir in topics:
+        if not topic_dir.is_dir():
+            continue
+        files = []
+        for file in topic_dir.iterdir():
+            m = _BATCH_FILE.fullmatch(file.name)
+            if m:
+                files.append((int(m.group("batch")), int(m.group("part")), file))
+        for _, _, file in sorted(files):
+            with open(file, encoding="utf-8") as fh:
+                for line in fh:
+                    if not line.strip():
+                        continue
+                    raw = json.loads(line)
+                    yield FileRecord(
+                        topic=raw["topic"],
+                        partition=int(raw["partition"]),
+                        key=bytes.fromhex(raw["key"]) if raw.get("key") is not None else None,
+                        value=bytes.fromhex(raw["value"]) if raw.get("value") is not None else None,
+                        headers=tuple(
+                            (h["key"], bytes.fromhex(h["value"]) if h.get("value") is not None else None)
+                            for h in raw.get("headers") or ()
+                        ),
+                        commit_ts=raw.get("commit_ts"),
+                        batch=int(raw.get("batch", 0)),
+                    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Kafka sink
+
+
+def has_spark_kafka(spark: SparkSession) -> bool:
+    """Whether Spark's Kafka data source (``spark-sql-kafka-0-10``) is on the session's classpath."""
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider", False, loader)
+        return True
+    except Exception:  # py4j errors: the class is not there (or no JVM: Spark Connect)
+        return False
+
+
+#: confluent-kafka producer settings that make delivery idempotent and ordered per partition.
+IDEMPOTENT_PRODUCER = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "max.in.flight.requests.per.connection": 5,
+    "linger.ms": 5,
+}
+
+
+def _produce_partition(conf: Mapping[str, Any]) -> Any:
+    """The ``foreachPartition`` function of the confluent-kafka producer path (closes over a dict)."""
+
+    def produce(rows: Iterable[Any]) -> None:
+        from confluent_kafka import KafkaException, Producer
+
+        producer = Producer(dict(conf))
+        failures: list[str] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None and len(failures) < 5:
+                failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+        for row in rows:
+            headers = [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in row["headers"] or []]
+            value = bytes(row["value"]) if row["value"] is not None else None
+            key = bytes(row["key"]) if row["key"] is not None else None
+            while True:
+                try:
+                    producer.produce(row["topic"], value=value, key=key, partition=int(row["partition"]),
+                                     headers=headers or None, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.5)  # local queue full: let deliveries drain
+                except KafkaException as exc:
+                    raise KafkaSinkError(f"Cannot produce to topic {row['topic']!r}: {exc}", topic=row["topic"]) from None
+            producer.poll(0)
+        remaining = producer.flush(120)
+        if remaining:
+            raise KafkaSinkError(f"{remaining} records were not delivered to Kafka within 120 s; the batch fails.")
+        if failures:
+            raise KafkaSinkError("Kafka refused records: " + "; ".join(failures))
+
+    return produce
+
+
+class KafkaSink:
+    """A real Kafka cluster (see the module docs).
+
+    ``producer`` is ``"spark"`` (Spark's Kafka sink), ``"confluent"`` (confluent-kafka in
+    ``foreachPartition``) or ``"auto"`` (Spark's when the session has the package). ``options`` are
+    Kafka producer settings (``compression.type`` ...), passed to either path.
+    """
+
+    def __init__(
+        self,
+        brokers: Iterable[str],
+        *,
+        partitions: int = 3,
+        options: Mapping[str, str] | None = None,
+        producer: str = "auto",
+        spark: SparkSession | None = None,
+        admin_timeout: float = 30.0,
+    ) -> None:
+        self.brokers = ",".join(brokers)
+        if not self.brokers:
+            raise ConfigError("The Kafka sink needs at least one broker address.", option="sink-uri")
+        if producer not in ("auto", "spark", "confluent"):
+            raise ConfigError(
+                f"Invalid Kafka producer {producer!r}: valid values are auto, spark or confluent.",
+                option="producer", value=producer,
+            )
+        if producer == "auto":
+            producer = "spark" if spark is not None and has_spark_kafka(spark) else "confluent"
+        self.producer = producer
+        self.partitions = partitions
+        self.options = dict(options or {})
+        self.admin_timeout = admin_timeout
+        self.description = f"kafka://{self.brokers} ({'Spark Kafka sink' if producer == 'spark' else 'confluent-kafka producer'})"
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def prepare(self, topics: Mapping[str, int]) -> dict[str, int]:
+        """Create missing topics (``partitions`` each, broker default replication); return real counts."""
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        if not topics:
+            return {}
+        admin = AdminClient({"bootstrap.servers": self.brokers})
+        try:
+            metadata = admin.list_topics(timeout=self.admin_timeout)
+        except KafkaException as exc:
+            raise KafkaSinkError(f"Cannot reach Kafka at {self.brokers}: {exc}", brokers=self.brokers) from None
+        missing = [t for t in topics if t not in metadata.topics]
+        if missing:
+            futures = admin.create_topics(
+                [NewTopic(t, num_partitions=topics[t] or self.partitions, replication_factor=-1) for t in missing],
+                operation_timeout=self.admin_timeout,
+            )
+            for topic, future in futures.items():
+                try:
+                    future.result(self.admin_timeout)
+                except KafkaException as exc:
+                    if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                        continue
+                    raise KafkaSinkError(f"Cannot create topic {topic!r} on {self.brokers}: {exc}", topic=topic) from None
+        counts: dict[str, int] = {}
+        for _ in range(50):
+            metadata = admin.list_topics(timeout=self.admin_timeout)
+            for topic in topics:
+                meta = metadata.topics.get(topic)
+                if meta is not None and meta.error is None and meta.partitions:
+                    counts[topic] = len(meta.partitions)
+            if len(counts) == len(topics):
+                return counts
+            import time
+
+            time.sleep(0.2)
+        raise KafkaSinkError(f"Topics {sorted(set(topics) - set(counts))} did not appear on {self.brokers}.")
+
+    # -- records --------------------------------------------------------------------------------
+
+    def write(self, records: DataFrame, batch_id: int) -> None:
+        if self.producer == "spark":
+            writer = (
+                records.select(*KAFKA_COLUMNS)
+                .write.format("kafka")
+                .option("kafka.bootstrap.servers", self.brokers)
+                .option("kafka.enable.idempotence", "true")
+                .option("kafka.acks", "all")
+                .option("kafka.max.in.flight.requests.per.connection", "5")
+            )
+            for name, value in self.options.items():
+                writer = writer.option(f"kafka.{name}", str(value))
+            writer.save()
+        else:
+            conf: dict[str, Any] = {"bootstrap.servers": self.brokers, **IDEMPOTENT_PRODUCER, **self.options}
+            records.foreachPartition(_produce_partition(conf))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,695 @@
+"""The Spark encoding stage: rows of change events -> Kafka records, with the columnar encoder in ``mapInArrow``.
+
+Two entry points, both returning a DataFrame shaped like :data:`~avro_registry_sink.changes.KAFKA_DDL`
+(``topic, partition, key, value, headers, commit_ts``) in the input's row order within each partition:
+
+* :func:`encode_table` - a DataFrame with one table's own columns, plus optional ``_op`` (string,
+  default insert) and ``_commit_ts`` (long, default 0);
+* :func:`encode_changes` - a DataFrame shaped like :data:`~avro_registry_sink.changes.CHANGE_DDL`
+  (several tables and versions; row images as JSON text). Rows are grouped by (schema, table, version)
+  inside each Arrow batch; each group's images are parsed in one ``pyarrow.json.read_json`` call against
+  an explicit schema, base64 binary columns are decoded with numpy, and the group is encoded by
+  :class:`~avro_registry_sink.columnar.ColumnarEncoder`. A group the vectorized parse cannot take as it is
+  (an integer given as ``1.0``, a JSON object for a JSON column, keys in another case, a missing key,
+  pretty-printed JSON...) is parsed row by row with :func:`~avro_registry_sink.changes.load_image` and
+  encoded by the reference :class:`~avro_registry_sink.encoder.RowEncoder`: same bytes, Python speed.
+
+Records get ``headers = [("op", b"c"|b"u"|b"d"), ("commit_ts", b"<decimal>")]`` so that consumers of
+tombstones still see the commit ts. Partitions follow :func:`~avro_registry_sink.routing.partition_for`,
+vectorized: CRC-32 of the route's schema, table and key texts (see :func:`partition_numbers`).
+
+A row whose table version has no plan, or that cannot be encoded, fails the batch: the error names
+``schema.table``, the version, the column and the row's ``source``. Executors receive only plain data
+(:class:`StagePlan`); encoders are built lazily in the Python workers and cached by plan.
+
+>>> # out = encode_changes(changes_df, {("shop", "orders", 3): StagePlan(plan, "shop_orders", 6, route)})
+>>> # out.write.format("kafka")...
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from avro_registry_sink.changes import KAFKA_DDL
+from avro_registry_sink.columnar import ColumnarEncoder, parse_ops
+from avro_registry_sink.config import PartitionStrategy
+from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.errors import AvroSinkError, EncodingError
+from avro_registry_sink.routing import Route
+from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "HEADERS_TYPE",
+    "KAFKA_SCHEMA",
+    "StagePlan",
+    "encode_changes",
+    "encode_table",
+    "images_to_batch",
+    "partition_numbers",
+]
+
+PlanKey = tuple[str, str, int]
+
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+#: The Arrow schema of :data:`~avro_registry_sink.changes.KAFKA_DDL`.
+KAFKA_SCHEMA = pa.schema([
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("headers", HEADERS_TYPE),
+    pa.field("commit_ts", pa.int64()),
+])
+
+_OP_LETTERS = np.frombuffer(b"cud", dtype=np.uint8)  # op code 0/1/2 -> header byte
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What the stage needs for one table version: encoding plan, topic, partition count and route."""
+
+    encoding: EncodingPlan
+    topic: str
+    partitions: int
+    route: Route
+
+    @property
+    def key(self) -> PlanKey:
+        t = self.encoding.table
+        return (t.schema_name, t.table, t.version)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-worker caches: encoders and parse schemas are built once per plan in each Python worker.
+
+_CACHE_LIMIT = 512
+_ENCODERS: dict[StagePlan, _TableStage] = {}
+
+
+def _stage_for(plan: StagePlan) -> _TableStage:
+    stage = _ENCODERS.get(plan)
+    if stage is None:
+        if len(_ENCODERS) >= _CACHE_LIMIT:
+            _ENCODERS.clear()
+        stage = _ENCODERS[plan] = _TableStage(plan)
+    return stage
+
+
+# --------------------------------------------------------------------------------------------------
+# Partition dispatch, vectorized
+
+
+def _crc_table() -> np.ndarray:
+    table = np.zeros(256, np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table[i] = c
+    return table
+
+
+_CRC_TABLE = _crc_table()
+_CRC_TABLE16: np.ndarray | None = None
+
+
+def _crc_table16() -> np.ndarray:
+    """The register after two zero bytes, for every low 16 bits (CRC-32 is linear, so a step can
+    consume two input bytes at once)."""
+    global _CRC_TABLE16
+    if _CRC_TABLE16 is None:
+        r = np.arange(1 << 16, dtype=np.uint32)
+        for _ in range(2):
+            r = _CRC_TABLE[r & np.uint32(0xFF)] ^ (r >> np.uint32(8))
+        _CRC_TABLE16 = r
+    return _CRC_TABLE16
+
+
+def _crc32_rows(messages: pa.Array, start: int, suffix: int | None = None) -> np.ndarray:
+    """``zlib.crc32(message + suffix, start)`` of every row (``suffix``: one optional byte), with numpy.
+
+    CRC-32 is linear: the register after a message equals the register of the message alone (from 0)
+    XOR the start register run through as many zero bytes. Messages are taken right-aligned (leading
+    zeros leave a zero register unchanged), so all rows advance together, one byte position at a time;
+    the start's contribution comes from a small table indexed by message length."""
+    messages = messages.cast(pa.large_binary())
+    n = len(messages)
+    if n == 0:
+        return np.zeros(0, np.uint32)
+    offsets = np.frombuffer(messages.buffers()[1], dtype=np.int64)[messages.offset: messages.offset + n + 1]
+    lens = np.diff(offsets)
+    width = int(lens.max())
+    buffer = messages.buffers()[2]
+    data = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.zeros(1, np.uint8)
+    ends = offsets[1:]
+    ragged = bool((lens != width).any())
+
+    def column(back: int) -> np.ndarray:  # byte ``width - back`` of every right-aligned message
+        if not ragged:
+            return data[ends - back].astype(np.uint32)
+        return np.where(lens >= back, data[np.maximum(ends - back, 0)], 0).astype(np.uint32)
+
+    register = np.zeros(n, np.uint32)
+    back = width
+    if back % 2:
+        register = _CRC_TABLE[column(back)]  # (0 ^ byte) & 0xFF
+        back -= 1
+    table16 = _crc_table16()
+    while back:  # two bytes per step through a 64K-entry table
+        register ^= column(back) | (column(back - 1) << np.uint32(8))
+        register = table16[register & np.uint32(0xFFFF)] ^ (register >> np.uint32(16))
+        back -= 2
+    if suffix is not None:
+        register = _CRC_TABLE[(register ^ np.uint32(suffix)) & np.uint32(0xFF)] ^ (register >> np.uint32(8))
+        lens = lens + 1
+        width += 1
+    zeros = np.empty(width + 1, np.uint32)  # the start register after k zero bytes
+    r = (~start) & 0xFFFFFFFF
+    for k in range(width + 1):
+        zeros[k] = r
+        r = int(_CRC_TABLE[r & 0xFF]) ^ (r >> 8)
+    return ~(register ^ zeros[lens]) & np.uint32(0xFFFFFFFF)
+
+
+_SEPARATOR = pa.scalar(b"\x1f", pa.large_binary())
+_EMPTY = pa.scalar(b"", pa.large_binary())
+
+
+def _key_texts(arr: pa.Array) -> pa.Array:
+    """Each value as ``routing._crc`` hashes it: bytes as they are, text encoded, others as ``str()``."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_decimal(t) and t.scale == 0:  # BIGINT parsed from JSON numbers and text
+        for target in (pa.int64(), pa.uint64()):
+            try:
+                arr, t = arr.cast(target), target
+                break
+            except pa.ArrowInvalid:
+                continue
+    if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        text = arr.cast(pa.string()) if pa.types.is_integer(t) else arr
+        return text.cast(pa.large_binary()).fill_null(b"\x00")
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return arr.cast(pa.large_binary()).fill_null(b"\x00")
+    values = [None if v is None else (v if isinstance(v, bytes) else str(v).encode()) for v in arr.to_pylist()]
+    return pa.array(values, pa.large_binary()).fill_null(b"\x00")
+
+
+def partition_numbers(route: Route, partitions: int, *, key_columns: Sequence[pa.Array] = (),
+                      commit_ts: np.ndarray | None = None, column_values: Sequence[pa.Array] = (),
+                      rows: int = 0) -> np.ndarray:
+    """:func:`~avro_registry_sink.routing.partition_for` for every row, as int32.
+
+    ``key_columns`` hold the handle-key values and ``column_values`` the route's partition columns, as
+    the row images give them (the hash covers ``str(value)``, bytes as they are, null as ``"\\x00"``).
+    """
+    n = len(key_columns[0]) if key_columns else (len(commit_ts) if commit_ts is not None else rows)
+    if partitions <= 1:
+        return np.zeros(n, np.int32)
+    strategy = route.partition
+    if strategy is PartitionStrategy.TABLE:
+        crc = zlib.crc32(route.table.encode() + b"\x1f", zlib.crc32(route.schema.encode() + b"\x1f"))
+        return np.full(n, crc % partitions, np.int32)
+    if strategy is PartitionStrategy.TS:
+        ts = commit_ts if commit_ts is not None else np.zeros(n, np.int64)
+        return np.mod(ts, partitions).astype(np.int32)
+    parts = column_values if strategy is PartitionStrategy.COLUMNS else key_columns
+    start = zlib.crc32(route.table.encode() + b"\x1f", zlib.crc32(route.schema.encode() + b"\x1f"))
+    if not parts:
+        return np.full(n, start % partitions, np.int32)
+    if len(parts) == 1:  # the text, then the separator byte (no joined copy)
+        crc = _crc32_rows(_key_texts(parts[0]), start, suffix=0x1F)
+    else:
+        pieces: list[Any] = []
+        for arr in parts:
+            pieces.extend([_key_texts(arr), _SEPARATOR])
+        crc = _crc32_rows(pc.binary_join_element_wise(*pieces, _EMPTY), start)
+    return (crc % np.uint32(partitions)).astype(np.int32)
+
+
+# --------------------------------------------------------------------------------------------------
+# Output batches
+
+
+def _headers(op_codes: np.ndarray, commit_ts: np.ndarray) -> pa.Array:
+    """``[("op", b"c"|b"u"|b"d"), ("commit_ts", b"<decimal>")]`` per row, built from buffers."""
+    n = op_codes.size
+    letters = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)),
+                                                          pa.py_buffer(_OP_LETTERS[op_codes])])
+    changes = np.flatnonzero(commit_ts[1:] != commit_ts[:-1]) + 1 if n else np.zeros(0, np.int64)
+    if changes.size < 1024:  # rows of one transaction share a commit ts: format each run once
+        starts = np.concatenate([[0], changes]) if n else changes
+        run = np.zeros(n, np.int64)
+        run[changes] = 1
+        np.cumsum(run, out=run)
+        texts = [letter + str(int(ts)).encode() for ts in commit_ts[starts] for letter in (b"c", b"u", b"d")]
+        joined = pa.array(texts, pa.binary()).take(pa.array(run * 3 + op_codes))
+    else:
+        stamps = pa.array(commit_ts, pa.int64()).cast(pa.string())
+        stamps = pa.BinaryArray.from_buffers(pa.binary(), n, stamps.buffers()[:3])
+        joined = pc.binary_join_element_wise(letters, stamps, _EMPTY_BINARY)  # per row: letter, then the digits
+    row_offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset: joined.offset + n + 1]
+    value_offsets = np.empty(2 * n + 1, np.int32)
+    value_offsets[0:-1:2] = row_offsets[:-1]
+    value_offsets[1::2] = row_offsets[:-1] + 1
+    value_offsets[-1] = row_offsets[-1]
+    values = pa.BinaryArray.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(value_offsets), joined.buffers()[2]])
+    keys = pa.StringArray.from_buffers(2 * n, pa.py_buffer(_key_offsets(n)), pa.py_buffer(b"opcommit_ts" * n))
+    entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
+    list_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(np.arange(0, 2 * n + 1, 2, dtype=np.int32))])
+    return pa.ListArray.from_arrays(list_offsets, entries, type=HEADERS_TYPE)
+
+
+_EMPTY_BINARY = pa.scalar(b"", pa.binary())
+_KEY_OFFSETS = np.zeros(1, np.int32)
+
+
+def _key_offsets(n: int) -> np.ndarray:
+    """Offsets of ``"op", "commit_ts"`` repeated n times (cached, grown on demand)."""
+    global _KEY_OFFSETS
+    if _KEY_OFFSETS.size < 2 * n + 1:
+        size = max(2 * n + 1, 2 * _KEY_OFFSETS.size)
+        lengths = np.tile(np.array([2, 9], np.int32), (size + 1) // 2)[: size - 1]
+        offsets = np.zeros(size, np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        _KEY_OFFSETS = offsets
+    return _KEY_OFFSETS[: 2 * n + 1]
+
+
+def _kafka_batch(topic: str, partition: np.ndarray, keys: pa.Array, values: pa.Array, op_codes: np.ndarray,
+                 commit_ts: np.ndarray) -> pa.RecordBatch:
+    n = len(keys)
+    name = topic.encode()
+    topics = pa.StringArray.from_buffers(n, pa.py_buffer(np.arange(0, len(name) * (n + 1), len(name), dtype=np.int32)),
+                                         pa.py_buffer(name * n))
+    return pa.RecordBatch.from_arrays(
+        [topics, pa.array(partition, pa.int32()), keys, values, _headers(op_codes, commit_ts),
+         pa.array(commit_ts, pa.int64())],
+        schema=KAFKA_SCHEMA,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# JSON images -> typed Arrow columns
+
+
+def _parse_type(col: ColumnDef) -> pa.DataType:
+    """The Arrow type a column's JSON value is parsed as on the vectorized path."""
+    t = col.type
+    if t is MySQLType.BIGINT or (t is MySQLType.BIT and (col.length or 1) > 53):
+        return pa.decimal128(20, 0)  # numbers, and text for values past 2^53 (changes.dump_image)
+    if t in (MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.YEAR,
+             MySQLType.BIT):
+        return pa.int64()
+    if t in (MySQLType.FLOAT, MySQLType.DOUBLE):
+        return pa.float64()  # FLOAT is rounded to float32 from the double, as the reference does
+    return pa.string()
+
+
+class _FallBack(Exception):
+    """The vectorized parse cannot take this group as it is: parse it row by row."""
+
+
+_B64 = np.full(256, 255, np.uint8)
+for _i, _c in enumerate(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"):
+    _B64[_c] = _i
+_B64[ord("=")] = 64
+
+
+def _b64decode(arr: pa.Array) -> pa.Array:
+    """Standard padded base64 per value, with numpy; raises _FallBack for anything else.
+
+    Every value is a multiple of 4 characters, so the concatenated text decodes in 4-character groups;
+    the bytes standing for ``=`` padding are dropped at the end of their value."""
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    arr = arr.cast(pa.large_binary())
+    if valid is not None:
+        arr = arr.fill_null(b"")
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
+    lens = np.diff(offsets)
+    if (lens % 4).any():
+        raise _FallBack
+    data = arr.buffers()[2]
+    raw = np.frombuffer(data, dtype=np.uint8)[offsets[0]: offsets[-1]] if n and data is not None else np.zeros(0, np.uint8)
+    values = _B64[raw]
+    if (values == 255).any():
+        raise _FallBack
+    ends = np.cumsum(lens)
+    has = lens > 0
+    last = np.zeros(n, bool)
+    second = np.zeros(n, bool)
+    last[has] = values[ends[has] - 1] == 64
+    second[has] = values[ends[has] - 2] == 64
+    if (second & ~last).any() or int((values == 64).sum()) != int(last.sum() + second.sum()):
+        raise _FallBack  # '=' anywhere but the last one or two characters
+    pad = last.astype(np.int64) + second
+    values = np.where(values == 64, 0, values).astype(np.uint8).reshape(-1, 4)
+    out = np.empty((values.shape[0], 3), np.uint8)
+    out[:, 0] = (values[:, 0] << 2) | (values[:, 1] >> 4)
+    out[:, 1] = ((values[:, 1] & 15) << 4) | (values[:, 2] >> 2)
+    out[:, 2] = ((values[:, 2] & 3) << 6) | values[:, 3]
+    flat = out.reshape(-1)
+    if pad.any():
+        full_ends = np.cumsum(lens // 4 * 3)
+        keep = np.ones(flat.size, bool)
+        keep[(full_ends - 1)[pad >= 1]] = False
+        keep[(full_ends - 2)[pad >= 2]] = False
+        flat = flat[keep]
+    new_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lens // 4 * 3 - pad, out=new_offsets[1:])
+    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [bitmap, pa.py_buffer(new_offsets), pa.py_buffer(flat)])
+
+
+def images_to_batch(images: pa.Array, table: TableDef, *, required: np.ndarray | None = None) -> pa.RecordBatch:
+    """JSON images (one object per value) -> a typed RecordBatch of the table's columns, vectorized.
+
+    ``required`` marks, per row, whether every column must be present (INSERT/UPDATE) or only the key
+    columns (DELETE). Raises ``_FallBack`` when the texts need the row-by-row parse.
+    """
+    import pyarrow.json as pj
+
+    n = len(images)
+    if images.null_count:
+        raise _FallBack
+    schema = _json_schema(table)
+    text = pc.binary_join_element_wise(images.cast(pa.large_string()), pa.scalar("\n", pa.large_string()),
+                                       pa.scalar("", pa.large_string()))
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset: text.offset + n + 1]
+    data = text.buffers()[2]
+    body = data[offsets[0]: offsets[-1]] if data is not None else pa.py_buffer(b"")
+    try:
+        parsed = pj.read_json(
+            pa.BufferReader(body),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, body.size + 1)),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error",
+                                          newlines_in_values=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise _FallBack from None
+    if parsed.num_rows != n:
+        raise _FallBack
+    columns = []
+    key_names = set(table.handle_key_names() or ())
+    for col in table.columns:
+        arr = parsed.column(col.name).combine_chunks()
+        if arr.null_count:
+            _check_present(images, arr, col, required if col.name not in key_names else None)
+        if col.binary:
+            arr = _b64decode(arr)
+        columns.append(arr)
+    return pa.RecordBatch.from_arrays(columns, names=[c.name for c in table.columns])
+
+
+def _check_present(images: pa.Array, arr: pa.Array, col: ColumnDef, required: np.ndarray | None) -> None:
+    """A null must be an explicit ``null`` (a missing key is an error in the reference encoder)."""
+    nulls = arr.is_null().to_numpy(zero_copy_only=False)
+    if required is not None:
+        nulls &= required
+    rows = np.flatnonzero(nulls)
+    if not rows.size:
+        return
+    subset = images.take(pa.array(rows))
+    name = col.name.replace("\\", "\\\\").replace('"', '\\"')
+    present = pc.match_substring(subset, f'"{name}":null')
+    if not pc.all(present).as_py():
+        import re
+
+        pattern = '"' + re.escape(name) + r'"\s*:\s*null'
+        present = pc.or_(present, pc.match_substring_regex(subset, pattern))
+        if not pc.all(present).as_py():
+            raise _FallBack
+
+
+_SCHEMAS: dict[TableDef, pa.Schema] = {}
+
+
+def _json_schema(table: TableDef) -> pa.Schema:
+    schema = _SCHEMAS.get(table)
+    if schema is None:
+        if len(_SCHEMAS) >= _CACHE_LIMIT:
+            _SCHEMAS.clear()
+        schema = _SCHEMAS[table] = pa.schema([pa.field(c.name, _parse_type(c)) for c in table.columns])
+    return schema
+
+
+# --------------------------------------------------------------------------------------------------
+# One table version
+
+
+class _TableStage:
+    """Encoder, key columns and partition settings of one plan, cached per worker."""
+
+    def __init__(self, plan: StagePlan) -> None:
+        self.plan = plan
+        self.encoder = ColumnarEncoder(plan.encoding)
+        table = plan.encoding.table
+        self.table = table
+        self.key_names = table.handle_key_names() or ()
+        self.columns = {c.name.lower() for c in table.columns}
+        self.name = table.qualified_name
+
+    def partitions(self, batch: pa.RecordBatch, commit_ts: np.ndarray) -> np.ndarray:
+        route = self.plan.route
+        lookup = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+        keys = [batch.column(lookup[k.lower()]) for k in self.key_names if k.lower() in lookup]
+        exact = {name: i for i, name in enumerate(batch.schema.names)}
+        nulls = pa.nulls(batch.num_rows, pa.string())
+        columns = [batch.column(exact[c]) if c in exact else nulls for c in route.partition_columns]
+        return partition_numbers(route, self.plan.partitions, key_columns=keys, commit_ts=commit_ts,
+                                 column_values=columns, rows=batch.num_rows)
+
+    def encode(self, batch: pa.RecordBatch, op_codes: np.ndarray, commit_ts: np.ndarray) -> pa.RecordBatch:
+        keys, values = self.encoder.encode(batch, ops=_op_array(op_codes), commit_ts=pa.array(commit_ts, pa.int64()))
+        partition = self.partitions(batch, commit_ts)
+        return _kafka_batch(self.plan.topic, partition, keys, values, op_codes, commit_ts)
+
+    def encode_rows(self, rows: list[dict[str, Any]], sources: list[str], version: int) -> pa.RecordBatch:
+        """The reference path, row by row: load_image + RowEncoder + partition_for."""
+        from avro_registry_sink.changes import load_image
+        from avro_registry_sink.encoder import Op
+        from avro_registry_sink.routing import partition_for
+
+        encoder = _row_encoder(self.plan)
+        route = self.plan.route
+        out_keys, out_values, parts, codes, stamps = [], [], [], [], []
+        for row, source in zip(rows, sources):
+            try:
+                op = Op.parse(row["op"]) if row["op"] is not None else Op.INSERT
+                before = load_image(row["before"], self.table)
+                after = load_image(row["after"], self.table)
+                image = (before if before is not None else after) if op is Op.DELETE else after
+                if image is None:
+                    raise EncodingError(f"a {op.value} event without a row image", table=self.name)
+                ts = int(row["commit_ts"] or 0)
+                k, v = encoder.encode(op, image, ts)
+                columns = [image.get(c) for c in route.partition_columns]
+                parts.append(partition_for(route, self.plan.partitions, key_values=encoder.key_values(image),
+                                           commit_ts=ts, column_values=columns))
+            except (AvroSinkError, ValueError, TypeError) as exc:
+                raise _row_error(exc, self.plan, version, source) from None
+            out_keys.append(k)
+            out_values.append(v)
+            codes.append(2 if op is Op.DELETE else 1 if op is Op.UPDATE else 0)
+            stamps.append(ts)
+        return _kafka_batch(self.plan.topic, np.array(parts, np.int32), pa.array(out_keys, pa.binary()),
+                            pa.array(out_values, pa.binary()), np.array(codes, np.uint8),
+                            np.array(stamps, np.int64))
+
+
+_ROW_ENCODERS: dict[StagePlan, Any] = {}
+
+
+def _row_encoder(plan: StagePlan) -> Any:
+    from avro_registry_sink.encoder import RowEncoder
+
+    encoder = _ROW_ENCODERS.get(plan)
+    if encoder is None:
+        if len(_ROW_ENCODERS) >= _CACHE_LIMIT:
+            _ROW_ENCODERS.clear()
+        encoder = _ROW_ENCODERS[plan] = RowEncoder(plan.encoding)
+    return encoder
+
+
+def _op_array(op_codes: np.ndarray) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(op_codes.astype(np.int8)), pa.array(["insert", "update", "delete"]))
+
+
+def _row_error(exc: BaseException, plan: StagePlan, version: int, source: str | None) -> EncodingError:
+    table = plan.encoding.table.qualified_name
+    reason = exc.message if isinstance(exc, AvroSinkError) else str(exc)
+    context = dict(exc.context) if isinstance(exc, AvroSinkError) else {}
+    column = context.get("column")
+    where = f" (column {column!r})" if column and f"'{column}'" not in reason else ""
+    context.update(table=table, version=version, source=source)
+    return EncodingError(
+        f"Cannot encode the change at {source or '<unknown source>'} for table {table} version {version}{where}: {reason}",
+        **context,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# encode_table
+
+
+def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = ()) -> DataFrame:
+    """Encode a DataFrame of one table's rows into Kafka records (:data:`KAFKA_DDL`).
+
+    ``df`` holds the table's columns (by name, case-insensitive) and optionally ``_op`` (string:
+    ``insert|update|delete``, ``c|u|d``...; null or absent = insert) and ``_commit_ts`` (long; absent = 0).
+    A DELETE row carries the pre-image (its key columns are read) and gives a tombstone. ``keep`` names
+    input columns passed through after the Kafka columns (row order is kept within each partition).
+
+    >>> # out = encode_table(spark.table("orders").withColumn("_op", F.lit("c")), plan)
+    """
+    keep = tuple(keep)
+    out_schema = _with_kept(KAFKA_DDL, df, keep)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        stage = _stage_for(plan)
+        for batch in batches:
+            names = batch.schema.names
+            lowered = {n.lower(): i for i, n in enumerate(names)}
+            n = batch.num_rows
+            op_codes = parse_ops(batch.column(lowered["_op"]), n) if "_op" in lowered else np.zeros(n, np.uint8)
+            if "_commit_ts" in lowered:
+                ts = batch.column(lowered["_commit_ts"]).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            else:
+                ts = np.zeros(n, np.int64)
+            columns = [(name, batch.column(i)) for i, name in enumerate(names)
+                       if name.lower() not in ("_op", "_commit_ts") and (name not in keep or name.lower() in stage.columns)]
+            table_batch = pa.RecordBatch.from_arrays([c for _, c in columns], names=[nm for nm, _ in columns])
+            try:
+                out = stage.encode(table_batch, op_codes, ts)
+            except EncodingError as exc:
+                raise _row_error(exc, plan, plan.encoding.table.version, _row_source(exc)) from None
+            yield _append_kept(out, batch, keep)
+
+    return df.mapInArrow(run, out_schema)
+
+
+def _row_source(exc: EncodingError) -> str | None:
+    row = exc.context.get("row")
+    return f"row {row} of an Arrow batch" if row is not None else None
+
+
+def _with_kept(ddl: str, df: DataFrame, keep: tuple[str, ...]) -> Any:
+    if not keep:
+        return ddl
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    schema = _parse_datatype_string(ddl)
+    assert isinstance(schema, StructType)
+    for name in keep:
+        schema = schema.add(df.schema[name])
+    return schema
+
+
+def _append_kept(out: pa.RecordBatch, batch: pa.RecordBatch, keep: tuple[str, ...]) -> pa.RecordBatch:
+    if not keep:
+        return out
+    arrays = list(out.columns) + [batch.column(name) for name in keep]
+    return pa.RecordBatch.from_arrays(arrays, names=list(out.schema.names) + list(keep))
+
+
+# --------------------------------------------------------------------------------------------------
+# encode_changes
+
+
+def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: Sequence[str] = ()) -> DataFrame:
+    """Encode a change DataFrame (:data:`~avro_registry_sink.changes.CHANGE_DDL`) into Kafka records.
+
+    ``plans`` maps ``(schema, table, table_version)`` to the :class:`StagePlan` of that version. Output
+    rows keep the input order within each partition; ``keep`` names input columns passed through after
+    the Kafka columns (for instance ordering columns).
+    """
+    plans = dict(plans)
+    keep = tuple(keep)
+    out_schema = _with_kept(KAFKA_DDL, df, keep)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield _append_kept(encode_change_batch(batch, plans), batch, keep)
+
+    return df.mapInArrow(run, out_schema)
+
+
+def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan]) -> pa.RecordBatch:
+    """One Arrow batch of change rows -> Kafka records, same row order (the body of :func:`encode_changes`)."""
+    n = batch.num_rows
+    if n == 0:
+        return pa.RecordBatch.from_pylist([], schema=KAFKA_SCHEMA)
+    group_text = pc.binary_join_element_wise(
+        batch.column("schema").cast(pa.string()).fill_null(""), "\x1f",
+        batch.column("table").cast(pa.string()).fill_null(""), "\x1f",
+        batch.column("table_version").cast(pa.string()).fill_null(""), "",
+    )
+    encoded = pc.dictionary_encode(group_text)
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    groups = encoded.dictionary.to_pylist()
+    outputs: list[pa.RecordBatch] = []
+    order: list[np.ndarray] = []
+    for g, text in enumerate(groups):
+        rows = np.flatnonzero(codes == g) if len(groups) > 1 else None
+        part = batch if rows is None else batch.take(pa.array(rows))
+        schema, table, version_text = text.split("\x1f")
+        version = int(version_text) if version_text else -1
+        plan = plans.get((schema, table, version))
+        if plan is None:
+            source = part.column("source")[0].as_py()
+            known = ", ".join(f"{s}.{t} v{v}" for s, t, v in sorted(plans)) or "none"
+            raise EncodingError(
+                f"No encoding plan for table {schema}.{table} version {version} (first row at {source or '?'}); "
+                f"this batch has plans for: {known}. The schema manager must prepare every table version in "
+                "the batch before the encode stage runs.",
+                table=f"{schema}.{table}", version=version, source=source,
+            )
+        outputs.append(_encode_group(part, plan, version))
+        if rows is not None:
+            order.append(rows)
+    if len(outputs) == 1:
+        return outputs[0]
+    combined = pa.Table.from_batches(outputs).combine_chunks()
+    inverse = np.empty(n, np.int64)
+    inverse[np.concatenate(order)] = np.arange(n)
+    return combined.take(pa.array(inverse)).to_batches(max_chunksize=n)[0]
+
+
+def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> pa.RecordBatch:
+    stage = _stage_for(plan)
+    n = part.num_rows
+    op_column = part.column("op")
+    try:
+        op_codes = parse_ops(op_column, n)
+    except EncodingError:
+        return _fallback(part, stage, version)
+    ts = part.column("commit_ts").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    deletes = op_codes == 2
+    after = part.column("after")
+    images = pc.if_else(pa.array(deletes), pc.coalesce(part.column("before"), after), after) if deletes.any() else after
+    try:
+        typed = images_to_batch(images, stage.table, required=~deletes)
+        return stage.encode(typed, op_codes, ts)
+    except _FallBack:
+        return _fallback(part, stage, version)
+    except EncodingError:
+        return _fallback(part, stage, version)  # the reference raises its own error, naming the source
+
+
+def _fallback(part: pa.RecordBatch, stage: _TableStage, version: int) -> pa.RecordBatch:
+    rows = part.select(["op", "commit_ts", "before", "after"]).to_pylist()
+    sources = part.column("source").to_pylist()
+    return stage.encode_rows(rows, sources, version)

@@ -1,0 +1,1538 @@
+"""MySQL/TiDB DDL text -> :class:`~avro_registry_sink.table.TableDef`, and DDL events applied to a table.
+
+How the text is read
+--------------------
+sqlglot (MySQL dialect) does the lexing: quoting, backquoted names (```a``b``` -> ``a`b``), ``--``/``#``/
+``/* */`` comments (MySQL ``/*! ... */`` and TiDB ``/*T! ... */`` comments are dropped as comments),
+hex/bit literals and statement boundaries. Its parser is used for the statements it models exactly
+(``USE``, ``CREATE DATABASE``, ``DROP TABLE``/``DATABASE``, ``TRUNCATE``) and for ``DEFAULT``
+expressions (``CURRENT_TIMESTAMP(3)``, ``NOW()``, ``-1.5``, ``b'101'``, ``_binary'..'`` ...).
+
+Column definitions are read by a small recursive-descent reader over sqlglot's tokens, because
+sqlglot's AST loses what a table definition needs (checked with sqlglot 30): ``INT8`` becomes
+TINYINT, ``LONG`` BIGINT and ``REAL`` FLOAT; ``INT3``, ``MIDDLEINT``, ``NATIONAL CHAR``,
+``VARCHARACTER``, ``LONG VARCHAR``, ``LONG VARBINARY``, ``CHAR BYTE`` and ``NCHAR VARCHAR`` do not
+parse at all; ``SIGNED`` is dropped; ``TIMESTAMP`` becomes ``TIMESTAMPTZ``; and its string literals lose
+MySQL escapes (``'\\n'`` -> ``n``, ``'\\%'`` -> ``%``). String tokens are therefore re-read from the
+source with MySQL's rules before anything (sqlglot's parser included) sees them, and the rest of a
+statement sqlglot lexes as one "command" string (``RENAME TABLE ...``, ``LOCK TABLES ...``) is lexed
+again. Type spellings come from the one table in :mod:`avro_registry_sink.tabledef.types`.
+
+What a column becomes
+---------------------
+* ``length``: the declared width/length (``INT(11)`` -> 11, ``VARCHAR(64)`` -> 64, ``BIT(10)`` -> 10,
+  ``VECTOR(3)`` -> 3); ``None`` when not given (``BOOL`` is ``TINYINT(1)``).
+* ``precision``/``scale``: DECIMAL (10 and 0 when not given, ``DECIMAL(M)`` has scale 0) and
+  ``FLOAT(M,D)``/``DOUBLE(M,D)``. ``FLOAT(p)`` is FLOAT for p <= 24 and DOUBLE for 25..53.
+* ``fsp``: as declared for DATETIME/TIMESTAMP/TIME, ``None`` when not given.
+* ``elements``: ENUM/SET members unescaped as MySQL stores them (``'a''b'`` -> ``a'b``, ``'x\\,y'`` ->
+  ``x,y``, ``'\\%'`` stays ``\\%``), trailing spaces removed as MySQL does.
+* ``binary``: the charset is ``binary``: BINARY/VARBINARY/BLOB types, ``CHARACTER SET binary``,
+  ``BYTE``, ``COLLATE binary`` or a table ``CHARSET=binary``; a text type with charset binary becomes its
+  binary counterpart (``VARCHAR(10) CHARACTER SET binary`` is ``VARBINARY(10)``, as TiDB stores it).
+  ``VARCHAR(10) BINARY`` only picks a ``_bin`` collation and stays text.
+* ``unsigned``: ``UNSIGNED``, ``ZEROFILL`` (implies unsigned), ``SERIAL``.
+* ``nullable``: False for ``NOT NULL``, PRIMARY KEY and SERIAL columns.
+* ``default``: what TiDB stores (``ColumnInfo.GetDefaultValue()``), see :func:`default_value`.
+* Generated columns: ``STORED`` ones are kept; ``VIRTUAL`` ones (the default) are dropped, with any
+  unique key over them, because TiCDC never sees virtual generated columns (rows, schemas and handle
+  keys all leave them out).
+
+Keys: the primary key (inline or table level); unique keys (``UNIQUE [KEY|INDEX]``,
+``CONSTRAINT x UNIQUE``, ``SERIAL``) in TiDB's creation order, i.e. table-level keys first, in
+order, then inline ``UNIQUE`` column options in column order (TiDB appends column constraints
+after the table constraints). Prefix parts ``(col(10))`` are accepted; keys with expression parts
+``((lower(x)))`` are left out (they cannot be a handle key).
+
+Time zone: TIMESTAMP string defaults are taken as UTC (TiDB stores them converted from the session
+time zone to UTC; a DDL file does not say which session time zone it ran in).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Iterable
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from avro_registry_sink.errors import TableDefinitionError
+from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.tabledef.types import (
+    BINARY_COUNTERPART,
+    CHARSET_TYPES,
+    MAX_SPELLING_WORDS,
+    NUMERIC_TYPES,
+    SPELLINGS,
+    Params,
+    unsupported_type,
+)
+
+__all__ = ["apply_ddl", "column_from_type", "default_value", "parse_ddl"]
+
+_DIALECT = Dialect.get_or_raise("mysql")
+
+# --------------------------------------------------------------------------------------------------
+# Tokens: sqlglot's, with MySQL string escapes re-read from the source
+
+
+_NOT_WORDS = frozenset(
+    {TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.HEX_STRING, TokenType.BIT_STRING,
+     TokenType.NUMBER, TokenType.IDENTIFIER, TokenType.INTRODUCER}
+)
+
+_STRING_ESCAPES = {
+    "0": "\0", "'": "'", '"': '"', "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "\\": "\\",
+    "%": "\\%", "_": "\\_",  # MySQL keeps the backslash of \% and \_ (LIKE patterns)
+}
+
+
+def _unescape(raw: str) -> str:
+    """The value of a MySQL string literal as written (``'it''s'``, ``"a\\nb"``, ``N'x'``)."""
+    first = min(i for i in (raw.find("'"), raw.find('"')) if i >= 0)
+    quote = raw[first]
+    body = raw[first + 1 : -1]
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append(_STRING_ESCAPES.get(nxt, nxt))  # other escapes: the backslash is dropped
+            i += 2
+        elif ch == quote and i + 1 < len(body) and body[i + 1] == quote:
+            out.append(quote)
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _is_word(token: Token, raw: str) -> bool:
+    if token.token_type in _NOT_WORDS:
+        return False
+    return all(part and all(ch.isalnum() or ch in "_$" for ch in part) for part in raw.split())
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: TokenType
+    text: str  # identifier: the name; string: its value; word: as written; otherwise the raw text
+    word: str | None  # upper-case word for unquoted words and keywords, else None
+    line: int
+    col: int
+    start: int
+    end: int
+    src: Token  # the sqlglot token (shared by the words of a multi-word keyword such as PRIMARY KEY)
+
+
+@dataclass
+class _Statement:
+    toks: list[_Tok]
+    text: str
+
+    @property
+    def source(self) -> str:
+        if not self.toks:
+            return ""
+        return self.text[self.toks[0].start : self.toks[-1].end + 1]
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _lex(text: str, begin: int = 0, end: int | None = None) -> list[_Tok]:
+    end = len(text) if end is None else end
+    try:
+        tokens = _DIALECT.tokenize(text[begin:end])
+    except TokenError as exc:
+        raise TableDefinitionError(f"The DDL text cannot be tokenized: {exc}", reason=str(exc)) from None
+    out: list[_Tok] = []
+    command_end: int | None = None
+    for t in tokens:
+        start, stop = t.start + begin, t.end + begin
+        raw = text[start : stop + 1]
+        if command_end is not None and t.token_type is TokenType.STRING and raw[:1] not in ("'", '"'):
+            # sqlglot hands the rest of a "command" statement (RENAME ..., LOCK TABLES ...) over as one
+            # STRING token: read that rest as tokens too
+            out.extend(_lex(text, command_end + 1, stop + 1))
+            command_end = None
+            continue
+        command_end = stop if t.token_type in _DIALECT.tokenizer_class.COMMANDS else None
+        line, col = _position(text, start)
+        src = Token(t.token_type, t.text, t.line, t.col, start, stop, t.comments)
+        if t.token_type in (TokenType.STRING, TokenType.NATIONAL_STRING):
+            value = _unescape(raw)
+            src = Token(t.token_type, value, t.line, t.col, start, stop, t.comments)
+            out.append(_Tok(t.token_type, value, None, line, col, start, stop, src))
+        elif t.token_type is TokenType.IDENTIFIER:
+            out.append(_Tok(t.token_type, t.text, None, line, col, start, stop, src))
+        elif _is_word(t, raw):
+            for part in raw.split():  # "PRIMARY KEY", "DOUBLE PRECISION": one sqlglot token, several words
+                out.append(_Tok(TokenType.VAR, part, part.upper(), line, col, start, stop, src))
+        else:
+            out.append(_Tok(t.token_type, raw, None, line, col, start, stop, src))
+    return out
+
+
+def _statements(text: str) -> list[_Statement]:
+    out: list[_Statement] = []
+    current: list[_Tok] = []
+    for tok in _lex(text):
+        if tok.kind is TokenType.SEMICOLON:
+            if current:
+                out.append(_Statement(current, text))
+            current = []
+        else:
+            current.append(tok)
+    if current:
+        out.append(_Statement(current, text))
+    return out
+
+
+class _Stream:
+    """A cursor over one statement's tokens, with the few moves a DDL reader needs."""
+
+    def __init__(self, stmt: _Statement, table: str = "") -> None:
+        self.toks = stmt.toks
+        self.text = stmt.text
+        self.table = table
+        self.pos = 0
+
+    def peek(self, k: int = 0) -> _Tok | None:
+        i = self.pos + k
+        return self.toks[i] if i < len(self.toks) else None
+
+    def word(self, k: int = 0) -> str | None:
+        tok = self.peek(k)
+        return tok.word if tok is not None else None
+
+    def at(self, *words: str) -> bool:
+        return all(self.word(i) == w for i, w in enumerate(words))
+
+    def accept(self, *words: str) -> bool:
+        if self.at(*words):
+            self.pos += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            raise self.error(f"expected {' '.join(words)}")
+
+    def at_kind(self, kind: TokenType, k: int = 0) -> bool:
+        tok = self.peek(k)
+        return tok is not None and tok.kind is kind
+
+    def accept_kind(self, kind: TokenType) -> _Tok | None:
+        if self.at_kind(kind):
+            self.pos += 1
+            return self.toks[self.pos - 1]
+        return None
+
+    def expect_kind(self, kind: TokenType, what: str) -> _Tok:
+        tok = self.accept_kind(kind)
+        if tok is None:
+            raise self.error(f"expected {what}")
+        return tok
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.toks)
+
+    def at_element_end(self) -> bool:
+        return self.at_end() or self.at_kind(TokenType.COMMA) or self.at_kind(TokenType.R_PAREN)
+
+    def name(self, what: str) -> str:
+        tok = self.peek()
+        if tok is not None and (tok.kind is TokenType.IDENTIFIER or tok.word is not None):
+            self.pos += 1
+            return tok.text
+        raise self.error(f"expected {what}")
+
+    def table_name(self) -> tuple[str | None, str]:
+        first = self.name("a table name")
+        if self.accept_kind(TokenType.DOT):
+            return first, self.name("a table name after the schema name")
+        return None, first
+
+    def number(self, what: str) -> int:
+        tok = self.expect_kind(TokenType.NUMBER, what)
+        try:
+            return int(tok.text)
+        except ValueError:
+            raise self.error(f"expected {what}, an integer") from None
+
+    def skip_balanced(self) -> None:
+        """At ``(``: move past the matching ``)``."""
+        self.expect_kind(TokenType.L_PAREN, "(")
+        depth = 1
+        while depth:
+            tok = self.peek()
+            if tok is None:
+                raise self.error("unbalanced parentheses")
+            self.pos += 1
+            if tok.kind is TokenType.L_PAREN:
+                depth += 1
+            elif tok.kind is TokenType.R_PAREN:
+                depth -= 1
+
+    def skip_element(self) -> None:
+        """Move to the next ``,`` or ``)`` outside parentheses (not consumed)."""
+        while not self.at_element_end():
+            if self.at_kind(TokenType.L_PAREN):
+                self.skip_balanced()
+            else:
+                self.pos += 1
+
+    def error(self, message: str) -> TableDefinitionError:
+        tok = self.peek()
+        if tok is not None:
+            where = f" (line {tok.line}, column {tok.col}, at {self.text[tok.start:tok.end + 1]!r})"
+        elif self.toks:
+            where = f" (line {self.toks[-1].line}, at the end of the statement)"
+        else:
+            where = ""
+        subject = f"table {self.table}: " if self.table else ""
+        return TableDefinitionError(f"Cannot read the DDL of {subject}{message}{where}.", table=self.table or None)
+
+
+# --------------------------------------------------------------------------------------------------
+# Column types
+
+
+@dataclass
+class _TypeSpec:
+    type: MySQLType
+    text: str
+    unsigned: bool = False
+    length: int | None = None
+    precision: int | None = None
+    scale: int | None = None
+    fsp: int | None = None
+    elements: tuple[str, ...] = ()
+    binary: bool = False  # charset binary implied by the spelling
+    charset: str | None = None
+    collation: str | None = None
+    serial: bool = False
+
+
+def _type_text(s: _Stream, start: int) -> str:
+    end = s.toks[max(s.pos - 1, start)]
+    return s.text[s.toks[start].start : end.end + 1]
+
+
+def _parse_type(s: _Stream, table: str, column: str) -> _TypeSpec:
+    start = s.pos
+    if s.word() is None:
+        raise s.error(f"expected the type of column {column!r}")
+    spelling = None
+    for n in range(MAX_SPELLING_WORDS, 0, -1):
+        words = [s.word(i) for i in range(n)]
+        if None not in words and " ".join(words) in SPELLINGS:  # type: ignore[arg-type]
+            spelling = SPELLINGS[" ".join(words)]  # type: ignore[arg-type]
+            s.pos += n
+            break
+    if spelling is None:
+        s.pos += 1
+        if s.at_kind(TokenType.L_PAREN):
+            s.skip_balanced()
+        raise unsupported_type(table, column, _type_text(s, start) if s.toks[start:] else "")
+    spec = _TypeSpec(type=spelling.type, text="", unsigned=spelling.unsigned, length=spelling.length,
+                     binary=spelling.binary, serial=spelling.serial)
+    if spelling.type is MySQLType.VECTOR and s.at_kind(TokenType.LT):  # TiDB VECTOR<FLOAT>(n)
+        s.pos += 1
+        s.expect("FLOAT")
+        s.expect_kind(TokenType.GT, ">")
+    if s.at_kind(TokenType.L_PAREN):
+        _parse_type_args(s, spec, spelling.params, table, column, start)
+    if spec.type is MySQLType.DECIMAL:
+        spec.precision = 10 if spec.precision is None else spec.precision
+        spec.scale = 0 if spec.scale is None else spec.scale
+    while True:  # type modifiers, in any order
+        if spec.type in NUMERIC_TYPES and s.accept("UNSIGNED"):
+            spec.unsigned = True
+        elif spec.type in NUMERIC_TYPES and s.accept("SIGNED"):
+            pass
+        elif spec.type in NUMERIC_TYPES and s.accept("ZEROFILL"):
+            spec.unsigned = True
+        elif spec.type in CHARSET_TYPES and _parse_charset_option(s, spec):
+            pass
+        else:
+            break
+    spec.text = _type_text(s, start)
+    return spec
+
+
+def _parse_type_args(s: _Stream, spec: _TypeSpec, params: Params, table: str, column: str, start: int) -> None:
+    if params is Params.NONE:
+        s.skip_balanced()
+        raise unsupported_type(table, column, _type_text(s, start), "which takes no length or arguments")
+    s.expect_kind(TokenType.L_PAREN, "(")
+    if params is Params.ELEMENTS:
+        members = []
+        while True:
+            tok = s.accept_kind(TokenType.STRING) or s.accept_kind(TokenType.NATIONAL_STRING)
+            if tok is None:
+                raise s.error(f"expected a quoted member of the {spec.type.value} of column {column!r}")
+            members.append(tok.text.rstrip(" "))  # MySQL drops trailing spaces of members
+            if not s.accept_kind(TokenType.COMMA):
+                break
+        spec.elements = tuple(members)
+    else:
+        first = s.number(f"the length of column {column!r}")
+        second = s.number(f"the scale of column {column!r}") if s.accept_kind(TokenType.COMMA) else None
+        if params is Params.LENGTH or params is Params.FSP:
+            if second is not None:
+                raise s.error(f"{spec.type.value} of column {column!r} takes one number")
+            if params is Params.FSP:
+                if first > 6:
+                    raise s.error(f"fractional seconds precision of column {column!r} is {first}, at most 6")
+                spec.fsp = first
+            else:
+                spec.length = first
+        elif params is Params.DECIMAL:
+            spec.precision, spec.scale = first, (second if second is not None else 0)
+        elif params is Params.FLOAT and second is None:  # FLOAT(p): precision in bits picks the type
+            if first > 53:
+                raise s.error(f"FLOAT({first}) of column {column!r}: the precision is at most 53")
+            spec.type = MySQLType.FLOAT if first <= 24 else MySQLType.DOUBLE
+        else:  # FLOAT(M,D) / DOUBLE(M,D)
+            if second is None:
+                raise s.error(f"{spec.type.value} of column {column!r} takes (M,D)")
+            spec.precision, spec.scale = first, second
+    s.expect_kind(TokenType.R_PAREN, ")")
+
+
+def _charset_name(s: _Stream) -> str:
+    s.accept_kind(TokenType.EQ)
+    tok = s.peek()
+    if tok is None or (tok.word is None and tok.kind not in (TokenType.STRING, TokenType.IDENTIFIER)):
+        raise s.error("expected a character set or collation name")
+    s.pos += 1
+    return tok.text.lower()
+
+
+def _parse_charset_option(s: _Stream, spec: _TypeSpec) -> bool:
+    if s.accept("CHARACTER", "SET") or s.accept("CHARSET") or s.accept("CHAR", "SET"):
+        spec.charset = _charset_name(s)
+    elif s.accept("COLLATE"):
+        spec.collation = _charset_name(s)
+    elif s.accept("BYTE"):
+        spec.charset = "binary"
+    elif s.accept("ASCII"):
+        spec.charset = "latin1"
+    elif s.accept("UNICODE"):
+        spec.charset = "ucs2"
+    elif s.accept("BINARY"):  # a _bin collation, not the binary charset
+        spec.collation = spec.collation or "_bin"
+    else:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Column definitions
+
+
+@dataclass
+class _ColSpec:
+    name: str
+    type: _TypeSpec
+    nullable: bool | None = None
+    default: list[_Tok] | None = None  # tokens of the DEFAULT expression
+    primary: bool = False
+    unique: bool = False
+    virtual: bool = False
+    auto_increment: bool = False
+
+
+_REF_ACTIONS = (("RESTRICT",), ("CASCADE",), ("SET", "NULL"), ("NO", "ACTION"), ("SET", "DEFAULT"))
+
+
+def _skip_references(s: _Stream) -> None:
+    s.table_name()
+    if s.at_kind(TokenType.L_PAREN):
+        s.skip_balanced()
+    while True:
+        if s.accept("MATCH"):
+            s.name("FULL, PARTIAL or SIMPLE")
+        elif s.at("ON", "DELETE") or s.at("ON", "UPDATE"):
+            s.pos += 2
+            if not any(s.accept(*action) for action in _REF_ACTIONS):
+                raise s.error("expected a referential action")
+        else:
+            return
+
+
+def _default_tokens(s: _Stream) -> list[_Tok]:
+    start = s.pos
+    while s.at_kind(TokenType.DASH) or s.at_kind(TokenType.PLUS):
+        s.pos += 1
+    tok = s.peek()
+    if tok is None:
+        raise s.error("expected a DEFAULT value")
+    if tok.kind is TokenType.L_PAREN:
+        s.skip_balanced()
+    elif tok.kind in (TokenType.STRING, TokenType.NATIONAL_STRING):
+        s.pos += 1
+        while s.at_kind(TokenType.STRING):  # 'a' 'b' is 'ab'
+            s.pos += 1
+    elif tok.kind is TokenType.INTRODUCER:
+        s.pos += 2
+    elif tok.kind in (TokenType.NUMBER, TokenType.HEX_STRING, TokenType.BIT_STRING):
+        s.pos += 1
+    elif tok.kind is TokenType.DOT and s.at_kind(TokenType.NUMBER, 1):  # .5
+        s.pos += 2
+    elif tok.word is not None:
+        s.pos += 1
+        if s.at_kind(TokenType.L_PAREN):
+            s.skip_balanced()
+    else:
+        raise s.error("expected a DEFAULT value")
+    return s.toks[start : s.pos]
+
+
+def _parse_column(s: _Stream, table: str) -> _ColSpec:
+    name = s.name("a column name")
+    col = _ColSpec(name=name, type=_parse_type(s, table, name))
+    if col.type.serial:
+        col.nullable, col.unique, col.auto_increment = False, True, True
+    while not s.at_element_end() and not s.at("FIRST") and not s.at("AFTER"):
+        if s.accept("NOT", "NULL"):
+            col.nullable = False
+        elif s.accept("NULL"):
+            col.nullable = True
+        elif s.accept("DEFAULT"):
+            col.default = _default_tokens(s)
+        elif s.accept("AUTO_INCREMENT"):
+            col.auto_increment = True
+        elif s.accept("AUTO_RANDOM"):  # TiDB
+            if s.at_kind(TokenType.L_PAREN):
+                s.skip_balanced()
+        elif s.accept("SERIAL", "DEFAULT", "VALUE"):
+            col.nullable, col.unique, col.auto_increment = False, True, True
+        elif s.accept("UNIQUE"):
+            s.accept("KEY") or s.accept("INDEX")
+            col.unique = True
+        elif s.accept("PRIMARY", "KEY") or s.accept("KEY"):
+            col.primary = True
+        elif s.accept("COMMENT"):
+            s.expect_kind(TokenType.STRING, "a quoted comment")
+        elif _parse_charset_option(s, col.type):
+            pass
+        elif s.accept("COLUMN_FORMAT") or s.accept("STORAGE") or s.accept("SRID"):
+            s.pos += 1
+        elif s.accept("ENGINE_ATTRIBUTE") or s.accept("SECONDARY_ENGINE_ATTRIBUTE"):
+            s.accept_kind(TokenType.EQ)
+            s.expect_kind(TokenType.STRING, "a quoted attribute")
+        elif s.accept("ON", "UPDATE"):
+            s.name("CURRENT_TIMESTAMP")
+            if s.at_kind(TokenType.L_PAREN):
+                s.skip_balanced()
+        elif s.at("GENERATED") or s.at("AS"):
+            s.accept("GENERATED", "ALWAYS")
+            s.expect("AS")
+            s.skip_balanced()
+            col.virtual = True  # VIRTUAL is the default
+            if s.accept("STORED") or s.accept("PERSISTENT"):
+                col.virtual = False
+            else:
+                s.accept("VIRTUAL")
+        elif s.accept("REFERENCES"):
+            _skip_references(s)
+        elif s.at("CONSTRAINT") or s.at("CHECK"):
+            if s.accept("CONSTRAINT") and not s.at("CHECK"):
+                s.name("a constraint name")
+            s.expect("CHECK")
+            s.skip_balanced()
+        elif s.accept("NOT", "ENFORCED") or s.accept("ENFORCED") or s.accept("VISIBLE") or s.accept("INVISIBLE"):
+            pass
+        else:
+            unexpected = s.peek().text  # type: ignore[union-attr]
+            raise s.error(f"unexpected {unexpected!r} in the definition of column {name!r}")
+    return col
+
+
+def _is_binary_charset(spec: _TypeSpec, table_binary: bool) -> bool:
+    if spec.binary or spec.charset == "binary" or spec.collation == "binary":
+        return True
+    return table_binary and spec.charset is None and spec.collation is None
+
+
+def _finish_column(col: _ColSpec, stmt: _Statement, table: str, *, table_binary: bool = False,
+                   force_not_null: bool = False) -> ColumnDef:
+    spec = col.type
+    type_ = spec.type
+    binary = False
+    if type_ in BINARY_TYPES:
+        binary = True
+    elif type_ in CHARSET_TYPES and _is_binary_charset(spec, table_binary):
+        binary = True
+        type_ = BINARY_COUNTERPART.get(type_, type_)
+    nullable = col.nullable if col.nullable is not None else True
+    if col.primary or force_not_null:
+        nullable = False
+    column = ColumnDef(
+        name=col.name, type=type_, unsigned=spec.unsigned, length=spec.length, precision=spec.precision,
+        scale=spec.scale, fsp=spec.fsp, elements=spec.elements, nullable=nullable, binary=binary,
+    )
+    if col.default is not None:
+        column = column.model_copy(update={"default": _evaluate_default(col.default, stmt, column, table)})
+    return column
+
+
+# --------------------------------------------------------------------------------------------------
+# DEFAULT values
+
+
+_NOW_FUNCTIONS = frozenset({"NOW", "CURRENT_TIMESTAMP", "LOCALTIME", "LOCALTIMESTAMP"})
+_NOW_NODES = (exp.CurrentTimestamp, exp.Localtime, exp.Localtimestamp)
+
+_INTEGER_TYPES = frozenset({MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT,
+                            MySQLType.BIGINT})
+
+
+@dataclass(frozen=True)
+class _Literal:
+    kind: str  # "null", "bool", "num", "str", "bytes", "now", "expr"
+    value: object = None
+
+
+def _literal(node: exp.Expression, source: str) -> _Literal:
+    """A DEFAULT expression (sqlglot AST) reduced to the literal MySQL would evaluate it to."""
+    if isinstance(node, exp.Null):
+        return _Literal("null")
+    if isinstance(node, exp.Boolean):
+        return _Literal("bool", bool(node.this))
+    if isinstance(node, exp.Literal):
+        return _Literal("str" if node.is_string else "num", str(node.this))
+    if isinstance(node, exp.Neg):
+        inner = _literal(node.this, source)
+        if inner.kind == "num":
+            text = str(inner.value)
+            return _Literal("num", text[1:] if text.startswith("-") else "-" + text)
+        if inner.kind == "bool":
+            return _Literal("num", "-1" if inner.value else "0")
+        return _Literal("expr", source)
+    if isinstance(node, exp.National):
+        return _Literal("str", str(node.this))
+    if isinstance(node, exp.HexString):
+        digits = str(node.this)
+        return _Literal("bytes", bytes.fromhex(digits.rjust(len(digits) + len(digits) % 2, "0")))
+    if isinstance(node, exp.BitString):
+        bits = str(node.this) or "0"
+        return _Literal("bytes", int(bits, 2).to_bytes((len(bits) + 7) // 8, "big"))
+    if isinstance(node, exp.Introducer):
+        inner = _literal(node.expression, source)
+        if str(node.this).lower() == "_binary" and inner.kind == "str":
+            return _Literal("bytes", str(inner.value).encode("utf-8"))
+        return inner
+    if isinstance(node, exp.Concat) and all(isinstance(e, exp.Literal) and e.is_string for e in node.expressions):
+        return _Literal("str", "".join(str(e.this) for e in node.expressions))
+    if isinstance(node, exp.Paren):
+        inner = _literal(node.this, source)
+        if inner.kind == "expr":
+            return _Literal("expr", source[1:-1].strip() if source.startswith("(") else source)
+        return inner
+    if isinstance(node, _NOW_NODES):
+        return _Literal("now", int(node.this.this) if node.this is not None else 0)
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _NOW_FUNCTIONS:
+        args = node.expressions
+        return _Literal("now", int(args[0].this) if args and isinstance(args[0], exp.Literal) else 0)
+    return _Literal("expr", source)
+
+
+def _evaluate_default(toks: list[_Tok], stmt: _Statement, column: ColumnDef, table: str) -> str | bytes | None:
+    source = stmt.text[toks[0].start : toks[-1].end + 1]
+    sg_tokens: list[Token] = []
+    if toks[0].kind is TokenType.DOT:  # .5
+        sg_tokens.append(Token(TokenType.NUMBER, "." + toks[1].text))
+    else:
+        for tok in toks:
+            if not sg_tokens or sg_tokens[-1] is not tok.src:
+                sg_tokens.append(tok.src)
+    try:
+        parsed = _DIALECT.parser().parse(sg_tokens, stmt.text)
+    except ParseError as exc:
+        raise TableDefinitionError(
+            f"Column {column.name!r} of table {table} has a DEFAULT that cannot be read: {source!r} ({exc}).",
+            table=table, column=column.name,
+        ) from None
+    node = parsed[0] if parsed else None
+    literal = _literal(node, source) if node is not None else _Literal("expr", source)
+    return default_value(column, literal.kind, literal.value, table=table)
+
+
+def _bad_default(column: ColumnDef, value: object, table: str, why: str) -> TableDefinitionError:
+    return TableDefinitionError(
+        f"Column {column.name!r} of table {table} has an invalid default {value!r} for "
+        f"{column.sql_type()}: {why}.",
+        table=table, column=column.name,
+    )
+
+
+def _to_decimal(column: ColumnDef, kind: str, value: object, table: str) -> Decimal:
+    if kind == "bool":
+        return Decimal(int(bool(value)))
+    if kind == "bytes":
+        return Decimal(int.from_bytes(value, "big")) if value else Decimal(0)  # type: ignore[arg-type]
+    try:
+        number = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise _bad_default(column, value, table, "not a number") from None
+    if not number.is_finite():
+        raise _bad_default(column, value, table, "not a finite number")
+    return number
+
+
+def _int_text(number: Decimal) -> str:
+    return str(int(number.to_integral_value(rounding=ROUND_HALF_UP)))
+
+
+def _minimal_bytes(number: int) -> bytes:
+    return number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
+
+
+def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "?") -> str | bytes | None:
+    """The default TiDB stores for ``column`` given a literal of ``kind``.
+
+    ``kind`` is ``"null"``, ``"bool"``, ``"num"`` (number text as written), ``"str"`` (string value),
+    ``"bytes"`` (``x'..'``/``0x..``/``b'..'``/``_binary'..'``), ``"now"`` (``value`` = fsp) or ``"expr"``
+    (``value`` = expression text, kept as written). Rules: integers normalized (``'5'`` -> ``"5"``,
+    ``TRUE`` -> ``"1"``, ``1.5`` -> ``"2"``); DECIMAL to the column scale (``1.5`` in DECIMAL(10,2) ->
+    ``"1.50"``); FLOAT/DOUBLE numbers as written; BIT -> minimal big-endian bytes; binary-charset strings
+    -> bytes (UTF-8 of a string literal); hex on a text column -> decoded text; DATETIME/TIMESTAMP ->
+    ``YYYY-MM-DD HH:MM:SS[.fsp]``, DATE -> ``YYYY-MM-DD``, TIME -> ``HH:MM:SS[.fsp]``; YEAR -> 4 digits;
+    ``NOW()``/``CURRENT_TIMESTAMP(3)``/``LOCALTIME`` -> ``"CURRENT_TIMESTAMP"`` / ``"CURRENT_TIMESTAMP(3)"``.
+
+    >>> default_value(ColumnDef(name="p", type=MySQLType.DECIMAL, precision=10, scale=2), "num", "1.5")
+    '1.50'
+    >>> default_value(ColumnDef(name="b", type=MySQLType.BIT, length=10), "num", "682")
+    b'\\x02\\xaa'
+    """
+    t = column.type
+    if kind == "null":
+        return None
+    if kind == "now":
+        return f"CURRENT_TIMESTAMP({value})" if value else "CURRENT_TIMESTAMP"
+    if kind == "expr":
+        return str(value)
+    if t in _INTEGER_TYPES:
+        text = _int_text(_to_decimal(column, kind, value, table))
+        if column.unsigned and text.startswith("-"):
+            raise _bad_default(column, value, table, "negative value for an UNSIGNED column")
+        return text
+    if t is MySQLType.DECIMAL:
+        number = _to_decimal(column, kind, value, table)
+        quantum = Decimal(1).scaleb(-(column.scale or 0))
+        rounded = number.quantize(quantum, rounding=ROUND_HALF_UP)
+        return format(abs(rounded) if rounded == 0 else rounded, "f")
+    if t in (MySQLType.FLOAT, MySQLType.DOUBLE):
+        if kind in ("num", "str"):
+            text = str(value).strip()
+            _to_decimal(column, kind, text, table)
+            return text[1:] if text.startswith("+") else text
+        return _int_text(_to_decimal(column, kind, value, table))
+    if t is MySQLType.BIT:
+        if kind == "bytes":
+            return bytes(value).lstrip(b"\0") or b"\0"  # type: ignore[call-overload]
+        if kind == "str":
+            return str(value).encode("utf-8").lstrip(b"\0") or b"\0"
+        number = int(_int_text(_to_decimal(column, kind, value, table)))
+        if number < 0:
+            raise _bad_default(column, value, table, "negative BIT value")
+        return _minimal_bytes(number)
+    if t is MySQLType.YEAR:
+        return _year_text(column, kind, value, table)
+    if t in (MySQLType.DATETIME, MySQLType.TIMESTAMP, MySQLType.DATE, MySQLType.TIME):
+        text = _text(column, kind, value, table)
+        return _temporal_text(column, text, table)
+    if column.binary:
+        if kind == "bytes":
+            return bytes(value)  # type: ignore[call-overload]
+        if kind == "bool":
+            return b"1" if value else b"0"
+        return str(value).encode("utf-8")
+    if t is MySQLType.ENUM and kind in ("num", "bool"):
+        index = int(_int_text(_to_decimal(column, kind, value, table)))
+        if not 1 <= index <= len(column.elements):
+            raise _bad_default(column, value, table, f"ENUM index out of 1..{len(column.elements)}")
+        return column.elements[index - 1]
+    if t is MySQLType.SET and kind in ("num", "bool"):
+        mask = int(_int_text(_to_decimal(column, kind, value, table)))
+        if mask < 0 or mask >= 1 << len(column.elements):
+            raise _bad_default(column, value, table, "SET bitmask out of range")
+        return ",".join(e for i, e in enumerate(column.elements) if mask >> i & 1)
+    return _text(column, kind, value, table)
+
+
+def _text(column: ColumnDef, kind: str, value: object, table: str) -> str:
+    if kind == "bytes":
+        try:
+            return bytes(value).decode("utf-8")  # type: ignore[call-overload]
+        except UnicodeDecodeError:
+            raise _bad_default(column, value, table, "the bytes are not valid UTF-8 text") from None
+    if kind == "bool":
+        return "1" if value else "0"
+    return str(value)
+
+
+def _year_text(column: ColumnDef, kind: str, value: object, table: str) -> str:
+    number = int(_int_text(_to_decimal(column, kind, value, table)))
+    short = kind == "str" and len(str(value).strip()) <= 2
+    if short or 0 < number < 100:  # two-digit years: 1..69 -> 20xx, 70..99 -> 19xx ('0'/'00' -> 2000)
+        number += 2000 if number < 70 else 1900
+    if number != 0 and not 1901 <= number <= 2155:
+        raise _bad_default(column, value, table, "YEAR is 1901..2155 or 0")
+    return f"{number:04d}"
+
+
+def _split_fraction(text: str) -> tuple[str, str]:
+    main, _, frac = text.partition(".")
+    return main, frac
+
+
+def _round_fraction(frac: str, fsp: int) -> tuple[int, bool]:
+    """(fraction digits rounded to fsp as an int, carry into the seconds)."""
+    digits = (frac + "000000000")[:9]
+    micro = int(digits[:fsp] or "0")
+    if int(digits[fsp] if fsp < 9 else "0") >= 5:
+        micro += 1
+    if micro >= 10**fsp:
+        return 0, True
+    return micro, False
+
+
+def _temporal_text(column: ColumnDef, text: str, table: str) -> str:
+    raw = text.strip()
+    fsp = column.fsp or 0
+    try:
+        if column.type is MySQLType.TIME:
+            return _time_text(raw, fsp)
+        return _datetime_text(raw, fsp, date_only=column.type is MySQLType.DATE)
+    except (ValueError, IndexError):
+        raise _bad_default(column, text, table, "not a valid date/time literal") from None
+
+
+def _datetime_text(raw: str, fsp: int, *, date_only: bool) -> str:
+    main, frac = _split_fraction(raw.replace("T", " "))
+    if main.isdigit():  # 20240229 / 20240229123456 / 0
+        if int(main) == 0:
+            parts = [0, 0, 0, 0, 0, 0]
+        elif len(main) in (8, 14):
+            parts = [int(main[0:4]), int(main[4:6]), int(main[6:8])]
+            parts += [int(main[i : i + 2]) for i in (8, 10, 12)] if len(main) == 14 else [0, 0, 0]
+        else:
+            raise ValueError(raw)
+    else:
+        date_part, _, time_part = main.strip().partition(" ")
+        ymd = [int(p) for p in date_part.replace("/", "-").split("-")]
+        hms = [int(p) for p in time_part.strip().split(":")] if time_part.strip() else []
+        if len(ymd) != 3 or len(hms) > 3:
+            raise ValueError(raw)
+        if len(date_part.split("-")[0]) <= 2:
+            ymd[0] += 2000 if ymd[0] < 70 else 1900
+        parts = ymd + hms + [0] * (3 - len(hms))
+    year, month, day, hour, minute, second = parts
+    micro, carry = _round_fraction(frac, fsp) if not date_only else (0, False)
+    if (year, month, day) == (0, 0, 0) or month == 0 or day == 0:  # zero dates cannot carry
+        if date_only:
+            return f"{year:04d}-{month:02d}-{day:02d}"
+        moment_text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
+    else:
+        moment = _dt.datetime(year, month, day, hour, minute, second)
+        if carry:
+            moment += _dt.timedelta(seconds=1)
+        if date_only:
+            return moment.strftime("%Y-%m-%d").rjust(10, "0")
+        moment_text = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d} {moment:%H:%M:%S}"
+    return moment_text + (f".{micro:0{fsp}d}" if fsp else "")
+
+
+def _time_text(raw: str, fsp: int) -> str:
+    sign = "-" if raw.startswith("-") else ""
+    main, frac = _split_fraction(raw.lstrip("-+"))
+    days = 0
+    if " " in main:
+        day_text, main = main.split(" ", 1)
+        days = int(day_text)
+    if main.isdigit():  # HHMMSS, MMSS or SS
+        main = main.rjust(6, "0") if len(main) <= 6 else main
+        hours, minutes, seconds = int(main[:-4]), int(main[-4:-2]), int(main[-2:])
+    else:
+        pieces = [int(p) for p in main.split(":")]
+        pieces += [0] * (3 - len(pieces))
+        hours, minutes, seconds = pieces[:3]
+    if minutes > 59 or seconds > 59:
+        raise ValueError(raw)
+    micro, carry = _round_fraction(frac, fsp)
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds + int(carry)
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if total == 0 and micro == 0:
+        sign = ""
+    return f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}" + (f".{micro:0{fsp}d}" if fsp else "")
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys
+
+
+@dataclass
+class _KeySpec:
+    primary: bool
+    name: str | None
+    columns: list[str] | None  # None: a key with expression parts (not usable as a handle key)
+
+
+def _parse_key_parts(s: _Stream) -> list[str] | None:
+    s.expect_kind(TokenType.L_PAREN, "( before the key columns")
+    columns: list[str] | None = []
+    while True:
+        if s.at_kind(TokenType.L_PAREN):  # functional key part
+            s.skip_balanced()
+            columns = None
+        else:
+            name = s.name("a key column")
+            if columns is not None:
+                columns.append(name)
+            if s.at_kind(TokenType.L_PAREN):  # prefix length col(10)
+                s.skip_balanced()
+        s.accept("ASC") or s.accept("DESC")
+        if not s.accept_kind(TokenType.COMMA):
+            break
+    s.expect_kind(TokenType.R_PAREN, ") after the key columns")
+    return columns
+
+
+def _parse_key_after_kind(s: _Stream, primary: bool) -> _KeySpec:
+    """After ``PRIMARY KEY`` / ``UNIQUE [KEY|INDEX]``: ``[IF NOT EXISTS] [name] [USING x] (parts) [options]``."""
+    s.accept("IF", "NOT", "EXISTS")
+    name = None
+    if not s.at_kind(TokenType.L_PAREN) and not s.at("USING"):
+        name = s.name("an index name")
+    if s.accept("USING"):
+        s.name("an index type")
+    columns = _parse_key_parts(s)
+    s.skip_element()  # index options: COMMENT, USING, KEY_BLOCK_SIZE, VISIBLE, CLUSTERED ...
+    return _KeySpec(primary=primary, name=name, columns=columns)
+
+
+_CONSTRAINT_WORDS = frozenset({"CONSTRAINT", "PRIMARY", "UNIQUE", "KEY", "INDEX", "FULLTEXT", "SPATIAL", "FOREIGN",
+                               "CHECK"})
+
+
+def _parse_constraint(s: _Stream) -> _KeySpec | None:
+    """A table-level constraint or index; a key spec for PRIMARY KEY / UNIQUE, else None (skipped)."""
+    if s.accept("CONSTRAINT"):
+        if not (s.at("PRIMARY") or s.at("UNIQUE") or s.at("FOREIGN") or s.at("CHECK")):
+            s.name("a constraint name")
+    if s.accept("PRIMARY", "KEY"):
+        return _parse_key_after_kind(s, primary=True)
+    if s.accept("UNIQUE"):
+        s.accept("KEY") or s.accept("INDEX")
+        return _parse_key_after_kind(s, primary=False)
+    if s.word() in ("KEY", "INDEX", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK"):
+        s.skip_element()
+        return None
+    raise s.error("expected PRIMARY KEY, UNIQUE, INDEX, KEY, FOREIGN KEY or CHECK")
+
+
+# --------------------------------------------------------------------------------------------------
+# A table being changed
+
+
+def _default_key_name(columns: list[str], taken: Iterable[str]) -> str:
+    used = {n.lower() for n in taken}
+    base = columns[0] if columns else "key"
+    name, n = base, 2
+    while name.lower() in used or name.lower() == "primary":
+        name, n = f"{base}_{n}", n + 1
+    return name
+
+
+@dataclass
+class _Draft:
+    """A mutable table: columns, keys with their index names, and where it lives."""
+
+    schema: str
+    name: str
+    columns: list[ColumnDef]
+    primary_key: list[str] = field(default_factory=list)
+    unique_keys: list[list[str]] = field(default_factory=list)
+    key_names: list[str] = field(default_factory=list)
+    version: int = 0
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    @classmethod
+    def of(cls, table: TableDef, key_names: list[str] | None = None) -> _Draft:
+        draft = cls(table.schema_name, table.table, list(table.columns), list(table.primary_key),
+                    [list(k) for k in table.unique_keys], [], table.version)
+        if key_names is not None and len(key_names) == len(table.unique_keys):
+            draft.key_names = list(key_names)
+        else:  # names are not part of TableDef: MySQL's generated names are the best guess
+            for key in draft.unique_keys:
+                draft.key_names.append(_default_key_name(key, draft.key_names))
+        return draft
+
+    def find(self, name: str) -> int | None:
+        lowered = name.lower()
+        for i, col in enumerate(self.columns):
+            if col.name.lower() == lowered:
+                return i
+        return None
+
+    def resolve(self, names: list[str], what: str) -> list[str]:
+        out = []
+        for n in names:
+            i = self.find(n)
+            if i is None:
+                raise TableDefinitionError(
+                    f"Table {self.qualified}: {what} names column {n!r}, which the table does not have; its "
+                    "columns are: " + ", ".join(c.name for c in self.columns),
+                    table=self.qualified, column=n,
+                )
+            if self.columns[i].name in out:
+                raise TableDefinitionError(f"Table {self.qualified}: {what} names column {n!r} twice.",
+                                           table=self.qualified, column=n)
+            out.append(self.columns[i].name)
+        return out
+
+    def add_key(self, key: _KeySpec, virtual: set[str], *, lenient: bool = False) -> None:
+        """Add a key; ``lenient`` (ALTER): a unique key over a column the table does not hold is
+        taken to be over a virtual generated column and left out."""
+        if key.columns is None:
+            return
+        if lenient and not key.primary and any(self.find(c) is None for c in key.columns):
+            return
+        if any(c.lower() in virtual for c in key.columns):
+            if key.primary:
+                raise TableDefinitionError(
+                    f"Table {self.qualified}: the primary key cannot include a virtual generated column.",
+                    table=self.qualified)
+            return  # TiCDC ignores indexes over virtual generated columns
+        columns = self.resolve(key.columns, "the primary key" if key.primary else "a unique key")
+        if key.primary:
+            if self.primary_key:
+                raise TableDefinitionError(f"Table {self.qualified} defines more than one primary key.",
+                                           table=self.qualified)
+            self.primary_key = columns
+            for c in columns:
+                i = self.find(c)
+                self.columns[i] = self.columns[i].model_copy(update={"nullable": False})  # type: ignore[index]
+        else:
+            self.key_names.append(key.name or _default_key_name(columns, self.key_names))
+            self.unique_keys.append(columns)
+
+    def drop_index(self, name: str) -> None:
+        if name.lower() == "primary":
+            self.primary_key = []
+            return
+        for i, key_name in enumerate(self.key_names):
+            if key_name.lower() == name.lower():
+                del self.key_names[i]
+                del self.unique_keys[i]
+                return
+        # not a unique key we know by this name: a plain index, which does not change the definition
+
+    def rename_column(self, old: str, new: str) -> None:
+        def swap(names: list[str]) -> list[str]:
+            return [new if n.lower() == old.lower() else n for n in names]
+
+        self.primary_key = swap(self.primary_key)
+        self.unique_keys = [swap(k) for k in self.unique_keys]
+
+    def drop_column(self, name: str) -> None:
+        i = self.find(name)
+        if i is None:
+            return  # e.g. a virtual generated column, which TableDef does not hold
+        actual = self.columns.pop(i).name
+        self.primary_key = [c for c in self.primary_key if c != actual]
+        kept = [(k, n) for k, n in zip(self.unique_keys, self.key_names) if k != [actual]]
+        self.unique_keys = [[c for c in k if c != actual] for k, _ in kept]
+        self.key_names = [n for _, n in kept]
+
+    def to_table(self) -> TableDef:
+        pk = {c.lower() for c in self.primary_key}
+        columns = tuple(c.model_copy(update={"nullable": False}) if c.name.lower() in pk and c.nullable else c
+                        for c in self.columns)
+        if not columns:
+            raise TableDefinitionError(f"Table {self.qualified} has no columns.", table=self.qualified)
+        return TableDef(schema_name=self.schema, table=self.name, columns=columns,
+                        primary_key=tuple(self.primary_key),
+                        unique_keys=tuple(tuple(k) for k in self.unique_keys if k), version=self.version)
+
+
+# --------------------------------------------------------------------------------------------------
+# Statements
+
+
+def _table_charset_binary(s: _Stream) -> bool:
+    """Scan table options for ``[DEFAULT] CHARSET|CHARACTER SET [=] x`` / ``COLLATE [=] x``."""
+    binary = False
+    while not s.at_end():
+        if s.accept("CHARACTER", "SET") or s.accept("CHARSET"):
+            binary = _charset_name(s) == "binary"
+        elif s.accept("COLLATE"):
+            binary = binary or _charset_name(s) == "binary"
+        elif s.at_kind(TokenType.L_PAREN):
+            s.skip_balanced()
+        else:
+            s.pos += 1
+    return binary
+
+
+def _parse_create_table(stmt: _Statement, s: _Stream, schema: str,
+                        known: dict[tuple[str, str], tuple[TableDef, list[str]]]) -> tuple[_Draft, bool]:
+    """After ``CREATE TABLE``: the new table and whether it had ``IF NOT EXISTS``."""
+    if_not_exists = s.accept("IF", "NOT", "EXISTS")
+    db, name = s.table_name()
+    db = db or schema
+    s.table = f"{db}.{name}"
+    if s.at("LIKE") or (s.at_kind(TokenType.L_PAREN) and s.word(1) == "LIKE"):
+        paren = bool(s.accept_kind(TokenType.L_PAREN))
+        s.expect("LIKE")
+        src_db, src_name = s.table_name()
+        if paren:
+            s.expect_kind(TokenType.R_PAREN, ")")
+        source = known.get(((src_db or schema).lower(), src_name.lower()))
+        if source is None:
+            raise s.error(f"CREATE TABLE ... LIKE {(src_db or schema)}.{src_name}: that table is not defined earlier")
+        draft = _Draft.of(source[0], source[1])
+        draft.schema, draft.name, draft.version = db, name, 0
+        return draft, if_not_exists
+    if not s.accept_kind(TokenType.L_PAREN):
+        raise s.error("expected ( and the column definitions (CREATE TABLE ... AS SELECT is not supported)")
+    specs: list[_ColSpec] = []
+    keys: list[_KeySpec] = []
+    while True:
+        if s.word() in _CONSTRAINT_WORDS:
+            key = _parse_constraint(s)
+            if key is not None:
+                keys.append(key)
+        else:
+            specs.append(_parse_column(s, s.table))
+        if not s.accept_kind(TokenType.COMMA):
+            break
+    s.expect_kind(TokenType.R_PAREN, ", or ) after a column definition")
+    table_binary = _table_charset_binary(s)
+    return _build_draft(stmt, db, name, specs, keys, table_binary), if_not_exists
+
+
+def _build_draft(stmt: _Statement, db: str, name: str, specs: list[_ColSpec], keys: list[_KeySpec],
+                 table_binary: bool) -> _Draft:
+    qualified = f"{db}.{name}"
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name.lower() in seen:
+            raise TableDefinitionError(f"Table {qualified} defines column {spec.name!r} twice.",
+                                       table=qualified, column=spec.name)
+        seen.add(spec.name.lower())
+    virtual = {c.name.lower() for c in specs if c.virtual}
+    draft = _Draft(db, name, [_finish_column(c, stmt, qualified, table_binary=table_binary)
+                              for c in specs if not c.virtual])
+    # TiDB's index order: table-level constraints first, then column options in column order
+    ordered = list(keys)
+    for c in specs:
+        if c.primary:
+            ordered.append(_KeySpec(primary=True, name=None, columns=[c.name]))
+        if c.unique:
+            ordered.append(_KeySpec(primary=False, name=None, columns=[c.name]))
+    for key in ordered:
+        draft.add_key(key, virtual)
+    return draft
+
+
+class _Catalog:
+    """Tables by (schema, table), changed statement by statement; ``strict`` is apply_ddl's one-table mode."""
+
+    def __init__(self, schema: str, strict: bool = False) -> None:
+        self.schema = schema
+        self.strict = strict
+        self.tables: dict[tuple[str, str], tuple[TableDef, list[str]]] = {}
+        self.created = 0
+
+    @staticmethod
+    def key(schema: str, name: str) -> tuple[str, str]:
+        return schema.lower(), name.lower()
+
+    def put(self, draft: _Draft) -> None:
+        self.tables[self.key(draft.schema, draft.name)] = (draft.to_table(), draft.key_names)
+
+    def get(self, s: _Stream, db: str | None, name: str) -> tuple[tuple[str, str], _Draft]:
+        key = self.key(db or self.schema, name)
+        entry = self.tables.get(key)
+        if entry is None:
+            known = ", ".join(f"{t.qualified_name}" for t, _ in self.tables.values()) or "none"
+            s.table = f"{db or self.schema}.{name}"
+            raise s.error("the statement is about a table that is not "
+                          + ("the one given" if self.strict else "defined earlier in the text")
+                          + f" (known: {known})")
+        return key, _Draft.of(entry[0], entry[1])
+
+    def execute(self, stmt: _Statement) -> None:
+        s = _Stream(stmt)
+        first = s.word()
+        if first == "USE":
+            self._use(stmt)
+        elif first == "CREATE":
+            self._create(stmt, s)
+        elif first == "ALTER" and s.word(1) == "TABLE":
+            s.pos += 2
+            self._alter(stmt, s)
+        elif first == "DROP":
+            self._drop(stmt, s)
+        elif first == "RENAME" and s.word(1) == "TABLE":
+            s.pos += 2
+            self._rename(s)
+        # TRUNCATE, INSERT, SET, LOCK ... do not change table definitions
+
+    # -- sqlglot for the statements it models exactly
+
+    def _ast(self, stmt: _Statement) -> exp.Expression | None:
+        tokens: list[Token] = []
+        for tok in stmt.toks:
+            if not tokens or tokens[-1] is not tok.src:
+                tokens.append(tok.src)
+        try:
+            parsed = _DIALECT.parser().parse(tokens, stmt.text)
+        except ParseError as exc:
+            raise _Stream(stmt).error(f"cannot parse {stmt.source[:60]!r} ({exc})") from None
+        return parsed[0] if parsed else None
+
+    def _use(self, stmt: _Statement) -> None:
+        node = self._ast(stmt)
+        if isinstance(node, exp.Use) and node.this is not None:
+            self.schema = node.this.name or node.this.db
+
+    def _create(self, stmt: _Statement, s: _Stream) -> None:
+        s.pos = 1
+        s.accept("OR", "REPLACE")
+        if s.accept("TEMPORARY") or s.at("GLOBAL", "TEMPORARY"):
+            return  # temporary tables are not replicated
+        if s.word() in ("DATABASE", "SCHEMA"):
+            node = self._ast(stmt)
+            if isinstance(node, exp.Create) and isinstance(node.this, exp.Table) and not self.strict:
+                self.schema = node.this.name or node.this.db  # following tables go there (dump convention)
+            return
+        if s.accept("TABLE"):
+            draft, if_not_exists = _parse_create_table(stmt, s, self.schema, self.tables)
+            key = self.key(draft.schema, draft.name)
+            self.created += 1
+            if self.strict and key not in self.tables and self.tables:
+                existing = next(iter(self.tables.values()))[0]
+                raise s.error(f"CREATE TABLE {draft.qualified} is not about {existing.qualified_name}")
+            if key in self.tables:
+                if if_not_exists:
+                    return
+                if self.strict:
+                    self.put(draft)
+                    return
+                raise TableDefinitionError(f"Table {draft.qualified} is created twice in the DDL text.",
+                                           table=draft.qualified)
+            self.put(draft)
+            return
+        unique = s.accept("UNIQUE")
+        s.accept("FULLTEXT") or s.accept("SPATIAL")
+        if s.accept("INDEX"):
+            index_name = s.name("an index name")
+            if s.accept("USING"):
+                s.name("an index type")
+            s.expect("ON")
+            db, name = s.table_name()
+            key, draft = self.get(s, db, name)
+            if unique:
+                columns = _parse_key_parts(s)
+                draft.add_key(_KeySpec(primary=False, name=index_name, columns=columns), set(), lenient=True)
+                self.tables[key] = (draft.to_table(), draft.key_names)
+
+    def _drop(self, stmt: _Statement, s: _Stream) -> None:
+        if s.word(1) == "INDEX":
+            s.pos = 2
+            s.accept("IF", "EXISTS")
+            index_name = s.name("an index name")
+            s.expect("ON")
+            db, name = s.table_name()
+            key, draft = self.get(s, db, name)
+            draft.drop_index(index_name)
+            self.tables[key] = (draft.to_table(), draft.key_names)
+            return
+        if s.word(1) not in ("TABLE", "TABLES", "DATABASE", "SCHEMA") and not s.at("DROP", "TEMPORARY", "TABLE"):
+            return
+        node = self._ast(stmt)
+        if not isinstance(node, exp.Drop):
+            return
+        kind = str(node.args.get("kind") or "").upper()
+        targets = node.args.get("tables") or ([node.this] if node.this is not None else [])
+        if kind in ("DATABASE", "SCHEMA"):
+            names = {(t.name or t.db).lower() for t in targets}
+            for key in [k for k in self.tables if k[0] in names]:
+                del self.tables[key]
+            return
+        found = False
+        for t in targets:
+            key = self.key(t.db or self.schema, t.name)
+            if key in self.tables:
+                del self.tables[key]
+                found = True
+        if self.strict and not found and targets and not node.args.get("exists"):
+            self.get(s, targets[0].db or None, targets[0].name)  # raises: the statement is about another table
+
+    def _rename(self, s: _Stream) -> None:
+        s.table = ""
+        matched = False
+        while True:
+            db, name = s.table_name()
+            s.expect("TO")
+            new_db, new_name = s.table_name()
+            key = self.key(db or self.schema, name)
+            if key in self.tables:
+                matched = True
+                table, names = self.tables.pop(key)
+                renamed = table.model_copy(update={"schema_name": new_db or table.schema_name, "table": new_name})
+                self.tables[self.key(renamed.schema_name, new_name)] = (renamed, names)
+            if not s.accept_kind(TokenType.COMMA):
+                break
+        if not matched:
+            self.get(s, db, name)  # raises: none of the renamed tables is known
+
+    def _alter(self, stmt: _Statement, s: _Stream) -> None:
+        s.accept("IGNORE")
+        db, name = s.table_name()
+        key, draft = self.get(s, db, name)
+        s.table = draft.qualified
+        while not s.at_end():
+            self._alter_spec(stmt, s, draft)
+            s.skip_element()  # what a spec leaves: index options, ALGORITHM=..., LOCK=...
+            if not s.accept_kind(TokenType.COMMA) and not s.at_end():
+                raise s.error("unexpected text in ALTER TABLE")
+        del self.tables[key]
+        self.tables[self.key(draft.schema, draft.name)] = (draft.to_table(), draft.key_names)
+
+    def _alter_spec(self, stmt: _Statement, s: _Stream, draft: _Draft) -> None:
+        if s.accept("ADD"):
+            if s.word() in _CONSTRAINT_WORDS:
+                key = _parse_constraint(s)
+                if key is not None:
+                    draft.add_key(key, set(), lenient=True)
+                return
+            if s.at("PARTITION"):
+                s.skip_element()
+                return
+            s.accept("COLUMN")
+            s.accept("IF", "NOT", "EXISTS")
+            if s.accept_kind(TokenType.L_PAREN):
+                while True:
+                    self._add_column(stmt, s, draft, _parse_column(s, draft.qualified), positioned=False)
+                    if not s.accept_kind(TokenType.COMMA):
+                        break
+                s.expect_kind(TokenType.R_PAREN, ")")
+            else:
+                self._add_column(stmt, s, draft, _parse_column(s, draft.qualified), positioned=True)
+        elif s.accept("DROP"):
+            if s.accept("PRIMARY", "KEY"):
+                draft.primary_key = []
+            elif s.accept("INDEX") or s.accept("KEY") or s.accept("CONSTRAINT") or s.accept("UNIQUE"):
+                s.accept("IF", "EXISTS")
+                draft.drop_index(s.name("an index name"))
+            elif s.at("FOREIGN") or s.at("CHECK") or s.at("PARTITION"):
+                s.skip_element()
+            else:
+                s.accept("COLUMN")
+                s.accept("IF", "EXISTS")
+                draft.drop_column(s.name("a column name"))
+        elif s.accept("MODIFY"):
+            s.accept("COLUMN")
+            s.accept("IF", "EXISTS")
+            spec = _parse_column(s, draft.qualified)
+            self._replace_column(stmt, s, draft, spec.name, spec)
+        elif s.accept("CHANGE"):
+            s.accept("COLUMN")
+            s.accept("IF", "EXISTS")
+            old = s.name("a column name")
+            spec = _parse_column(s, draft.qualified)
+            self._replace_column(stmt, s, draft, old, spec)
+        elif s.accept("RENAME"):
+            if s.accept("COLUMN"):
+                old = s.name("a column name")
+                s.expect("TO")
+                new = s.name("a column name")
+                i = draft.find(old)
+                if i is not None:
+                    if draft.find(new) not in (None, i):
+                        raise s.error(f"column {new!r} exists already")
+                    draft.columns[i] = draft.columns[i].model_copy(update={"name": new})
+                    draft.rename_column(old, new)
+            elif s.accept("INDEX") or s.accept("KEY"):
+                old = s.name("an index name")
+                s.expect("TO")
+                new = s.name("an index name")
+                draft.key_names = [new if n.lower() == old.lower() else n for n in draft.key_names]
+            else:
+                s.accept("TO") or s.accept("AS")
+                new_db, new_name = s.table_name()
+                draft.schema, draft.name = new_db or draft.schema, new_name
+        elif s.accept("ALTER"):
+            if s.accept("INDEX") or s.accept("CONSTRAINT") or s.accept("CHECK"):
+                s.skip_element()
+                return
+            s.accept("COLUMN")
+            name = s.name("a column name")
+            i = draft.find(name)
+            if s.accept("SET", "DEFAULT"):
+                toks = _default_tokens(s)
+                if i is not None:
+                    col = draft.columns[i]
+                    draft.columns[i] = col.model_copy(
+                        update={"default": _evaluate_default(toks, stmt, col, draft.qualified)})
+            elif s.accept("DROP", "DEFAULT"):
+                if i is not None:
+                    draft.columns[i] = draft.columns[i].model_copy(update={"default": None})
+            else:
+                s.skip_element()
+        elif s.accept("CONVERT", "TO"):
+            s.accept("CHARACTER", "SET") or s.accept("CHARSET")
+            if _charset_name(s) == "binary":
+                draft.columns = [
+                    c.model_copy(update={"type": BINARY_COUNTERPART[c.type], "binary": True})
+                    if c.type in BINARY_COUNTERPART else c for c in draft.columns
+                ]
+            s.skip_element()
+        else:
+            s.skip_element()  # table options, ALGORITHM, LOCK, ORDER BY, partitions, TiFlash replicas ...
+
+    def _position(self, s: _Stream, draft: _Draft) -> int | None:
+        if s.accept("FIRST"):
+            return 0
+        if s.accept("AFTER"):
+            after = s.name("a column name")
+            i = draft.find(after)
+            if i is None:
+                raise s.error(f"AFTER {after!r}: the table has no such column (virtual generated columns are "
+                              "not tracked)")
+            return i + 1
+        return None
+
+    def _add_column(self, stmt: _Statement, s: _Stream, draft: _Draft, spec: _ColSpec, *, positioned: bool) -> None:
+        position = self._position(s, draft) if positioned else None
+        if spec.virtual:
+            return
+        if draft.find(spec.name) is not None:
+            raise s.error(f"column {spec.name!r} exists already")
+        col = _finish_column(spec, stmt, draft.qualified)
+        draft.columns.insert(len(draft.columns) if position is None else position, col)
+        self._inline_keys(draft, spec)
+
+    def _replace_column(self, stmt: _Statement, s: _Stream, draft: _Draft, old: str, spec: _ColSpec) -> None:
+        i = draft.find(old)
+        if i is None:
+            if spec.virtual:
+                self._position(s, draft)
+                return
+            raise s.error(f"column {old!r} does not exist")
+        if spec.name.lower() != old.lower() and draft.find(spec.name) is not None:
+            raise s.error(f"column {spec.name!r} exists already")
+        in_pk = any(c.lower() == old.lower() for c in draft.primary_key)
+        col = _finish_column(spec, stmt, draft.qualified, force_not_null=in_pk)
+        draft.columns.pop(i)
+        position = self._position(s, draft)
+        draft.columns.insert(i if position is None else position, col)
+        draft.rename_column(old, col.name)
+        self._inline_keys(draft, spec)
+
+    @staticmethod
+    def _inline_keys(draft: _Draft, spec: _ColSpec) -> None:
+        if spec.primary:
+            draft.add_key(_KeySpec(primary=True, name=None, columns=[spec.name]), set())
+        if spec.unique:
+            draft.add_key(_KeySpec(primary=False, name=None, columns=[spec.name]), set(), lenient=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Public API
+
+
+def parse_ddl(text: str, *, default_schema: str = "default") -> list[TableDef]:
+    """Every table a DDL text defines, in creation order (``version`` 0).
+
+    The text may hold several statements: ``USE db`` and ``CREATE DATABASE db`` set the schema of the
+    tables that follow; ``CREATE TABLE db.t`` names it explicitly. ``ALTER TABLE``, ``RENAME TABLE``,
+    ``CREATE/DROP INDEX`` and ``DROP TABLE`` later in the text are applied; other statements (``SET``,
+    ``INSERT``, ``LOCK TABLES`` ...) are ignored. Raises :class:`TableDefinitionError` (with the line)
+    for text that cannot be read or that defines no table, and
+    :class:`~avro_registry_sink.errors.UnsupportedColumnType` for an unknown type.
+
+    >>> [t] = parse_ddl("CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, note VARCHAR(64) DEFAULT 'x')")
+    >>> t.qualified_name, t.primary_key, t.column("note").default
+    ('shop.orders', ('id',), 'x')
+    """
+    catalog = _Catalog(default_schema)
+    for stmt in _statements(text):
+        catalog.execute(stmt)
+    if not catalog.created:
+        raise TableDefinitionError(
+            "The DDL text contains no CREATE TABLE statement, so it defines no table; give the "
+            "CREATE TABLE statements (for example the output of SHOW CREATE TABLE).",
+            reason="no CREATE TABLE",
+        )
+    return [table for table, _ in catalog.tables.values()]
+
+
+def apply_ddl(table: TableDef, statement: str) -> TableDef | None:
+    """The table after a DDL event from a change stream, or ``None`` when the DDL drops it.
+
+    Handles ``ALTER TABLE`` (ADD [COLUMN] ... [FIRST|AFTER c], ADD COLUMN (...), DROP COLUMN,
+    MODIFY/CHANGE COLUMN, RENAME COLUMN, ALTER COLUMN SET/DROP DEFAULT, ADD PRIMARY KEY/UNIQUE,
+    DROP INDEX/KEY/PRIMARY KEY, RENAME [TO], CONVERT TO CHARACTER SET binary), ``CREATE [UNIQUE] INDEX``,
+    ``DROP INDEX ... ON``, ``RENAME TABLE``, ``TRUNCATE`` (no change), ``DROP TABLE`` / ``DROP DATABASE``
+    (``None``) and ``CREATE TABLE`` (replaces the definition). Other statements (table options,
+    partitions, non-unique indexes, ``CREATE DATABASE`` ...) leave the table unchanged. A statement about
+    another table raises :class:`TableDefinitionError`. Unqualified names are in ``table.schema_name``.
+    The result keeps ``table.version``; the caller sets the new one.
+
+    ``TableDef`` keeps no index names, so ``DROP INDEX name`` finds a unique key by MySQL's generated
+    name (its first column, ``col_2`` ...); a unique key created with another name is not found and
+    stays (within one :func:`parse_ddl` text names are exact).
+
+    >>> t = parse_ddl("CREATE TABLE s.t (id INT PRIMARY KEY)")[0]
+    >>> [c.name for c in apply_ddl(t, "ALTER TABLE t ADD COLUMN note TEXT FIRST").columns]
+    ['note', 'id']
+    """
+    catalog = _Catalog(table.schema_name, strict=True)
+    catalog.tables[catalog.key(table.schema_name, table.table)] = (table, _Draft.of(table).key_names)
+    for stmt in _statements(statement):
+        catalog.execute(stmt)
+    if not catalog.tables:
+        return None
+    result = next(iter(catalog.tables.values()))[0]
+    return result if result == table else result.model_copy(update={"version": table.version})
+
+
+def column_from_type(name: str, type_text: str, *, table: str = "?") -> ColumnDef:
+    """A nullable column of the given SQL type text, e.g. ``bigint unsigned`` or ``enum('a','b')``.
+
+    Used for the type names of TiCDC's storage-sink schema files and canal-json ``mysqlType``. Raises
+    :class:`~avro_registry_sink.errors.UnsupportedColumnType` for an unknown type.
+
+    >>> column_from_type("c", "varchar(255) CHARACTER SET binary").type
+    <MySQLType.VARBINARY: 'VARBINARY'>
+    """
+    stmt = _Statement(_lex(type_text), type_text)
+    s = _Stream(stmt, table)
+    if s.at_end():
+        raise unsupported_type(table, name, type_text, "which is empty")
+    spec = _parse_type(s, table, name)
+    if not s.at_end():
+        raise unsupported_type(table, name, type_text, "which has unexpected text after the type")
+    return _finish_column(_ColSpec(name=name, type=spec), stmt, table)
+

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m bench.run [--rows N] [--quick]`` (see :mod:`bench.run`)."""

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# A real Apicurio Registry 3.x (in-memory storage) whose Confluent-compatible API the tests can use.
+#
+#   scripts/apicurio.sh start    fetch it if needed, start a fresh registry, print its ccompat base URL
+#   scripts/apicurio.sh stop     stop it (TERM, then KILL after APICURIO_STOP_TIMEOUT) and wait
+#   scripts/apicurio.sh status   exit 0 (and print the URL) if it runs, else exit 1
+#
+# The distribution io.apicurio:apicurio-registry-app:<version>:tar.gz:all (a Quarkus fast-jar) comes from
+# Maven Central with `mvn dependency:copy` and is unpacked into $APICURIO_CACHE/<version>, reused when
+# present. `start` is idempotent: with a registry already running it only prints its URL. The last line of
+# stdout is http://127.0.0.1:<port>/apis/ccompat/v7; progress goes to stderr.
+# Storage is the default in-memory H2 database: every start is an empty registry.
+#
+# Environment (all optional):
+#   APICURIO_VERSION          3.3.3
+#   APICURIO_PORT             18081                  HTTP API on 127.0.0.1
+#   APICURIO_MANAGEMENT_PORT  APICURIO_PORT+1        Quarkus management interface (health, metrics) on 127.0.0.1
+#   APICURIO_CACHE            <repo>/.cache/apicurio
+#   APICURIO_JAVA             a Java 21+ (Apicurio 3 needs it): temurin-25 if present, else the first 21+ found
+#   APICURIO_HEAP_OPTS        -Xmx512m
+#   APICURIO_OPTS             extra JVM/-D options, e.g. -Dapicurio.ccompat.legacy-id-mode.enabled=true
+#   APICURIO_START_TIMEOUT    180 (seconds)
+#   APICURIO_STOP_TIMEOUT     30 (seconds)
+#   APICURIO_MVN_ARGS         extra Maven arguments, e.g. -Dmaven.repo.local=/some/dir
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+APICURIO_VERSION="${APICURIO_VERSION:-3.3.3}"
+APICURIO_PORT="${APICURIO_PORT:-18081}"
+APICURIO_MANAGEMENT_PORT="${APICURIO_MANAGEMENT_PORT:-$((APICURIO_PORT + 1))}"
+APICURIO_CACHE="${APICURIO_CACHE:-$REPO/.cache/apicurio}"
+APICURIO_HEAP_OPTS="${APICURIO_HEAP_OPTS:--Xmx512m}"
+APICURIO_START_TIMEOUT="${APICURIO_START_TIMEOUT:-180}"
+APICURIO_STOP_TIMEOUT="${APICURIO_STOP_TIMEOUT:-30}"
+DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+DIST="$APICURIO_CACHE/$APICURIO_VERSION"
+RUN="$APICURIO_CACHE/run"          # wiped on every start: log, pid, url
+PID_FILE="$RUN/apicurio.pid"
+URL_FILE="$RUN/url"
+LOG="$RUN/apicurio.log"
+
+log() { echo "apicurio.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# The pid of our registry, if it runs (guards against a stale pid file whose pid was reused).
+running_pid() {
+  local pid
+  [ -f "$PID_FILE" ] || return 1
+  pid="$(cat "$PID_FILE" 2>/dev/null || true)"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'quarkus-run\.jar' || return 1
+  echo "$pid"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+log_tail() {
+  if [ -f "$LOG" ]; then
+    log "last lines of $LOG:"
+    tail -n 60 "$LOG" >&2
+  fi
+}
+
+# Run a Maven command up to 3 times, backing off 5 s then 15 s, for network hiccups while fetching.
+# Maven caches a failed download in the local repository and will not try it again without -U: so
+# attempts after the first add -U (MVN_RETRY_FLAGS).
+MVN_RETRY_FLAGS=""
+retry() {
+  local attempt=1 delay=5
+  until "$@" $MVN_RETRY_FLAGS; do
+    if [ "$attempt" -ge 3 ]; then return 1; fi
+    log "attempt $attempt failed; retrying in ${delay}s"
+    sleep "$delay"
+    attempt=$((attempt + 1)); delay=$((delay * 3)); MVN_RETRY_FLAGS="-U"
+  done
+}
+
+java_major() { "$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p'; }
+
+find_java() {
+  if [ -n "${APICURIO_JAVA:-}" ]; then echo "$APICURIO_JAVA"; return; fi
+  local candidate major
+  for candidate in /usr/lib/jvm/temurin-25-jdk-amd64/bin/java /usr/lib/jvm/*/bin/java "${JAVA_HOME:-/nonexistent}/bin/java" "$(command -v java || true)"; do
+    [ -x "$candidate" ] || continue
+    major="$(java_major "$candidate")"
+    if [ -n "$major" ] && [ "$major" -ge 21 ]; then echo "$candidate"; return; fi
+  done
+  die "Apicurio Registry 3 needs Java 21+; none found (set APICURIO_JAVA)"
+}
+
+fetch_dist() {
+  if [ -f "$DIST/.complete" ]; then return 0; fi
+  command -v mvn >/dev/null || die "mvn (Maven) is needed to fetch Apicurio from Maven Central (apt-get install maven)"
+  local tmp="$DIST.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  log "fetching io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all from Maven Central into $DIST"
+  # shellcheck disable=SC2086  # APICURIO_MVN_ARGS is a list of words on purpose
+  if ! retry mvn -q -B -Dstyle.color=never -Dmaven.wagon.http.retryHandler.count=5 \
+      -Dmaven.wagon.httpconnectionManager.ttlSeconds=25 ${APICURIO_MVN_ARGS:-} \
+      "$DEPENDENCY_PLUGIN:copy" -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
+      -DoutputDirectory="$tmp/download" -Dmdep.overWriteReleases=true >&2; then
+    rm -rf "$tmp"
+    die "could not fetch Apicurio Registry $APICURIO_VERSION with Maven"
+  fi
+  tar -xzf "$tmp/download/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$tmp"
+  rm -rf "$tmp/download"
+  [ -f "$tmp/quarkus-run.jar" ] || { rm -rf "$tmp"; die "quarkus-run.jar missing from the Apicurio distribution"; }
+  touch "$tmp/.complete"
+  rm -rf "$DIST"
+  mv "$tmp" "$DIST"
+}
+
+answers() { curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$1/apis/ccompat/v7/subjects"; }
+
+wait_ready() {
+  local pid="$1" port="$2" deadline=$((SECONDS + APICURIO_START_TIMEOUT))
+  until answers "$port"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log_tail
+      die "Apicurio (pid $pid) exited during startup"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log_tail
+      die "Apicurio did not answer within ${APICURIO_START_TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+}
+
+start() {
+  local pid java
+  command -v curl >/dev/null || die "curl is needed to check that Apicurio answers"
+  if pid="$(running_pid)"; then
+    log "already running (pid $pid)"
+    wait_ready "$pid" "$(sed 's#^http://127.0.0.1:\([0-9]*\)/.*#\1#' "$URL_FILE")"
+    cat "$URL_FILE"
+    return 0
+  fi
+  port_open "$APICURIO_PORT" && die "port $APICURIO_PORT is taken by another process; set APICURIO_PORT"
+  port_open "$APICURIO_MANAGEMENT_PORT" && die "port $APICURIO_MANAGEMENT_PORT is taken; set APICURIO_MANAGEMENT_PORT"
+  java="$(find_java)"
+  fetch_dist
+  rm -rf "$RUN"
+  mkdir -p "$RUN/tmp"
+  log "starting Apicurio Registry $APICURIO_VERSION on 127.0.0.1:$APICURIO_PORT with $java, log $LOG"
+  # Confluent compatibility (ccompat) settings, explicit so a change of Apicurio's defaults shows here:
+  # - legacy-id-mode off: the `id` of /subjects/.../versions and /schemas/ids/{id} is Apicurio's contentId,
+  #   shared by every subject and version with the same schema, as Confluent's schema id is. Legacy mode
+  #   (true) would hand out globalIds, one per registered version, so the same schema under two subjects
+  #   would get two ids, unlike Confluent.
+  #   Unlike Confluent, only byte-identical schema text shares an id across subjects ('{"type":"int"}' and
+  #   '{ "type" : "int" }' under two subjects get two ids), and ids can skip numbers.
+  # - use-canonical-hash off (the default): turning it on changed none of the above in 3.3.3; within one
+  #   subject, re-registering a whitespace/key-order variant returns the existing version either way.
+  # - max-subjects raised from 1000 so GET /subjects lists every subject of a long test session.
+  # fd 9 is the lock (see main): the registry must not inherit it.
+  # shellcheck disable=SC2086
+  nohup "$java" $APICURIO_HEAP_OPTS -Djava.io.tmpdir="$RUN/tmp" \
+    -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$APICURIO_PORT" \
+    -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$APICURIO_MANAGEMENT_PORT" \
+    -Dapicurio.ccompat.legacy-id-mode.enabled=false \
+    -Dapicurio.ccompat.use-canonical-hash=false \
+    -Dapicurio.ccompat.max-subjects=100000 \
+    ${APICURIO_OPTS:-} \
+    -jar "$DIST/quarkus-run.jar" </dev/null >>"$LOG" 2>&1 9>&- &
+  pid=$!
+  echo "$pid" >"$PID_FILE"
+  echo "http://127.0.0.1:$APICURIO_PORT/apis/ccompat/v7" >"$URL_FILE"
+  local t0=$SECONDS
+  wait_ready "$pid" "$APICURIO_PORT"
+  log "ready after $((SECONDS - t0))s (pid $pid)"
+  cat "$URL_FILE"
+}
+
+stop() {
+  local pid
+  if ! pid="$(running_pid)"; then
+    log "not running"
+    rm -f "$PID_FILE"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + APICURIO_STOP_TIMEOUT))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "still running after ${APICURIO_STOP_TIMEOUT}s; sending KILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    sleep 0.2
+  done
+  rm -f "$PID_FILE"
+  log "stopped (pid $pid)"
+}
+
+status() {
+  local pid
+  if pid="$(running_pid)"; then
+    log "running (pid $pid)"
+    cat "$URL_FILE"
+  else
+    log "not running"
+    return 1
+  fi
+}
+
+main() {
+  mkdir -p "$APICURIO_CACHE"
+  exec 9>"$APICURIO_CACHE/.lock"  # one start/stop at a time
+  flock 9
+  case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# A real single-node Apache Kafka broker (KRaft, broker+controller in one JVM) for the tests.
+#
+#   scripts/kafka.sh start    fetch the jars if needed, start a fresh broker, print 127.0.0.1:<port>
+#   scripts/kafka.sh stop     stop it (TERM, then KILL after KAFKA_STOP_TIMEOUT) and wait
+#   scripts/kafka.sh status   exit 0 (and print the address) if it runs, else exit 1
+#
+# No tarball: the broker's jars come from Maven Central through scripts/kafka/pom.xml
+# (`mvn dependency:copy-dependencies`) into $KAFKA_CACHE/<version>/libs, reused when present,
+# and run as `java -cp 'libs/*' kafka.Kafka server.properties`.
+# `start` is idempotent: with a broker already running it only prints its address. The last
+# line of stdout is the bootstrap address; progress goes to stderr.
+#
+# Environment (all optional):
+#   KAFKA_VERSION          4.1.1                      org.apache.kafka:kafka_2.13 version
+#   KAFKA_PORT             19092                      plaintext listener on 127.0.0.1
+#   KAFKA_CONTROLLER_PORT  KAFKA_PORT+1               KRaft controller listener on 127.0.0.1
+#   KAFKA_CACHE            <repo>/.cache/kafka        libs cache; the broker runs in $KAFKA_CACHE/run
+#   KAFKA_JAVA             $JAVA_HOME/bin/java|java   Java 17+
+#   KAFKA_HEAP_OPTS        -Xmx512m -Xms256m
+#   KAFKA_START_TIMEOUT    120 (seconds)
+#   KAFKA_STOP_TIMEOUT     30 (seconds)
+#   KAFKA_MVN_ARGS         extra Maven arguments, e.g. -Dmaven.repo.local=/some/dir
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+KAFKA_PORT="${KAFKA_PORT:-19092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
+KAFKA_CACHE="${KAFKA_CACHE:-$REPO/.cache/kafka}"
+KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
+if [ -n "${KAFKA_JAVA:-}" ]; then
+  JAVA="$KAFKA_JAVA"
+elif [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
+  JAVA="$JAVA_HOME/bin/java"
+else
+  JAVA=java
+fi
+
+LIBS="$KAFKA_CACHE/$KAFKA_VERSION/libs"
+RUN="$KAFKA_CACHE/run"            # wiped on every start: data, config, log, pid
+PID_FILE="$RUN/kafka.pid"
+ADDR_FILE="$RUN/bootstrap"
+LOG="$RUN/kafka.log"
+READY_LINE="Kafka Server started"  # logged by KafkaRaftServer once broker and controller are up
+
+log() { echo "kafka.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# The pid of our broker, if it runs (guards against a stale pid file whose pid was reused).
+running_pid() {
+  local pid
+  [ -f "$PID_FILE" ] || return 1
+  pid="$(cat "$PID_FILE" 2>/dev/null || true)"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
+  echo "$pid"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+log_tail() {
+  if [ -f "$LOG" ]; then
+    log "last lines of $LOG:"
+    tail -n 60 "$LOG" >&2
+  fi
+}
+
+# Run a Maven command up to 3 times, backing off 5 s then 15 s, for network hiccups while fetching.
+# Maven caches a failed download in the local repository and will not try it again without -U: so
+# attempts after the first add -U (MVN_RETRY_FLAGS).
+MVN_RETRY_FLAGS=""
+retry() {
+  local attempt=1 delay=5
+  until "$@" $MVN_RETRY_FLAGS; do
+    if [ "$attempt" -ge 3 ]; then return 1; fi
+    log "attempt $attempt failed; retrying in ${delay}s"
+    sleep "$delay"
+    attempt=$((attempt + 1)); delay=$((delay * 3)); MVN_RETRY_FLAGS="-U"
+  done
+}
+
+fetch_libs() {
+  if [ -f "$LIBS/.complete" ]; then return 0; fi
+  command -v mvn >/dev/null || die "mvn (Maven) is needed to fetch Kafka from Maven Central (apt-get install maven)"
+  local tmp="$LIBS.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  log "fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its runtime deps from Maven Central into $LIBS"
+  # shellcheck disable=SC2086  # KAFKA_MVN_ARGS is a list of words on purpose
+  if ! retry mvn -q -B -f "$REPO/scripts/kafka/pom.xml" \
+      -Dstyle.color=never -Dmaven.wagon.http.retryHandler.count=5 -Dmaven.wagon.httpconnectionManager.ttlSeconds=25 \
+      ${KAFKA_MVN_ARGS:-} \
+      dependency:copy-dependencies -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$tmp" >&2; then
+    rm -rf "$tmp"
+    die "could not fetch Kafka $KAFKA_VERSION with Maven"
+  fi
+  [ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ] || { rm -rf "$tmp"; die "kafka_2.13-$KAFKA_VERSION.jar missing after the fetch"; }
+  touch "$tmp/.complete"
+  rm -rf "$LIBS"
+  mv "$tmp" "$LIBS"
+}
+
+write_config() {
+  mkdir -p "$RUN/data"
+  cat >"$RUN/server.properties" <<EOF
+# Written by scripts/kafka.sh: one node that is both broker and KRaft controller, loopback only.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$RUN/data
+num.partitions=3
+default.replication.factor=1
+auto.create.topics.enable=true
+delete.topic.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+EOF
+  cat >"$RUN/log4j2.properties" <<'EOF'
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+EOF
+}
+
+# Wait until the broker logged that it started and its listener accepts connections.
+wait_ready() {
+  local pid="$1" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+  while :; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log_tail
+      die "the broker (pid $pid) exited during startup"
+    fi
+    if grep -q "$READY_LINE" "$LOG" 2>/dev/null && port_open "$KAFKA_PORT"; then
+      return 0
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log_tail
+      die "the broker did not become ready within ${KAFKA_START_TIMEOUT}s"
+    fi
+    sleep 0.5
+  done
+}
+
+read -r -a HEAP_OPTS <<<"$KAFKA_HEAP_OPTS"
+JVM=("$JAVA" "${HEAP_OPTS[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
+     -Dlog4j2.configurationFile="file:$RUN/log4j2.properties" -cp "$LIBS/*")
+java_cmd() { "${JVM[@]}" "$@"; }
+
+start() {
+  local pid
+  if pid="$(running_pid)"; then
+    log "already running (pid $pid)"
+    KAFKA_PORT="$(sed 's/.*://' "$ADDR_FILE")"
+    wait_ready "$pid"
+    cat "$ADDR_FILE"
+    return 0
+  fi
+  if port_open "$KAFKA_PORT"; then
+    die "port $KAFKA_PORT is taken by another process (not our broker); set KAFKA_PORT"
+  fi
+  if port_open "$KAFKA_CONTROLLER_PORT"; then
+    die "controller port $KAFKA_CONTROLLER_PORT is taken; set KAFKA_CONTROLLER_PORT"
+  fi
+  "$JAVA" -version >/dev/null 2>&1 || die "no usable java ($JAVA); Kafka 4 needs Java 17+"
+  fetch_libs
+  rm -rf "$RUN"
+  write_config
+  local cluster_id
+  cluster_id="$(java_cmd kafka.tools.StorageTool random-uuid 2>>"$LOG" | tail -n 1)"
+  if ! java_cmd kafka.tools.StorageTool format -t "$cluster_id" -c "$RUN/server.properties" >>"$LOG" 2>&1; then
+    log_tail
+    die "formatting the KRaft storage failed"
+  fi
+  log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT), log $LOG"
+  # fd 9 is the lock (see main): the broker must not inherit it.
+  nohup "${JVM[@]}" kafka.Kafka "$RUN/server.properties" </dev/null >>"$LOG" 2>&1 9>&- &
+  pid=$!
+  echo "$pid" >"$PID_FILE"
+  echo "127.0.0.1:$KAFKA_PORT" >"$ADDR_FILE"
+  local t0=$SECONDS
+  wait_ready "$pid"
+  log "ready after $((SECONDS - t0))s (pid $pid)"
+  cat "$ADDR_FILE"
+}
+
+stop() {
+  local pid
+  if ! pid="$(running_pid)"; then
+    log "not running"
+    rm -f "$PID_FILE"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "still running after ${KAFKA_STOP_TIMEOUT}s; sending KILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    sleep 0.2
+  done
+  rm -f "$PID_FILE"
+  log "stopped (pid $pid)"
+}
+
+status() {
+  local pid
+  if pid="$(running_pid)"; then
+    log "running (pid $pid)"
+    cat "$ADDR_FILE"
+  else
+    log "not running"
+    return 1
+  fi
+}
+
+main() {
+  mkdir -p "$KAFKA_CACHE"
+  # One start/stop at a time (e.g. two pytest processes calling ensure_kafka together).
+  exec 9>"$KAFKA_CACHE/.lock"
+  flock 9
+  case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,277 @@
+"""End to end through a real Kafka broker: inputs -> the streaming job -> Kafka -> a Confluent consumer.
+
+* A TiCDC storage-sink directory (the demo: three tables, CSV and canal-json, inserts/updates/deletes,
+  ADD COLUMN mid-stream) and a canal-json topic with the same changes (DDLs broadcast to its three
+  partitions) go through ``run_job`` into the broker. confluent-kafka's ``DeserializingConsumer`` with
+  ``AvroDeserializer`` against the (embedded) registry reads every record back; the decoded rows replay to
+  the source rows (deletes are tombstones keyed by the primary key), and the registry holds exactly the
+  expected subjects and versions.
+* Bad input (a malformed CSV line, a broken canal-json line in a data file, a malformed and a mistyped
+  canal-json message) is reported with its file:line or topic/partition@offset and reason; every other
+  row of every table is still delivered.
+* Restart: the job dies after writing a batch but before committing it, is started again from its
+  checkpoint, and later picks up files that arrived while it was down: no row is lost, and the only
+  duplicates are the replayed batch's records, with the same commit ts.
+
+Markers ``kafka`` and ``spark``: the broker comes from ``tests/support/servers.ensure_kafka()`` (or
+``KAFKA_BOOTSTRAP``), the SparkSession from the session fixture (with Spark's Kafka connector).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for tests.support / tests.spark
+from tests.spark.test_job_helpers import (  # noqa: E402
+    canal_messages,
+    decoded_changes,
+    expected_state,
+    key_of,
+    manifest_definition,
+    replay,
+    stamp_in_order,
+)
+from tests.support.servers import ensure_kafka  # noqa: E402
+
+from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sink_uri  # noqa: E402
+from avro_registry_sink.registry.client import RegistryClient  # noqa: E402
+from avro_registry_sink.registry.embedded import EmbeddedRegistry  # noqa: E402
+from avro_registry_sink.sources.demo import generate_demo  # noqa: E402
+from avro_registry_sink.spark.job import JobOptions, run_job  # noqa: E402
+from avro_registry_sink.spark.sinks import KafkaSink  # noqa: E402
+from avro_registry_sink.spark.sources import parse_source  # noqa: E402
+
+try:  # the session SparkSession of tests/spark (with Spark's Kafka connector)
+    from tests.spark.conftest import spark  # noqa: E402,F401
+except ImportError:  # pragma: no cover - the fixture comes from elsewhere (e.g. a -p plugin)
+    pass
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+TABLES = ("crm.events", "shop.customers", "shop.orders")
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> str:
+    return ensure_kafka()
+
+
+@pytest.fixture()
+def registry():
+    server = EmbeddedRegistry()
+    url = server.start()
+    with RegistryClient(RegistryConfig(urls=(url,))) as client:
+        yield url, client
+    server.stop()
+
+
+@pytest.fixture()
+def prefix() -> str:
+    return "e" + uuid.uuid4().hex[:8]  # topics and subjects of this test only (the broker is shared)
+
+
+def _sink(bootstrap: str, url: str):
+    return parse_sink_uri(f"kafka://{bootstrap}/?protocol=avro&partition-num=3&schema-registry={url}")
+
+
+def consume(bootstrap: str, url: str, topics: list[str], expected: int, timeout: float = 90.0) -> dict[str, list]:
+    """Every record of ``topics``, decoded: ``{topic: [(partition, offset, key dict, value dict or None)]}``."""
+    from confluent_kafka import DeserializingConsumer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    client = SchemaRegistryClient({"url": url})
+    consumer = DeserializingConsumer({
+        "bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex}", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "key.deserializer": AvroDeserializer(client),
+        "value.deserializer": AvroDeserializer(client),
+    })
+    consumer.subscribe(topics)
+    out: dict[str, list] = defaultdict(list)
+    headers: dict[str, list] = defaultdict(list)
+    count, deadline, idle_since = 0, time.monotonic() + timeout, time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                if count >= expected and time.monotonic() - idle_since > 2.0:
+                    break
+                continue
+            assert msg.error() is None, msg.error()
+            idle_since = time.monotonic()
+            count += 1
+            out[msg.topic()].append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+            headers[msg.topic()].append(dict(msg.headers() or []))
+    finally:
+        consumer.close()
+    HEADERS.clear()
+    HEADERS.update(headers)
+    return {topic: sorted(records, key=lambda r: (r[0], r[1])) for topic, records in out.items()}
+
+
+#: The headers of the records the last :func:`consume` read, per topic.
+HEADERS: dict[str, list[dict]] = {}
+
+
+def _topic(prefix: str, name: str) -> str:
+    return f"{prefix}_{name.replace('.', '_')}"
+
+
+def _assert_rows(manifest, records_by_topic: dict[str, list], prefix: str, *, exact: bool = True) -> None:
+    expected = expected_state(manifest)
+    for name in TABLES:
+        records = records_by_topic[_topic(prefix, name)]
+        counts = manifest.counts[name]
+        if exact:
+            assert len(records) == counts.inserts + counts.updates + counts.deletes, name
+            assert sum(1 for r in records if r[3] is None) == counts.deletes, name
+        assert replay((key, value) for _, _, key, value in records) == expected[name], name
+        partitions = defaultdict(set)
+        for partition, _, key, value in records:
+            partitions[key_of(key)].add(partition)
+            if value is None:  # a tombstone is keyed by the primary (handle) key of the deleted row
+                assert sorted(key) == sorted(manifest.key_columns[name])
+        assert all(len(p) == 1 for p in partitions.values()), f"{name}: a key in several partitions"
+        assert len({p for ps in partitions.values() for p in ps}) >= 2, f"{name}: keys are not spread"
+
+
+def _assert_subjects(client, prefix: str) -> None:
+    got = {s: client.get_versions(s) for s in client.get_subjects() if s.startswith(prefix)}
+    want = {f"{_topic(prefix, n)}-{part}": [1] for n in TABLES for part in ("key", "value")}
+    want[f"{_topic(prefix, 'shop.orders')}-value"] = [1, 2]  # ALTER TABLE ... ADD COLUMN
+    assert got == want
+
+
+def test_storage_directory_through_kafka(spark, bootstrap, registry, prefix, tmp_path):
+    url, client = registry
+    root = tmp_path / "in"
+    manifest = generate_demo(root, rows_per_table=12)
+    csv_file = next(f for f in manifest.data_files if f.startswith("shop/orders/") and f.endswith(".csv"))
+    json_file = next(f for f in manifest.data_files if f.endswith(".json"))
+    with open(root / csv_file, "a", encoding="utf-8", newline="") as fh:
+        fh.write('"I","orders","shop",449640297946939393,false,12x,"C0001","1.00","new","2024-05-01 00:00:00.000",\\N,\\N\r\n')
+    with open(root / json_file, "a", encoding="utf-8", newline="") as fh:
+        fh.write('{"id":0,"database":"crm","table":"events","type":"INSERT","data":[{"id":\r\n')
+    bad = {f"{csv_file}:{(root / csv_file).read_text().count(chr(10))}",
+           f"{json_file}:{(root / json_file).read_text().count(chr(10))}"}
+    stamp_in_order(root, manifest.data_files)  # the files keep TiCDC's write order
+
+    result = run_job(spark, JobOptions(
+        source=parse_source(str(root)), checkpoint=tmp_path / "checkpoint", sink=_sink(bootstrap, url),
+        topic_rule=prefix + "_{schema}_{table}", csv_options=manifest.csv_options,
+        tables=tuple(manifest.tables.values()), max_files_per_trigger=4,
+    ))
+
+    total = len(manifest.all_events)
+    assert result.totals.rows == total and result.totals.batches >= 2
+    assert {e["source"] for e in result.bad_input} == bad and all(e["reason"] for e in result.bad_input)
+    assert "Spark Kafka sink" in result.sink  # the connector was added to the running session
+    records = consume(bootstrap, url, [_topic(prefix, n) for n in TABLES], total)
+    _assert_rows(manifest, records, prefix)
+    _assert_subjects(client, prefix)
+    for topic_headers in HEADERS.values():  # the stage's headers went along: op and commit ts, tombstones too
+        assert all(h.get("op") in (b"c", b"u", b"d") and int(h["commit_ts"]) > 0 for h in topic_headers)
+
+
+def test_canal_json_topic_through_kafka(spark, bootstrap, registry, prefix, tmp_path):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    url, client = registry
+    manifest = generate_demo(tmp_path / "demo", rows_per_table=12)
+    source_topic = f"{prefix}_canal"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(source_topic, num_partitions=3, replication_factor=1)]).values():
+        future.result(30)
+    messages = canal_messages(manifest, partitions=3)
+    good = next(json.loads(m) for _, _, m in messages
+                if json.loads(m)["table"] == "orders" and json.loads(m)["type"] == "INSERT")
+    mistyped = json.dumps({**good, "data": [{**good["data"][0], "id": "twelve"}]})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for partition, _, message in messages:
+        producer.produce(source_topic, value=message.encode(), partition=partition)
+    producer.produce(source_topic, value=b'{"database": "shop", "table": "orders", "type": "INSERT", broken',
+                     partition=0)
+    producer.produce(source_topic, value=mistyped.encode(), partition=1)
+    producer.flush(30)
+    offsets = {p: sum(1 for q, _, _ in messages if q == p) for p in range(3)}
+
+    result = run_job(spark, JobOptions(
+        source=parse_source(f"canal-json+kafka://{bootstrap}/{source_topic}"), checkpoint=tmp_path / "checkpoint",
+        sink=_sink(bootstrap, url), topic_rule=prefix + "_{schema}_{table}", max_offsets_per_trigger=40,
+    ))
+
+    total = len(manifest.all_events)
+    assert result.totals.rows == total and result.totals.batches >= 2
+    reasons = {e["source"]: e["reason"] for e in result.bad_input}
+    assert set(reasons) == {f"{source_topic}/0@{offsets[0]}", f"{source_topic}/1@{offsets[1]}"}
+    assert "JSON" in reasons[f"{source_topic}/0@{offsets[0]}"]
+    assert "integer" in reasons[f"{source_topic}/1@{offsets[1]}"]
+    records = consume(bootstrap, url, [_topic(prefix, n) for n in TABLES], total)
+    _assert_rows(manifest, records, prefix)
+    _assert_subjects(client, prefix)
+
+
+class CrashingKafkaSink(KafkaSink):
+    """Delivers a batch to Kafka, then fails it once: the job dies before the batch is committed."""
+
+    crash_batch = 1
+
+    def write(self, records, batch_id: int) -> None:
+        super().write(records, batch_id)
+        if batch_id == self.crash_batch:
+            raise RuntimeError(f"simulated crash after delivering batch {batch_id}")
+
+
+def test_restart_from_checkpoint_through_kafka(spark, bootstrap, registry, prefix, tmp_path):
+    url, client = registry
+    full, live = tmp_path / "full", tmp_path / "live"
+    manifest = generate_demo(full, rows_per_table=10)
+    files = manifest.data_files
+    first, rest = files[: len(files) // 2 + 1], files[len(files) // 2 + 1:]
+
+    def copy(relpaths) -> None:
+        for rel in relpaths:
+            (live / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(full / rel, live / rel)
+
+    stamp_in_order(full, files)
+    copy([str(p.relative_to(full)) for p in full.rglob("*") if p.is_file() and "CDC0" not in p.name])
+    copy(first)
+    # with _tidb_commit_ts in every value, a duplicate shows which change it repeats
+    sink_config = parse_sink_uri(f"kafka://{bootstrap}/?protocol=avro&enable-tidb-extension=true&schema-registry={url}")
+    options = JobOptions(source=parse_source(str(live)), checkpoint=tmp_path / "checkpoint", sink=sink_config,
+                         topic_rule=prefix + "_{schema}_{table}", csv_options=manifest.csv_options,
+                         tables=tuple(manifest.tables.values()), max_files_per_trigger=2)
+
+    def sink(cls=KafkaSink):  # the confluent-kafka producer path (the tests above use Spark's Kafka sink)
+        return cls(sink_config.brokers, partitions=3, producer="confluent")
+
+    with pytest.raises(Exception, match="simulated crash"):
+        run_job(spark, options, sink=sink(CrashingKafkaSink))
+    resumed = run_job(spark, options, sink=sink())  # starts with the batch that was not committed
+    copy(rest)  # files that arrived while the job was down
+    final = run_job(spark, options, sink=sink())
+    assert resumed.totals.batches >= 1 and final.totals.batches >= 1
+
+    ext = EncodingOptions(enable_tidb_extension=True)
+    want = Counter((name, key, value["_tidb_commit_ts"] if value else None)
+                   for name, key, value in decoded_changes(manifest.all_events, manifest_definition(manifest), ext))
+    records = consume(bootstrap, url, [_topic(prefix, n) for n in TABLES], sum(want.values()))
+    got = Counter((name, key_of(key), value["_tidb_commit_ts"] if value else None)
+                  for name in TABLES for _, _, key, value in records[_topic(prefix, name)])
+    assert not want - got, "changes lost"
+    assert set(got) == set(want), "a record that is not a repeated change"  # duplicates: same key, same commit ts
+    assert sum(got.values()) > sum(want.values()), "the crashed batch was delivered twice"
+    expected = expected_state(manifest, ext)
+    for name in TABLES:
+        assert replay((k, v) for _, _, k, v in records[_topic(prefix, name)]) == expected[name], name
+    _assert_subjects(client, prefix)
