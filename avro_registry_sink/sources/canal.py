@@ -293,12 +293,11 @@ def events_from_canal(
     return events
 
 
-def _image(row: Any, table: TableDef, where: str, source: str) -> dict[str, Any]:
-    if not isinstance(row, Mapping):
-        raise SourceError(f"{where}: a row of {table.qualified_name} is not a JSON object.", source=source,
-                          reason="row not an object")
-    by_lower = {c.name.lower(): c for c in table.columns}
-    unknown = [name for name in row if name.lower() not in by_lower]
+
+def check_known_columns(row: Mapping[str, Any], table: TableDef, where: str, source: str) -> None:
+    """Raise :class:`SourceError` naming the columns of ``row`` that ``table`` (at its version) lacks."""
+    known = {c.name.lower() for c in table.columns}
+    unknown = [name for name in row if name.lower() not in known]
     if unknown:
         raise SourceError(
             f"{where}: {table.qualified_name} (version {table.version}) has no column(s) "
@@ -306,6 +305,12 @@ def _image(row: Any, table: TableDef, where: str, source: str) -> dict[str, Any]
             + ". Was a DDL missed?",
             source=source, table=table.qualified_name, column=unknown[0], reason="unknown column",
         )
+
+def _image(row: Any, table: TableDef, where: str, source: str) -> dict[str, Any]:
+    if not isinstance(row, Mapping):
+        raise SourceError(f"{where}: a row of {table.qualified_name} is not a JSON object.", source=source,
+                          reason="row not an object")
+    check_known_columns(row, table, where, source)
     image: dict[str, Any] = {}
     provided = {name.lower(): value for name, value in row.items()}
     for col in table.columns:  # table order

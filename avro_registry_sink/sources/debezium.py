@@ -64,6 +64,7 @@ from avro_registry_sink.sources.canal import (
     SourceEvent,
     TableLookup,
     Watermark,
+    check_known_columns,
     commit_ts_from_ms,
     find_table,
     load_message,
@@ -521,15 +522,7 @@ def _image(
             image[name] = _convert(value, None, fields.get(name), f"{db}.{table_name}", name, where, source)
         return image
     by_lower = {name.lower(): (name, value) for name, value in row.items()}
-    known = {c.name.lower() for c in table.columns}
-    unknown = [name for name in row if name.lower() not in known]
-    if unknown:
-        raise SourceError(
-            f"{where}: {table.qualified_name} (version {table.version}) has no column(s) "
-            + ", ".join(repr(u) for u in unknown) + "; its columns are: " + ", ".join(c.name for c in table.columns)
-            + ". Was a DDL missed?",
-            source=source, table=table.qualified_name, column=unknown[0], reason="unknown column",
-        )
+    check_known_columns(row, table, where, source)
     for col in table.columns:
         hit = by_lower.get(col.name.lower())
         if hit is None:

@@ -139,14 +139,17 @@ def kafka_package(spark_version: str | None = None) -> str:
 
 
 def _ivy_dir() -> str:
-    return os.environ.get("AVRO_SINK_IVY_DIR") or str(Path(".cache/ivy").resolve())
+    if os.environ.get("AVRO_SINK_IVY_DIR"):
+        return os.environ["AVRO_SINK_IVY_DIR"]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return str(cache / "avro-registry-sink" / "ivy")
 
 
 def job_session(*, kafka: bool = False, master: str | None = None, app_name: str = "avro-registry-sink") -> SparkSession:
     """A SparkSession for the CLI (``spark.session.local_session``), with Spark's Kafka connector when ``kafka``.
 
-    The connector comes from Maven Central through Ivy (cache: ``AVRO_SINK_IVY_DIR``, else ``.cache/ivy``
-    under the current directory). An already running session is reused as it is (see
+    The connector comes from Maven Central through Ivy (cache: ``AVRO_SINK_IVY_DIR``, else
+    ``~/.cache/avro-registry-sink/ivy``). An already running session is reused as it is (see
     :func:`ensure_spark_kafka` for adding the connector to it).
     """
     from avro_registry_sink.spark.session import local_session
@@ -171,7 +174,7 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
     """Make Spark's Kafka data source available on a running session; ``False`` if that is impossible.
 
     A session started without ``spark.jars.packages`` gets the connector with ``ADD JAR``: the jars of
-    :func:`kafka_package` from the Ivy cache (``.cache/ivy/jars``) when an earlier run fetched them, else
+    :func:`kafka_package` from the Ivy cache (``<ivy dir>/jars``) when an earlier run fetched them, else
     from Maven Central by an ``ivy://`` URI (its own dependencies only; pyspark's jars are excluded).
     """
     from avro_registry_sink.spark.sinks import has_spark_kafka

@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for tests.support / tests.spark
-from tests.spark.test_job_helpers import (  # noqa: E402
+from tests.support.job import (
     canal_messages,
     decoded_changes,
     expected_state,
@@ -39,20 +36,15 @@ from tests.spark.test_job_helpers import (  # noqa: E402
     replay,
     stamp_in_order,
 )
-from tests.support.servers import ensure_kafka  # noqa: E402
+from tests.support.servers import ensure_kafka
 
-from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sink_uri  # noqa: E402
-from avro_registry_sink.registry.client import RegistryClient  # noqa: E402
-from avro_registry_sink.registry.embedded import EmbeddedRegistry  # noqa: E402
-from avro_registry_sink.sources.demo import generate_demo  # noqa: E402
-from avro_registry_sink.spark.job import JobOptions, run_job  # noqa: E402
-from avro_registry_sink.spark.sinks import KafkaSink  # noqa: E402
-from avro_registry_sink.spark.sources import parse_source  # noqa: E402
-
-try:  # the session SparkSession of tests/spark (with Spark's Kafka connector)
-    from tests.spark.conftest import spark  # noqa: E402,F401
-except ImportError:  # pragma: no cover - the fixture comes from elsewhere (e.g. a -p plugin)
-    pass
+from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sink_uri
+from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.sources.demo import generate_demo
+from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.sinks import KafkaSink
+from avro_registry_sink.spark.sources import parse_source
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 

@@ -8,19 +8,16 @@ topics with ``num.partitions=3``.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for tests.support
-from tests.support.servers import ensure_kafka  # noqa: E402
+from tests.support.servers import ensure_kafka
 
 pytestmark = pytest.mark.kafka
 

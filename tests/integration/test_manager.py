@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import pytest
 
 from avro_registry_sink.config import EncodingOptions, RegistryConfig
@@ -87,12 +86,11 @@ def test_incompatible_change_stops_the_batch_with_a_clear_error(client, schema_n
 
 
 def test_unreachable_registry_waits_within_budget_then_fails(schema_name):
-    with httpx.Client() as probe:  # find a port nobody listens on
-        import socket
+    import socket
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    with socket.socket() as s:  # find a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     config = RegistryConfig(urls=(f"http://127.0.0.1:{port}",), max_retries=0, timeout=1.0)
     slept: list[float] = []
     now = [0.0]

@@ -1,4 +1,5 @@
-"""One SparkSession for the whole test session: local[2], UI off, 2 shuffle partitions, Arrow on."""
+"""Fixtures shared by every suite: one SparkSession for the whole test session (local[2], UI off, 2 shuffle
+partitions, Arrow on), created only when a test asks for it."""
 
 from __future__ import annotations
 
