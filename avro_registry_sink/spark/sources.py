@@ -268,6 +268,24 @@ def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
     return table.model_copy(update=update) if update else table
 
 
+# (id(table), id(hint)) -> (table, hint, completed). The layout caches its schema files and the hints
+# live as long as the job, so every batch gets the very same completed object: the schema manager then
+# recognises a known table version by identity instead of comparing definitions field by field.
+_COMPLETED: dict[tuple[int, int], tuple[TableDef, TableDef | None, TableDef]] = {}
+
+
+def _completed(table: TableDef, hint: TableDef | None) -> TableDef:
+    key = (id(table), id(hint))
+    hit = _COMPLETED.get(key)
+    if hit is not None and hit[0] is table and hit[1] is hint:
+        return hit[2]
+    if len(_COMPLETED) > 100_000:
+        _COMPLETED.clear()
+    done = complete_table(table, hint)
+    _COMPLETED[key] = (table, hint, done)
+    return done
+
+
 def _table_to_json(table: TableDef) -> dict[str, Any]:
     data = table.model_dump(mode="json")
     for col, raw in zip(table.columns, data["columns"]):
@@ -489,7 +507,7 @@ def resolve_storage_files(
         except SourceError as exc:
             errors.append(_source_error_json(exc))
             continue
-        table = complete_table(table, hints.get((table.schema_name, table.table)))
+        table = _completed(table, hints.get((table.schema_name, table.table)))
         key = (table.schema_name, table.table, table.version)
         tables[key] = table
         order = (data_file.version, f"{data_file.partition or 0:020d}/{data_file.date or ''}/{data_file.number:020d}", 0)
