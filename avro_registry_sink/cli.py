@@ -427,6 +427,7 @@ def run(
             cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
                 update={"embedded_data": str(state / "registry.db")})})
         spec = parse_source(source)
+        spec.check()
         table_defs = tuple(read_tables(tables)) if tables is not None else ()
         options = JobOptions(
             source=spec,

@@ -693,9 +693,8 @@ def _registry_for(options: JobOptions, registry: Any) -> Iterator[Any]:
 
 def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
     spec = options.source
+    spec.check()
     if spec.is_storage:
-        if not spec.path or not Path(spec.path).is_dir():
-            raise ConfigError(f"Source directory {spec.path!r} does not exist.", option="source", value=spec.path)
         return storage_stream(spark, spec.path, max_files_per_trigger=options.max_files_per_trigger)
     if spec.is_kafka:
         from avro_registry_sink.spark.sinks import has_spark_kafka
@@ -707,8 +706,6 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
                 "spark.jars.packages set to it (job_session(kafka=True) does).",
                 option="source",
             )
-    elif not spec.path or not Path(spec.path).is_dir():
-        raise ConfigError(f"Source directory {spec.path!r} does not exist.", option="source", value=spec.path)
     return changelog_stream(spark, spec, max_offsets_per_trigger=options.max_offsets_per_trigger,
                             max_files_per_trigger=options.max_files_per_trigger)
 

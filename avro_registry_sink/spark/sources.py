@@ -112,6 +112,11 @@ class SourceSpec:
     def is_kafka(self) -> bool:
         return self.transport == "kafka"
 
+    def check(self) -> None:
+        """Raise :class:`ConfigError` when a directory source does not exist (before any Spark work)."""
+        if not self.is_kafka and (not self.path or not Path(self.path).is_dir()):
+            raise ConfigError(f"Source directory {self.path!r} does not exist.", option="source", value=self.path)
+
     def describe(self) -> str:
         if self.is_kafka:
             return f"{self.kind}+kafka://{','.join(self.brokers)}/{','.join(self.topics)}"
