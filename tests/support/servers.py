@@ -7,22 +7,43 @@ are idempotent, so a server that is already running is reused. Set ``KAFKA_BOOTS
 
 A server that these helpers started (it was not running before) is stopped when the Python process
 exits, unless ``stop_at_exit=False``.
+
+When a server cannot be had on this machine at all (no Java 21+ for Apicurio, no Maven, the download from
+Maven Central failed) ``ServerUnavailable`` is raised, so a caller can skip rather than fail; any other
+failure to start (port taken, crash or timeout during startup) is a ``RuntimeError``.
+``start_apicurio_in_background()`` launches the start early; ``ensure_apicurio()`` then waits for it.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import socket
 import subprocess
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
 START_TIMEOUT = 900.0  # seconds; the first start downloads the server (tens of MB from Maven Central)
 
 _stop_registered: set[str] = set()
+
+# What scripts/apicurio.sh prints to stderr (via `die`) when the registry cannot be had on this machine.
+APICURIO_UNAVAILABLE = (
+    "needs Java 21+",  # no suitable JDK
+    "is needed to fetch Apicurio",  # no mvn
+    "could not fetch Apicurio Registry",  # Maven Central download failed (after retries)
+    "missing from the Apicurio distribution",  # the download is not a usable distribution
+)
+
+
+class ServerUnavailable(RuntimeError):
+    """The server cannot run here (a missing prerequisite or a failed download), as opposed to a broken start."""
 
 
 def free_port() -> int:
@@ -56,19 +77,95 @@ def _script(name: str, action: str, timeout: float = START_TIMEOUT) -> subproces
     )
 
 
-def _start(name: str, stop_at_exit: bool) -> str:
-    """Run ``scripts/<name> start`` and return the address it prints; arrange the stop at exit."""
+@dataclass
+class _Starting:
+    """A ``scripts/<name> start`` running in the background, its output going to temporary files."""
+
+    process: subprocess.Popen[str]
+    stdout: IO[str]
+    stderr: IO[str]
+
+
+_starting: dict[str, _Starting] = {}
+
+
+def _begin(name: str, stop_at_exit: bool) -> None:
+    """Launch ``scripts/<name> start`` without waiting (unless already launched); arrange the stop at exit.
+
+    The stop is registered now, before the start is done, so an interrupted session stops the server too
+    (the scripts serialise start and stop on a lock, so the stop waits for the start to finish).
+    """
+    if name in _starting:
+        return
     was_running = _script(name, "status", timeout=30).returncode == 0
-    done = _script(name, "start")
-    if done.returncode != 0:
-        raise RuntimeError(f"scripts/{name} start failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    lines = done.stdout.strip().splitlines()
-    if not lines:
-        raise RuntimeError(f"scripts/{name} start printed no address:\n{done.stderr[-4000:]}")
+    stdout = tempfile.TemporaryFile("w+")  # noqa: SIM115  closed by _finish or _stop_at_exit
+    stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
+    process = subprocess.Popen(
+        ["bash", str(SCRIPTS / name), "start"],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+    )
+    _starting[name] = _Starting(process, stdout, stderr)
     if not was_running and stop_at_exit and name not in _stop_registered:
         _stop_registered.add(name)
-        atexit.register(_script, name, "stop", 120)
+        atexit.register(_stop_at_exit, name)
+
+
+def _stop_at_exit(name: str) -> None:
+    """Stop the server at exit, after its start if that was never waited for (an interrupted session)."""
+    starting = _starting.pop(name, None)
+    if starting is not None:
+        try:
+            starting.process.wait(timeout=START_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            starting.process.kill()
+            starting.process.wait()
+        starting.stdout.close()
+        starting.stderr.close()
+    _script(name, "stop", timeout=120)
+
+
+def _finish(name: str, unavailable: tuple[str, ...] = ()) -> str:
+    """Wait for the start that ``_begin`` launched and return the address it printed.
+
+    A failure whose stderr contains one of ``unavailable`` raises ``ServerUnavailable``.
+    """
+    starting = _starting[name]
+    try:
+        returncode = starting.process.wait(timeout=START_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        starting.process.kill()
+        starting.process.wait()
+        returncode = None
+    del _starting[name]  # not on an interrupt: _stop_at_exit then waits for the start before the stop
+    outputs = []
+    for stream in (starting.stdout, starting.stderr):
+        stream.seek(0)
+        outputs.append(stream.read())
+        stream.close()
+    stdout, stderr = outputs
+    if returncode is None:
+        raise RuntimeError(f"scripts/{name} start did not finish within {START_TIMEOUT}s:\n{stderr[-4000:]}")
+    if returncode != 0:
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", stderr)  # Maven's colour codes, even with -q
+        reasons = [line.split(f"{name}: ")[-1].strip() for line in plain.splitlines()
+                   if any(m in line for m in unavailable)]
+        if reasons:
+            raise ServerUnavailable(f"scripts/{name}: {reasons[-1]}")
+        raise RuntimeError(f"scripts/{name} start failed (exit {returncode}):\n{stderr[-4000:]}")
+    lines = stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"scripts/{name} start printed no address:\n{stderr[-4000:]}")
     return lines[-1].strip()
+
+
+def _start(name: str, stop_at_exit: bool, unavailable: tuple[str, ...] = ()) -> str:
+    """Run ``scripts/<name> start`` (or wait for the one launched before) and return the address it prints."""
+    _begin(name, stop_at_exit)
+    return _finish(name, unavailable)
 
 
 def ensure_kafka(stop_at_exit: bool = True) -> str:
@@ -93,12 +190,26 @@ def ensure_apicurio(stop_at_exit: bool = True) -> str:
     """Confluent-compatible base URL (``http://127.0.0.1:<port>/apis/ccompat/v7``) of an Apicurio registry.
 
     ``APICURIO_URL`` if set, else ``scripts/apicurio.sh start`` (in-memory storage, port ``APICURIO_PORT``,
-    default 18081).
+    default 18081). ``ServerUnavailable`` when there is no Java 21+ or Maven, or the download failed.
     """
     url = os.environ.get("APICURIO_URL", "").strip()
     if url:
         return url.rstrip("/")
-    return _start("apicurio.sh", stop_at_exit)
+    return _start("apicurio.sh", stop_at_exit, APICURIO_UNAVAILABLE)
+
+
+def start_apicurio_in_background(stop_at_exit: bool = True) -> None:
+    """Launch ``scripts/apicurio.sh start`` without waiting, so the JVM boots while other work goes on.
+
+    The next ``ensure_apicurio()`` waits for that start and reports its outcome (if the launch itself fails,
+    it starts again and reports that). A no-op with ``APICURIO_URL``.
+    """
+    if os.environ.get("APICURIO_URL", "").strip():
+        return
+    try:
+        _begin("apicurio.sh", stop_at_exit)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 def stop_apicurio() -> None:
