@@ -15,8 +15,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
+from avro_registry_sink.config import RegistryConfig
+from avro_registry_sink.registry.client import RegistryClient
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.every_registry]  # embedded and Apicurio
 ORDERS = Path(__file__).parent.parent / "data" / "cli_orders.sql"
 runner = CliRunner()
 
@@ -97,6 +99,8 @@ def test_check_gates_ddl_changes(tmp_path, registry_url):
     assert {s["status"] for s in json.loads(first.stdout)["subjects"]} == {"new subject"}
     assert runner.invoke(app, ["encode", "--ddl", str(v1), "--events", str(events_file(tmp_path, [
         {"schema": db, "table": "t", "op": "insert", "values": {"id": 1, "a": "x"}}])), "--registry", registry_url]).exit_code == 0
+    with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
+        client.set_config("BACKWARD", f"{db}_t-value")  # Confluent's default; Apicurio's is NONE
     same = runner.invoke(app, ["check", "--ddl", str(v1), "--registry", registry_url, "--output", "json"])
     assert {s["status"] for s in json.loads(same.stdout)["subjects"]} == {"unchanged"}
     ok = tmp_path / "ok.sql"
@@ -111,8 +115,5 @@ def test_check_gates_ddl_changes(tmp_path, registry_url):
     assert result.exit_code == 1
     assert "incompatible" in result.stdout and f"{db}_t-value" in result.stdout
     # nothing was registered by check
-    from avro_registry_sink.config import RegistryConfig
-    from avro_registry_sink.registry.client import RegistryClient
-
     with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
         assert client.get_versions(f"{db}_t-value") == [1]

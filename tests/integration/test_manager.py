@@ -13,7 +13,7 @@ from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.every_registry]  # embedded and Apicurio
 
 
 def orders(version: int, *extra: ColumnDef, schema: str) -> TableDef:
@@ -73,6 +73,7 @@ def test_compatible_change_adds_a_version(client, schema_name):
 def test_incompatible_change_stops_the_batch_with_a_clear_error(client, schema_name):
     manager = SchemaManager(client, TopicRouter(topic_rule="{schema}_{table}"))
     manager.plan(orders(1, schema=schema_name))
+    client.set_config("BACKWARD", f"{schema_name}_orders-value")  # Confluent's default; Apicurio's is NONE
     bad = orders(2, ColumnDef(name="required", type=T.INT, nullable=False), schema=schema_name)
     other = orders(1, schema=schema_name + "x")
     with pytest.raises(SchemaEvolutionError) as info:
