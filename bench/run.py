@@ -523,7 +523,8 @@ def bench_spark(ctx: Context) -> Section:
     from avro_registry_sink.spark.stage import StagePlan, encode_changes, encode_table
 
     n = min(ctx.rows, 200_000 if ctx.quick else 1_000_000)
-    spark = local_session(app_name="avro-registry-sink-bench")
+    # 1M cached rows are created from driver-side Arrow data: the default 1 GiB driver heap is too small
+    spark = local_session(app_name="avro-registry-sink-bench", **{"spark.driver.memory": "6g"})
     try:
         table = reference_table()
         plan = plan_for(table)

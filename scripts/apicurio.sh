@@ -40,41 +40,10 @@ PID_FILE="$RUN/apicurio.pid"
 URL_FILE="$RUN/url"
 LOG="$RUN/apicurio.log"
 
-log() { echo "apicurio.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-# The pid of our registry, if it runs (guards against a stale pid file whose pid was reused).
-running_pid() {
-  local pid
-  [ -f "$PID_FILE" ] || return 1
-  pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'quarkus-run\.jar' || return 1
-  echo "$pid"
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-log_tail() {
-  if [ -f "$LOG" ]; then
-    log "last lines of $LOG:"
-    tail -n 60 "$LOG" >&2
-  fi
-}
-
-# Run a Maven command up to 3 times, backing off 5 s then 15 s, for network hiccups while fetching.
-# Maven caches a failed download in the local repository and will not try it again without -U: so
-# attempts after the first add -U (MVN_RETRY_FLAGS).
-MVN_RETRY_FLAGS=""
-retry() {
-  local attempt=1 delay=5
-  until "$@" $MVN_RETRY_FLAGS; do
-    if [ "$attempt" -ge 3 ]; then return 1; fi
-    log "attempt $attempt failed; retrying in ${delay}s"
-    sleep "$delay"
-    attempt=$((attempt + 1)); delay=$((delay * 3)); MVN_RETRY_FLAGS="-U"
-  done
-}
+SERVICE=apicurio.sh SERVICE_CACHE="$APICURIO_CACHE" PROCESS_PATTERN='quarkus-run\.jar' STOP_TIMEOUT="$APICURIO_STOP_TIMEOUT"
+ADDR_FILE="$URL_FILE"
+# shellcheck source=scripts/lib/service.sh
+source "$REPO/scripts/lib/service.sh"
 
 java_major() { "$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p'; }
 
@@ -97,8 +66,7 @@ fetch_dist() {
   mkdir -p "$tmp"
   log "fetching io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all from Maven Central into $DIST"
   # shellcheck disable=SC2086  # APICURIO_MVN_ARGS is a list of words on purpose
-  if ! retry mvn -q -B -Dstyle.color=never -Dmaven.wagon.http.retryHandler.count=5 \
-      -Dmaven.wagon.httpconnectionManager.ttlSeconds=25 ${APICURIO_MVN_ARGS:-} \
+  if ! retry "${MVN_FETCH[@]}" ${APICURIO_MVN_ARGS:-} \
       "$DEPENDENCY_PLUGIN:copy" -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
       -DoutputDirectory="$tmp/download" -Dmdep.overWriteReleases=true >&2; then
     rm -rf "$tmp"
@@ -107,9 +75,7 @@ fetch_dist() {
   tar -xzf "$tmp/download/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$tmp"
   rm -rf "$tmp/download"
   [ -f "$tmp/quarkus-run.jar" ] || { rm -rf "$tmp"; die "quarkus-run.jar missing from the Apicurio distribution"; }
-  touch "$tmp/.complete"
-  rm -rf "$DIST"
-  mv "$tmp" "$DIST"
+  install_fetched "$tmp" "$DIST"
 }
 
 answers() { curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$1/apis/ccompat/v7/subjects"; }
@@ -174,47 +140,4 @@ start() {
   cat "$URL_FILE"
 }
 
-stop() {
-  local pid
-  if ! pid="$(running_pid)"; then
-    log "not running"
-    rm -f "$PID_FILE"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + APICURIO_STOP_TIMEOUT))
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      log "still running after ${APICURIO_STOP_TIMEOUT}s; sending KILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    sleep 0.2
-  done
-  rm -f "$PID_FILE"
-  log "stopped (pid $pid)"
-}
-
-status() {
-  local pid
-  if pid="$(running_pid)"; then
-    log "running (pid $pid)"
-    cat "$URL_FILE"
-  else
-    log "not running"
-    return 1
-  fi
-}
-
-main() {
-  mkdir -p "$APICURIO_CACHE"
-  exec 9>"$APICURIO_CACHE/.lock"  # one start/stop at a time
-  flock 9
-  case "${1:-}" in
-    start) start ;;
-    stop) stop ;;
-    status) status ;;
-    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
-  esac
-}
-
-main "$@"
+service_main "$@"

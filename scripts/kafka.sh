@@ -46,41 +46,9 @@ ADDR_FILE="$RUN/bootstrap"
 LOG="$RUN/kafka.log"
 READY_LINE="Kafka Server started"  # logged by KafkaRaftServer once broker and controller are up
 
-log() { echo "kafka.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-# The pid of our broker, if it runs (guards against a stale pid file whose pid was reused).
-running_pid() {
-  local pid
-  [ -f "$PID_FILE" ] || return 1
-  pid="$(cat "$PID_FILE" 2>/dev/null || true)"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka' || return 1
-  echo "$pid"
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-log_tail() {
-  if [ -f "$LOG" ]; then
-    log "last lines of $LOG:"
-    tail -n 60 "$LOG" >&2
-  fi
-}
-
-# Run a Maven command up to 3 times, backing off 5 s then 15 s, for network hiccups while fetching.
-# Maven caches a failed download in the local repository and will not try it again without -U: so
-# attempts after the first add -U (MVN_RETRY_FLAGS).
-MVN_RETRY_FLAGS=""
-retry() {
-  local attempt=1 delay=5
-  until "$@" $MVN_RETRY_FLAGS; do
-    if [ "$attempt" -ge 3 ]; then return 1; fi
-    log "attempt $attempt failed; retrying in ${delay}s"
-    sleep "$delay"
-    attempt=$((attempt + 1)); delay=$((delay * 3)); MVN_RETRY_FLAGS="-U"
-  done
-}
+SERVICE=kafka.sh SERVICE_CACHE="$KAFKA_CACHE" PROCESS_PATTERN='kafka\.Kafka' STOP_TIMEOUT="$KAFKA_STOP_TIMEOUT"
+# shellcheck source=scripts/lib/service.sh
+source "$REPO/scripts/lib/service.sh"
 
 fetch_libs() {
   if [ -f "$LIBS/.complete" ]; then return 0; fi
@@ -90,17 +58,13 @@ fetch_libs() {
   mkdir -p "$tmp"
   log "fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its runtime deps from Maven Central into $LIBS"
   # shellcheck disable=SC2086  # KAFKA_MVN_ARGS is a list of words on purpose
-  if ! retry mvn -q -B -f "$REPO/scripts/kafka/pom.xml" \
-      -Dstyle.color=never -Dmaven.wagon.http.retryHandler.count=5 -Dmaven.wagon.httpconnectionManager.ttlSeconds=25 \
-      ${KAFKA_MVN_ARGS:-} \
+  if ! retry "${MVN_FETCH[@]}" -f "$REPO/scripts/kafka/pom.xml" ${KAFKA_MVN_ARGS:-} \
       dependency:copy-dependencies -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$tmp" >&2; then
     rm -rf "$tmp"
     die "could not fetch Kafka $KAFKA_VERSION with Maven"
   fi
   [ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ] || { rm -rf "$tmp"; die "kafka_2.13-$KAFKA_VERSION.jar missing after the fetch"; }
-  touch "$tmp/.complete"
-  rm -rf "$LIBS"
-  mv "$tmp" "$LIBS"
+  install_fetched "$tmp" "$LIBS"
 }
 
 write_config() {
@@ -205,48 +169,4 @@ start() {
   cat "$ADDR_FILE"
 }
 
-stop() {
-  local pid
-  if ! pid="$(running_pid)"; then
-    log "not running"
-    rm -f "$PID_FILE"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      log "still running after ${KAFKA_STOP_TIMEOUT}s; sending KILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    sleep 0.2
-  done
-  rm -f "$PID_FILE"
-  log "stopped (pid $pid)"
-}
-
-status() {
-  local pid
-  if pid="$(running_pid)"; then
-    log "running (pid $pid)"
-    cat "$ADDR_FILE"
-  else
-    log "not running"
-    return 1
-  fi
-}
-
-main() {
-  mkdir -p "$KAFKA_CACHE"
-  # One start/stop at a time (e.g. two pytest processes calling ensure_kafka together).
-  exec 9>"$KAFKA_CACHE/.lock"
-  flock 9
-  case "${1:-}" in
-    start) start ;;
-    stop) stop ;;
-    status) status ;;
-    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
-  esac
-}
-
-main "$@"
+service_main "$@"
