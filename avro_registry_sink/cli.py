@@ -511,7 +511,7 @@ def demo(
     from avro_registry_sink.spark.sinks import read_file_sink
     from avro_registry_sink.spark.sources import parse_source
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # a pipe or log file: do not wrap at 80
     base = directory or Path(tempfile.mkdtemp(prefix="avro-registry-sink-demo-"))
     for part in ("input", "output", "checkpoint"):
         shutil.rmtree(base / part, ignore_errors=True)
