@@ -81,12 +81,18 @@ class ColumnDef(BaseModel):
     default: str | bytes | None = None
 
     def sql_type(self) -> str:
-        """The column type as MySQL prints it, e.g. ``decimal(10,2) unsigned``."""
+        """The column type as MySQL prints it, e.g. ``decimal(10,2) unsigned``.
+
+        >>> ColumnDef(name="e", type=MySQLType.ENUM, elements=("it's", "b")).sql_type()
+        "enum('it''s','b')"
+        >>> ColumnDef(name="f", type=MySQLType.FLOAT, precision=7, scale=3).sql_type()
+        'float(7,3)'
+        """
         text = self.type.value.lower()
         if self.type in (MySQLType.ENUM, MySQLType.SET):
-            members = ",".join("'" + e.replace("'", "''") + "'" for e in self.elements)
+            members = ",".join("'" + e.replace("\\", "\\\\").replace("'", "''") + "'" for e in self.elements)
             text += f"({members})"
-        elif self.type is MySQLType.DECIMAL and self.precision is not None:
+        elif self.type in (MySQLType.DECIMAL, MySQLType.FLOAT, MySQLType.DOUBLE) and self.precision is not None:
             text += f"({self.precision},{self.scale or 0})"
         elif self.length is not None:
             text += f"({self.length})"

@@ -10,6 +10,7 @@ outside it: ``1e+21``, ``1e-07``).
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any
 
 _ESCAPES = {
@@ -50,8 +51,8 @@ def _float(value: float) -> str:
     magnitude = abs(value)
     if 1e-6 <= magnitude < 1e21:
         text = repr(value)
-        if "e" in text or "E" in text:  # Python switches to exponent form at 1e16; Go does not
-            text = format(value, "f")
+        if "e" in text or "E" in text:  # Python's repr uses exponents below 1e-4 and from 1e16; Go does not
+            text = format(Decimal(text), "f")  # the same shortest digits, written out in full
             if "." in text:
                 text = text.rstrip("0").rstrip(".")
         elif text.endswith(".0"):

@@ -117,3 +117,11 @@ def test_fingerprint_changes_with_any_schema_detail():
     assert derive_schemas(base).fingerprint != derive_schemas(other_default).fingerprint
     ext = derive_schemas(base, EncodingOptions(enable_tidb_extension=True))
     assert ext.fingerprint != derive_schemas(base).fingerprint
+
+
+def test_sql_type_escapes_enum_members_as_mysql_prints_them():
+    from avro_registry_sink.table import ColumnDef, MySQLType
+
+    col = ColumnDef(name="e", type=MySQLType.ENUM, elements=("it's", "a\\b", "x,y"))
+    assert col.sql_type() == "enum('it''s','a\\\\b','x,y')"
+    assert ColumnDef(name="d", type=MySQLType.DOUBLE, precision=10, scale=2, unsigned=True).sql_type() == "double(10,2) unsigned"
