@@ -86,6 +86,15 @@ def read_tables(ddl: Path):
     return parse_ddl(text)
 
 
+def derive_tables(ddl: Path, config: SinkConfig, topic_rule: str | None):
+    """Every table of a DDL file with its route and derived schemas, in file order."""
+    from avro_registry_sink.schema.builder import derive_schemas
+
+    router = build_router(config, topic_rule)
+    for table in read_tables(ddl):
+        yield table, router.route(table.schema_name, table.table), derive_schemas(table, config.encoding)
+
+
 @app.command()
 def schemas(
     ddl: DdlOpt,
@@ -97,8 +106,6 @@ def schemas(
     config: ConfigOpt = None,
 ) -> None:
     """Print the key and value Avro schemas TiCDC would register for each table of a DDL file (JSON)."""
-    from avro_registry_sink.schema.builder import derive_schemas
-
     try:
         cfg = build_config(
             config_file=config,
@@ -107,11 +114,8 @@ def schemas(
             decimal_mode=avro_decimal_handling_mode,
             bigint_mode=avro_bigint_unsigned_handling_mode,
         )
-        router = build_router(cfg, topic_rule)
         out = []
-        for table in read_tables(ddl):
-            derived = derive_schemas(table, cfg.encoding)
-            route = router.route(table.schema_name, table.table)
+        for table, route, derived in derive_tables(ddl, cfg, topic_rule):
             out.append(
                 {
                     "schema": table.schema_name,
@@ -249,7 +253,6 @@ def check(
     from rich.table import Table
 
     from avro_registry_sink.registry.client import RegistryClient
-    from avro_registry_sink.schema.builder import derive_schemas
 
     if output not in ("table", "json"):
         raise _fail(f"Invalid value {output!r} for option '--output': valid values are table or json.")
@@ -259,12 +262,9 @@ def check(
             decimal_mode=avro_decimal_handling_mode, bigint_mode=avro_bigint_unsigned_handling_mode,
             registry=registry,
         )
-        router = build_router(cfg, topic_rule)
         results = []
         with RegistryClient(cfg.registry) as client:
-            for table in read_tables(ddl):
-                derived = derive_schemas(table, cfg.encoding)
-                route = router.route(table.schema_name, table.table)
+            for table, route, derived in derive_tables(ddl, cfg, topic_rule):
                 for subject, text in ((route.key_subject, derived.key_json), (route.value_subject, derived.value_json)):
                     if text is None:
                         continue
