@@ -389,6 +389,26 @@ def parse_csv(
     return events, errors
 
 
+_META_SETTINGS = ("include-commit-ts", "output-old-value", "output-handle-key")
+
+
+def _meta_hint(options: CsvOptions, surplus: int) -> str:
+    """Which sink.csv settings would explain ``surplus`` extra (or, negative, missing) fields."""
+    current = {"include-commit-ts": options.include_commit_ts, "output-old-value": options.output_old_value,
+               "output-handle-key": options.output_handle_key}
+    if surplus > 0:
+        off = [name for name in _META_SETTINGS if not current[name]]
+        if off and surplus <= len(off):
+            return ("; do the changefeed's sink.csv settings differ? The files may have been written with "
+                    + " or ".join(f"{name}=true" for name in off) + f" ({surplus} more meta field(s))")
+    elif surplus < 0:
+        on = [name for name in _META_SETTINGS if current[name]]
+        if on and -surplus <= len(on):
+            return ("; do the changefeed's sink.csv settings differ? The files may have been written without "
+                    + " or ".join(on) + f" ({-surplus} fewer meta field(s)), or the table changed without a schema file")
+    return ""
+
+
 def _parse_row(
     record: CsvRecord, table: TableDef, options: CsvOptions, expected: int, source: str, errors: list[SourceError]
 ) -> _Row | None:
@@ -398,7 +418,7 @@ def _parse_row(
         errors.append(_error(
             source, line,
             f"expected {expected} fields ({options.meta_columns} TiCDC meta fields + {len(table.columns)} columns "
-            f"of {table.qualified_name}), got {len(fields)}",
+            f"of {table.qualified_name}), got {len(fields)}" + _meta_hint(options, len(fields) - expected),
         ))
         return None
     op = fields[0].text

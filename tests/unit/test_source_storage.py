@@ -439,3 +439,12 @@ def test_errors_and_events_pickle_for_spark() -> None:
     assert str(error) == str(errors[2])
     assert pickle.loads(pickle.dumps(events)) == events
     assert pickle.loads(pickle.dumps(CsvOptions(delimiter="|"))) == CsvOptions(delimiter="|")
+
+
+def test_field_count_mismatch_names_the_csv_settings_that_would_explain_it():
+    from avro_registry_sink.sources.csv_format import CsvOptions, _meta_hint
+
+    hint = _meta_hint(CsvOptions(include_commit_ts=True), 1)
+    assert "output-old-value=true" in hint and "output-handle-key=true" in hint and "include-commit-ts" not in hint
+    assert "without include-commit-ts" in _meta_hint(CsvOptions(include_commit_ts=True), -1)
+    assert _meta_hint(CsvOptions(), 5) == ""
