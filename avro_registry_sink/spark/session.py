@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,8 +24,10 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
 }
+
+#: Spark's JVM logging: errors only (``AVRO_SINK_SPARK_LOG4J`` names another log4j2 properties file).
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def local_session(app_name: str = "avro-registry-sink", master: str = "local[2]", **conf: Any) -> SparkSession:
@@ -37,10 +40,14 @@ def local_session(app_name: str = "avro-registry-sink", master: str = "local[2]"
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no "resolves to a loopback" warning
     from pyspark.sql import SparkSession
 
+    log4j = os.environ.get("AVRO_SINK_SPARK_LOG4J") or str(LOG4J_CONFIG)
+    java_options = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"}
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **{k: str(v) for k, v in conf.items()}}.items():
+    for key, value in {**DEFAULT_CONF, **java_options, **{k: str(v) for k, v in conf.items()}}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
