@@ -6,7 +6,8 @@
   ``schema_{version}_{crc}.json`` files, read and written byte-for-byte as TiCDC does.
 * :func:`table_from_canal` (:mod:`.canal`): a best-effort definition from a canal-json DML message.
 
-Type spellings live in one table, :data:`.types.SPELLINGS`.
+Type spellings live in one table, :data:`.types.SPELLINGS`; the DDL reader's tokens in :mod:`.lexer`, its
+``DEFAULT`` evaluation in :mod:`.defaults`.
 """
 
 from avro_registry_sink.tabledef.canal import table_from_canal

@@ -8,6 +8,7 @@ hex/bit literals and statement boundaries. Its parser is used for the statements
 (``USE``, ``CREATE DATABASE``, ``DROP TABLE``/``DATABASE``, ``TRUNCATE``) and for ``DEFAULT``
 expressions (``CURRENT_TIMESTAMP(3)``, ``NOW()``, ``-1.5``, ``b'101'``, ``_binary'..'`` ...).
 
+Tokens and statements come from :mod:`.lexer`; ``DEFAULT`` values are evaluated by :mod:`.defaults`.
 Column definitions are read by a small recursive-descent reader over sqlglot's tokens, because
 sqlglot's AST loses what a table definition needs (checked with sqlglot 30): ``INT8`` becomes
 TINYINT, ``LONG`` BIGINT and ``REAL`` FLOAT; ``INT3``, ``MIDDLEINT``, ``NATIONAL CHAR``,
@@ -50,18 +51,24 @@ time zone to UTC; a DDL file does not say which session time zone it ran in).
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Iterable
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ParseError
 from sqlglot.tokens import Token, TokenType
 
 from avro_registry_sink.errors import TableDefinitionError
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.tabledef.defaults import default_value, evaluate_default
+from avro_registry_sink.tabledef.lexer import (
+    DIALECT,
+    Statement,
+    Tok,
+    TokenStream,
+    lex,
+    split_statements,
+)
 from avro_registry_sink.tabledef.types import (
     BINARY_COUNTERPART,
     CHARSET_TYPES,
@@ -73,235 +80,6 @@ from avro_registry_sink.tabledef.types import (
 )
 
 __all__ = ["apply_ddl", "column_from_type", "default_value", "parse_ddl"]
-
-_DIALECT = Dialect.get_or_raise("mysql")
-
-# --------------------------------------------------------------------------------------------------
-# Tokens: sqlglot's, with MySQL string escapes re-read from the source
-
-
-_NOT_WORDS = frozenset(
-    {TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.HEX_STRING, TokenType.BIT_STRING,
-     TokenType.NUMBER, TokenType.IDENTIFIER, TokenType.INTRODUCER}
-)
-
-_STRING_ESCAPES = {
-    "0": "\0", "'": "'", '"': '"', "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "\\": "\\",
-    "%": "\\%", "_": "\\_",  # MySQL keeps the backslash of \% and \_ (LIKE patterns)
-}
-
-
-def _unescape(raw: str) -> str:
-    """The value of a MySQL string literal as written (``'it''s'``, ``"a\\nb"``, ``N'x'``)."""
-    first = min(i for i in (raw.find("'"), raw.find('"')) if i >= 0)
-    quote = raw[first]
-    body = raw[first + 1 : -1]
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            out.append(_STRING_ESCAPES.get(nxt, nxt))  # other escapes: the backslash is dropped
-            i += 2
-        elif ch == quote and i + 1 < len(body) and body[i + 1] == quote:
-            out.append(quote)
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _is_word(token: Token, raw: str) -> bool:
-    if token.token_type in _NOT_WORDS:
-        return False
-    return all(part and all(ch.isalnum() or ch in "_$" for ch in part) for part in raw.split())
-
-
-@dataclass(frozen=True)
-class _Tok:
-    kind: TokenType
-    text: str  # identifier: the name; string: its value; word: as written; otherwise the raw text
-    word: str | None  # upper-case word for unquoted words and keywords, else None
-    line: int
-    col: int
-    start: int
-    end: int
-    src: Token  # the sqlglot token (shared by the words of a multi-word keyword such as PRIMARY KEY)
-
-
-@dataclass
-class _Statement:
-    toks: list[_Tok]
-    text: str
-
-    @property
-    def source(self) -> str:
-        if not self.toks:
-            return ""
-        return self.text[self.toks[0].start : self.toks[-1].end + 1]
-
-
-def _position(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
-def _lex(text: str, begin: int = 0, end: int | None = None) -> list[_Tok]:
-    end = len(text) if end is None else end
-    try:
-        tokens = _DIALECT.tokenize(text[begin:end])
-    except TokenError as exc:
-        raise TableDefinitionError(f"The DDL text cannot be tokenized: {exc}", reason=str(exc)) from None
-    out: list[_Tok] = []
-    command_end: int | None = None
-    for t in tokens:
-        start, stop = t.start + begin, t.end + begin
-        raw = text[start : stop + 1]
-        if command_end is not None and t.token_type is TokenType.STRING and raw[:1] not in ("'", '"'):
-            # sqlglot hands the rest of a "command" statement (RENAME ..., LOCK TABLES ...) over as one
-            # STRING token: read that rest as tokens too
-            out.extend(_lex(text, command_end + 1, stop + 1))
-            command_end = None
-            continue
-        command_end = stop if t.token_type in _DIALECT.tokenizer_class.COMMANDS else None
-        line, col = _position(text, start)
-        src = Token(t.token_type, t.text, t.line, t.col, start, stop, t.comments)
-        if t.token_type in (TokenType.STRING, TokenType.NATIONAL_STRING):
-            value = _unescape(raw)
-            src = Token(t.token_type, value, t.line, t.col, start, stop, t.comments)
-            out.append(_Tok(t.token_type, value, None, line, col, start, stop, src))
-        elif t.token_type is TokenType.IDENTIFIER:
-            out.append(_Tok(t.token_type, t.text, None, line, col, start, stop, src))
-        elif _is_word(t, raw):
-            for part in raw.split():  # "PRIMARY KEY", "DOUBLE PRECISION": one sqlglot token, several words
-                out.append(_Tok(TokenType.VAR, part, part.upper(), line, col, start, stop, src))
-        else:
-            out.append(_Tok(t.token_type, raw, None, line, col, start, stop, src))
-    return out
-
-
-def _statements(text: str) -> list[_Statement]:
-    out: list[_Statement] = []
-    current: list[_Tok] = []
-    for tok in _lex(text):
-        if tok.kind is TokenType.SEMICOLON:
-            if current:
-                out.append(_Statement(current, text))
-            current = []
-        else:
-            current.append(tok)
-    if current:
-        out.append(_Statement(current, text))
-    return out
-
-
-class _Stream:
-    """A cursor over one statement's tokens, with the few moves a DDL reader needs."""
-
-    def __init__(self, stmt: _Statement, table: str = "") -> None:
-        self.toks = stmt.toks
-        self.text = stmt.text
-        self.table = table
-        self.pos = 0
-
-    def peek(self, k: int = 0) -> _Tok | None:
-        i = self.pos + k
-        return self.toks[i] if i < len(self.toks) else None
-
-    def word(self, k: int = 0) -> str | None:
-        tok = self.peek(k)
-        return tok.word if tok is not None else None
-
-    def at(self, *words: str) -> bool:
-        return all(self.word(i) == w for i, w in enumerate(words))
-
-    def accept(self, *words: str) -> bool:
-        if self.at(*words):
-            self.pos += len(words)
-            return True
-        return False
-
-    def expect(self, *words: str) -> None:
-        if not self.accept(*words):
-            raise self.error(f"expected {' '.join(words)}")
-
-    def at_kind(self, kind: TokenType, k: int = 0) -> bool:
-        tok = self.peek(k)
-        return tok is not None and tok.kind is kind
-
-    def accept_kind(self, kind: TokenType) -> _Tok | None:
-        if self.at_kind(kind):
-            self.pos += 1
-            return self.toks[self.pos - 1]
-        return None
-
-    def expect_kind(self, kind: TokenType, what: str) -> _Tok:
-        tok = self.accept_kind(kind)
-        if tok is None:
-            raise self.error(f"expected {what}")
-        return tok
-
-    def at_end(self) -> bool:
-        return self.pos >= len(self.toks)
-
-    def at_element_end(self) -> bool:
-        return self.at_end() or self.at_kind(TokenType.COMMA) or self.at_kind(TokenType.R_PAREN)
-
-    def name(self, what: str) -> str:
-        tok = self.peek()
-        if tok is not None and (tok.kind is TokenType.IDENTIFIER or tok.word is not None):
-            self.pos += 1
-            return tok.text
-        raise self.error(f"expected {what}")
-
-    def table_name(self) -> tuple[str | None, str]:
-        first = self.name("a table name")
-        if self.accept_kind(TokenType.DOT):
-            return first, self.name("a table name after the schema name")
-        return None, first
-
-    def number(self, what: str) -> int:
-        tok = self.expect_kind(TokenType.NUMBER, what)
-        try:
-            return int(tok.text)
-        except ValueError:
-            raise self.error(f"expected {what}, an integer") from None
-
-    def skip_balanced(self) -> None:
-        """At ``(``: move past the matching ``)``."""
-        self.expect_kind(TokenType.L_PAREN, "(")
-        depth = 1
-        while depth:
-            tok = self.peek()
-            if tok is None:
-                raise self.error("unbalanced parentheses")
-            self.pos += 1
-            if tok.kind is TokenType.L_PAREN:
-                depth += 1
-            elif tok.kind is TokenType.R_PAREN:
-                depth -= 1
-
-    def skip_element(self) -> None:
-        """Move to the next ``,`` or ``)`` outside parentheses (not consumed)."""
-        while not self.at_element_end():
-            if self.at_kind(TokenType.L_PAREN):
-                self.skip_balanced()
-            else:
-                self.pos += 1
-
-    def error(self, message: str) -> TableDefinitionError:
-        tok = self.peek()
-        if tok is not None:
-            where = f" (line {tok.line}, column {tok.col}, at {self.text[tok.start:tok.end + 1]!r})"
-        elif self.toks:
-            where = f" (line {self.toks[-1].line}, at the end of the statement)"
-        else:
-            where = ""
-        subject = f"table {self.table}: " if self.table else ""
-        return TableDefinitionError(f"Cannot read the DDL of {subject}{message}{where}.", table=self.table or None)
-
 
 # --------------------------------------------------------------------------------------------------
 # Column types
@@ -323,12 +101,12 @@ class _TypeSpec:
     serial: bool = False
 
 
-def _type_text(s: _Stream, start: int) -> str:
+def _type_text(s: TokenStream, start: int) -> str:
     end = s.toks[max(s.pos - 1, start)]
     return s.text[s.toks[start].start : end.end + 1]
 
 
-def _parse_type(s: _Stream, table: str, column: str) -> _TypeSpec:
+def _parse_type(s: TokenStream, table: str, column: str) -> _TypeSpec:
     start = s.pos
     if s.word() is None:
         raise s.error(f"expected the type of column {column!r}")
@@ -370,7 +148,7 @@ def _parse_type(s: _Stream, table: str, column: str) -> _TypeSpec:
     return spec
 
 
-def _parse_type_args(s: _Stream, spec: _TypeSpec, params: Params, table: str, column: str, start: int) -> None:
+def _parse_type_args(s: TokenStream, spec: _TypeSpec, params: Params, table: str, column: str, start: int) -> None:
     if params is Params.NONE:
         s.skip_balanced()
         raise unsupported_type(table, column, _type_text(s, start), "which takes no length or arguments")
@@ -410,7 +188,7 @@ def _parse_type_args(s: _Stream, spec: _TypeSpec, params: Params, table: str, co
     s.expect_kind(TokenType.R_PAREN, ")")
 
 
-def _charset_name(s: _Stream) -> str:
+def _charset_name(s: TokenStream) -> str:
     s.accept_kind(TokenType.EQ)
     tok = s.peek()
     if tok is None or (tok.word is None and tok.kind not in (TokenType.STRING, TokenType.IDENTIFIER)):
@@ -419,7 +197,7 @@ def _charset_name(s: _Stream) -> str:
     return tok.text.lower()
 
 
-def _parse_charset_option(s: _Stream, spec: _TypeSpec) -> bool:
+def _parse_charset_option(s: TokenStream, spec: _TypeSpec) -> bool:
     if s.accept("CHARACTER", "SET") or s.accept("CHARSET") or s.accept("CHAR", "SET"):
         spec.charset = _charset_name(s)
     elif s.accept("COLLATE"):
@@ -446,7 +224,7 @@ class _ColSpec:
     name: str
     type: _TypeSpec
     nullable: bool | None = None
-    default: list[_Tok] | None = None  # tokens of the DEFAULT expression
+    default: list[Tok] | None = None  # tokens of the DEFAULT expression
     primary: bool = False
     unique: bool = False
     virtual: bool = False
@@ -456,7 +234,7 @@ class _ColSpec:
 _REF_ACTIONS = (("RESTRICT",), ("CASCADE",), ("SET", "NULL"), ("NO", "ACTION"), ("SET", "DEFAULT"))
 
 
-def _skip_references(s: _Stream) -> None:
+def _skip_references(s: TokenStream) -> None:
     s.table_name()
     if s.at_kind(TokenType.L_PAREN):
         s.skip_balanced()
@@ -471,7 +249,7 @@ def _skip_references(s: _Stream) -> None:
             return
 
 
-def _default_tokens(s: _Stream) -> list[_Tok]:
+def _default_tokens(s: TokenStream) -> list[Tok]:
     start = s.pos
     while s.at_kind(TokenType.DASH) or s.at_kind(TokenType.PLUS):
         s.pos += 1
@@ -499,7 +277,7 @@ def _default_tokens(s: _Stream) -> list[_Tok]:
     return s.toks[start : s.pos]
 
 
-def _parse_column(s: _Stream, table: str) -> _ColSpec:
+def _parse_column(s: TokenStream, table: str) -> _ColSpec:
     name = s.name("a column name")
     col = _ColSpec(name=name, type=_parse_type(s, table, name))
     if col.type.serial:
@@ -566,7 +344,7 @@ def _is_binary_charset(spec: _TypeSpec, table_binary: bool) -> bool:
     return table_binary and spec.charset is None and spec.collation is None
 
 
-def _finish_column(col: _ColSpec, stmt: _Statement, table: str, *, table_binary: bool = False,
+def _finish_column(col: _ColSpec, stmt: Statement, table: str, *, table_binary: bool = False,
                    force_not_null: bool = False) -> ColumnDef:
     spec = col.type
     type_ = spec.type
@@ -584,301 +362,8 @@ def _finish_column(col: _ColSpec, stmt: _Statement, table: str, *, table_binary:
         scale=spec.scale, fsp=spec.fsp, elements=spec.elements, nullable=nullable, binary=binary,
     )
     if col.default is not None:
-        column = column.model_copy(update={"default": _evaluate_default(col.default, stmt, column, table)})
+        column = column.model_copy(update={"default": evaluate_default(col.default, stmt, column, table)})
     return column
-
-
-# --------------------------------------------------------------------------------------------------
-# DEFAULT values
-
-
-_NOW_FUNCTIONS = frozenset({"NOW", "CURRENT_TIMESTAMP", "LOCALTIME", "LOCALTIMESTAMP"})
-_NOW_NODES = (exp.CurrentTimestamp, exp.Localtime, exp.Localtimestamp)
-
-_INTEGER_TYPES = frozenset({MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT,
-                            MySQLType.BIGINT})
-
-
-@dataclass(frozen=True)
-class _Literal:
-    kind: str  # "null", "bool", "num", "str", "bytes", "now", "expr"
-    value: object = None
-
-
-def _literal(node: exp.Expression, source: str) -> _Literal:
-    """A DEFAULT expression (sqlglot AST) reduced to the literal MySQL would evaluate it to."""
-    if isinstance(node, exp.Null):
-        return _Literal("null")
-    if isinstance(node, exp.Boolean):
-        return _Literal("bool", bool(node.this))
-    if isinstance(node, exp.Literal):
-        return _Literal("str" if node.is_string else "num", str(node.this))
-    if isinstance(node, exp.Neg):
-        inner = _literal(node.this, source)
-        if inner.kind == "num":
-            text = str(inner.value)
-            return _Literal("num", text[1:] if text.startswith("-") else "-" + text)
-        if inner.kind == "bool":
-            return _Literal("num", "-1" if inner.value else "0")
-        return _Literal("expr", source)
-    if isinstance(node, exp.National):
-        return _Literal("str", str(node.this))
-    if isinstance(node, exp.HexString):
-        digits = str(node.this)
-        return _Literal("bytes", bytes.fromhex(digits.rjust(len(digits) + len(digits) % 2, "0")))
-    if isinstance(node, exp.BitString):
-        bits = str(node.this) or "0"
-        return _Literal("bytes", int(bits, 2).to_bytes((len(bits) + 7) // 8, "big"))
-    if isinstance(node, exp.Introducer):
-        inner = _literal(node.expression, source)
-        if str(node.this).lower() == "_binary" and inner.kind == "str":
-            return _Literal("bytes", str(inner.value).encode("utf-8"))
-        return inner
-    if isinstance(node, exp.Concat) and all(isinstance(e, exp.Literal) and e.is_string for e in node.expressions):
-        return _Literal("str", "".join(str(e.this) for e in node.expressions))
-    if isinstance(node, exp.Paren):
-        inner = _literal(node.this, source)
-        if inner.kind == "expr":
-            return _Literal("expr", source[1:-1].strip() if source.startswith("(") else source)
-        return inner
-    if isinstance(node, _NOW_NODES):
-        return _Literal("now", int(node.this.this) if node.this is not None else 0)
-    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _NOW_FUNCTIONS:
-        args = node.expressions
-        return _Literal("now", int(args[0].this) if args and isinstance(args[0], exp.Literal) else 0)
-    return _Literal("expr", source)
-
-
-def _evaluate_default(toks: list[_Tok], stmt: _Statement, column: ColumnDef, table: str) -> str | bytes | None:
-    source = stmt.text[toks[0].start : toks[-1].end + 1]
-    sg_tokens: list[Token] = []
-    if toks[0].kind is TokenType.DOT:  # .5
-        sg_tokens.append(Token(TokenType.NUMBER, "." + toks[1].text))
-    else:
-        for tok in toks:
-            if not sg_tokens or sg_tokens[-1] is not tok.src:
-                sg_tokens.append(tok.src)
-    try:
-        parsed = _DIALECT.parser().parse(sg_tokens, stmt.text)
-    except ParseError as exc:
-        raise TableDefinitionError(
-            f"Column {column.name!r} of table {table} has a DEFAULT that cannot be read: {source!r} ({exc}).",
-            table=table, column=column.name,
-        ) from None
-    node = parsed[0] if parsed else None
-    literal = _literal(node, source) if node is not None else _Literal("expr", source)
-    return default_value(column, literal.kind, literal.value, table=table)
-
-
-def _bad_default(column: ColumnDef, value: object, table: str, why: str) -> TableDefinitionError:
-    return TableDefinitionError(
-        f"Column {column.name!r} of table {table} has an invalid default {value!r} for "
-        f"{column.sql_type()}: {why}.",
-        table=table, column=column.name,
-    )
-
-
-def _to_decimal(column: ColumnDef, kind: str, value: object, table: str) -> Decimal:
-    if kind == "bool":
-        return Decimal(int(bool(value)))
-    if kind == "bytes":
-        return Decimal(int.from_bytes(value, "big")) if value else Decimal(0)  # type: ignore[arg-type]
-    try:
-        number = Decimal(str(value).strip())
-    except InvalidOperation:
-        raise _bad_default(column, value, table, "not a number") from None
-    if not number.is_finite():
-        raise _bad_default(column, value, table, "not a finite number")
-    return number
-
-
-def _int_text(number: Decimal) -> str:
-    return str(int(number.to_integral_value(rounding=ROUND_HALF_UP)))
-
-
-def _minimal_bytes(number: int) -> bytes:
-    return number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
-
-
-def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "?") -> str | bytes | None:
-    """The default TiDB stores for ``column`` given a literal of ``kind``.
-
-    ``kind`` is ``"null"``, ``"bool"``, ``"num"`` (number text as written), ``"str"`` (string value),
-    ``"bytes"`` (``x'..'``/``0x..``/``b'..'``/``_binary'..'``), ``"now"`` (``value`` = fsp) or ``"expr"``
-    (``value`` = expression text, kept as written). Rules: integers normalized (``'5'`` -> ``"5"``,
-    ``TRUE`` -> ``"1"``, ``1.5`` -> ``"2"``); DECIMAL to the column scale (``1.5`` in DECIMAL(10,2) ->
-    ``"1.50"``); FLOAT/DOUBLE numbers as written; BIT -> minimal big-endian bytes; binary-charset strings
-    -> bytes (UTF-8 of a string literal); hex on a text column -> decoded text; DATETIME/TIMESTAMP ->
-    ``YYYY-MM-DD HH:MM:SS[.fsp]``, DATE -> ``YYYY-MM-DD``, TIME -> ``HH:MM:SS[.fsp]``; YEAR -> 4 digits;
-    ``NOW()``/``CURRENT_TIMESTAMP(3)``/``LOCALTIME`` -> ``"CURRENT_TIMESTAMP"`` / ``"CURRENT_TIMESTAMP(3)"``.
-
-    >>> default_value(ColumnDef(name="p", type=MySQLType.DECIMAL, precision=10, scale=2), "num", "1.5")
-    '1.50'
-    >>> default_value(ColumnDef(name="b", type=MySQLType.BIT, length=10), "num", "682")
-    b'\\x02\\xaa'
-    """
-    t = column.type
-    if kind == "null":
-        return None
-    if kind == "now":
-        return f"CURRENT_TIMESTAMP({value})" if value else "CURRENT_TIMESTAMP"
-    if kind == "expr":
-        return str(value)
-    if t in _INTEGER_TYPES:
-        text = _int_text(_to_decimal(column, kind, value, table))
-        if column.unsigned and text.startswith("-"):
-            raise _bad_default(column, value, table, "negative value for an UNSIGNED column")
-        return text
-    if t is MySQLType.DECIMAL:
-        number = _to_decimal(column, kind, value, table)
-        quantum = Decimal(1).scaleb(-(column.scale or 0))
-        rounded = number.quantize(quantum, rounding=ROUND_HALF_UP)
-        return format(abs(rounded) if rounded == 0 else rounded, "f")
-    if t in (MySQLType.FLOAT, MySQLType.DOUBLE):
-        if kind in ("num", "str"):
-            text = str(value).strip()
-            _to_decimal(column, kind, text, table)
-            return text[1:] if text.startswith("+") else text
-        return _int_text(_to_decimal(column, kind, value, table))
-    if t is MySQLType.BIT:
-        if kind == "bytes":
-            return bytes(value).lstrip(b"\0") or b"\0"  # type: ignore[call-overload]
-        if kind == "str":
-            return str(value).encode("utf-8").lstrip(b"\0") or b"\0"
-        number = int(_int_text(_to_decimal(column, kind, value, table)))
-        if number < 0:
-            raise _bad_default(column, value, table, "negative BIT value")
-        return _minimal_bytes(number)
-    if t is MySQLType.YEAR:
-        return _year_text(column, kind, value, table)
-    if t in (MySQLType.DATETIME, MySQLType.TIMESTAMP, MySQLType.DATE, MySQLType.TIME):
-        text = _text(column, kind, value, table)
-        return _temporal_text(column, text, table)
-    if column.binary:
-        if kind == "bytes":
-            return bytes(value)  # type: ignore[call-overload]
-        if kind == "bool":
-            return b"1" if value else b"0"
-        return str(value).encode("utf-8")
-    if t is MySQLType.ENUM and kind in ("num", "bool"):
-        index = int(_int_text(_to_decimal(column, kind, value, table)))
-        if not 1 <= index <= len(column.elements):
-            raise _bad_default(column, value, table, f"ENUM index out of 1..{len(column.elements)}")
-        return column.elements[index - 1]
-    if t is MySQLType.SET and kind in ("num", "bool"):
-        mask = int(_int_text(_to_decimal(column, kind, value, table)))
-        if mask < 0 or mask >= 1 << len(column.elements):
-            raise _bad_default(column, value, table, "SET bitmask out of range")
-        return ",".join(e for i, e in enumerate(column.elements) if mask >> i & 1)
-    return _text(column, kind, value, table)
-
-
-def _text(column: ColumnDef, kind: str, value: object, table: str) -> str:
-    if kind == "bytes":
-        try:
-            return bytes(value).decode("utf-8")  # type: ignore[call-overload]
-        except UnicodeDecodeError:
-            raise _bad_default(column, value, table, "the bytes are not valid UTF-8 text") from None
-    if kind == "bool":
-        return "1" if value else "0"
-    return str(value)
-
-
-def _year_text(column: ColumnDef, kind: str, value: object, table: str) -> str:
-    number = int(_int_text(_to_decimal(column, kind, value, table)))
-    short = kind == "str" and len(str(value).strip()) <= 2
-    if short or 0 < number < 100:  # two-digit years: 1..69 -> 20xx, 70..99 -> 19xx ('0'/'00' -> 2000)
-        number += 2000 if number < 70 else 1900
-    if number != 0 and not 1901 <= number <= 2155:
-        raise _bad_default(column, value, table, "YEAR is 1901..2155 or 0")
-    return f"{number:04d}"
-
-
-def _split_fraction(text: str) -> tuple[str, str]:
-    main, _, frac = text.partition(".")
-    return main, frac
-
-
-def _round_fraction(frac: str, fsp: int) -> tuple[int, bool]:
-    """(fraction digits rounded to fsp as an int, carry into the seconds)."""
-    digits = (frac + "000000000")[:9]
-    micro = int(digits[:fsp] or "0")
-    if int(digits[fsp] if fsp < 9 else "0") >= 5:
-        micro += 1
-    if micro >= 10**fsp:
-        return 0, True
-    return micro, False
-
-
-def _temporal_text(column: ColumnDef, text: str, table: str) -> str:
-    raw = text.strip()
-    fsp = column.fsp or 0
-    try:
-        if column.type is MySQLType.TIME:
-            return _time_text(raw, fsp)
-        return _datetime_text(raw, fsp, date_only=column.type is MySQLType.DATE)
-    except (ValueError, IndexError):
-        raise _bad_default(column, text, table, "not a valid date/time literal") from None
-
-
-def _datetime_text(raw: str, fsp: int, *, date_only: bool) -> str:
-    main, frac = _split_fraction(raw.replace("T", " "))
-    if main.isdigit():  # 20240229 / 20240229123456 / 0
-        if int(main) == 0:
-            parts = [0, 0, 0, 0, 0, 0]
-        elif len(main) in (8, 14):
-            parts = [int(main[0:4]), int(main[4:6]), int(main[6:8])]
-            parts += [int(main[i : i + 2]) for i in (8, 10, 12)] if len(main) == 14 else [0, 0, 0]
-        else:
-            raise ValueError(raw)
-    else:
-        date_part, _, time_part = main.strip().partition(" ")
-        ymd = [int(p) for p in date_part.replace("/", "-").split("-")]
-        hms = [int(p) for p in time_part.strip().split(":")] if time_part.strip() else []
-        if len(ymd) != 3 or len(hms) > 3:
-            raise ValueError(raw)
-        if len(date_part.split("-")[0]) <= 2:
-            ymd[0] += 2000 if ymd[0] < 70 else 1900
-        parts = ymd + hms + [0] * (3 - len(hms))
-    year, month, day, hour, minute, second = parts
-    micro, carry = _round_fraction(frac, fsp) if not date_only else (0, False)
-    if (year, month, day) == (0, 0, 0) or month == 0 or day == 0:  # zero dates cannot carry
-        if date_only:
-            return f"{year:04d}-{month:02d}-{day:02d}"
-        moment_text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
-    else:
-        moment = _dt.datetime(year, month, day, hour, minute, second)
-        if carry:
-            moment += _dt.timedelta(seconds=1)
-        if date_only:
-            return moment.strftime("%Y-%m-%d").rjust(10, "0")
-        moment_text = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d} {moment:%H:%M:%S}"
-    return moment_text + (f".{micro:0{fsp}d}" if fsp else "")
-
-
-def _time_text(raw: str, fsp: int) -> str:
-    sign = "-" if raw.startswith("-") else ""
-    main, frac = _split_fraction(raw.lstrip("-+"))
-    days = 0
-    if " " in main:
-        day_text, main = main.split(" ", 1)
-        days = int(day_text)
-    if main.isdigit():  # HHMMSS, MMSS or SS
-        main = main.rjust(6, "0") if len(main) <= 6 else main
-        hours, minutes, seconds = int(main[:-4]), int(main[-4:-2]), int(main[-2:])
-    else:
-        pieces = [int(p) for p in main.split(":")]
-        pieces += [0] * (3 - len(pieces))
-        hours, minutes, seconds = pieces[:3]
-    if minutes > 59 or seconds > 59:
-        raise ValueError(raw)
-    micro, carry = _round_fraction(frac, fsp)
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds + int(carry)
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if total == 0 and micro == 0:
-        sign = ""
-    return f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}" + (f".{micro:0{fsp}d}" if fsp else "")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -892,7 +377,7 @@ class _KeySpec:
     columns: list[str] | None  # None: a key with expression parts (not usable as a handle key)
 
 
-def _parse_key_parts(s: _Stream) -> list[str] | None:
+def _parse_key_parts(s: TokenStream) -> list[str] | None:
     s.expect_kind(TokenType.L_PAREN, "( before the key columns")
     columns: list[str] | None = []
     while True:
@@ -912,7 +397,7 @@ def _parse_key_parts(s: _Stream) -> list[str] | None:
     return columns
 
 
-def _parse_key_after_kind(s: _Stream, primary: bool) -> _KeySpec:
+def _parse_key_after_kind(s: TokenStream, primary: bool) -> _KeySpec:
     """After ``PRIMARY KEY`` / ``UNIQUE [KEY|INDEX]``: ``[IF NOT EXISTS] [name] [USING x] (parts) [options]``."""
     s.accept("IF", "NOT", "EXISTS")
     name = None
@@ -929,7 +414,7 @@ _CONSTRAINT_WORDS = frozenset({"CONSTRAINT", "PRIMARY", "UNIQUE", "KEY", "INDEX"
                                "CHECK"})
 
 
-def _parse_constraint(s: _Stream) -> _KeySpec | None:
+def _parse_constraint(s: TokenStream) -> _KeySpec | None:
     """A table-level constraint or index; a key spec for PRIMARY KEY / UNIQUE, else None (skipped)."""
     if s.accept("CONSTRAINT"):
         if not (s.at("PRIMARY") or s.at("UNIQUE") or s.at("FOREIGN") or s.at("CHECK")):
@@ -1077,7 +562,7 @@ class _Draft:
 # Statements
 
 
-def _table_charset_binary(s: _Stream) -> bool:
+def _table_charset_binary(s: TokenStream) -> bool:
     """Scan table options for ``[DEFAULT] CHARSET|CHARACTER SET [=] x`` / ``COLLATE [=] x``."""
     binary = False
     while not s.at_end():
@@ -1092,7 +577,7 @@ def _table_charset_binary(s: _Stream) -> bool:
     return binary
 
 
-def _parse_create_table(stmt: _Statement, s: _Stream, schema: str,
+def _parse_create_table(stmt: Statement, s: TokenStream, schema: str,
                         known: dict[tuple[str, str], tuple[TableDef, list[str]]]) -> tuple[_Draft, bool]:
     """After ``CREATE TABLE``: the new table and whether it had ``IF NOT EXISTS``."""
     if_not_exists = s.accept("IF", "NOT", "EXISTS")
@@ -1129,7 +614,7 @@ def _parse_create_table(stmt: _Statement, s: _Stream, schema: str,
     return _build_draft(stmt, db, name, specs, keys, table_binary), if_not_exists
 
 
-def _build_draft(stmt: _Statement, db: str, name: str, specs: list[_ColSpec], keys: list[_KeySpec],
+def _build_draft(stmt: Statement, db: str, name: str, specs: list[_ColSpec], keys: list[_KeySpec],
                  table_binary: bool) -> _Draft:
     qualified = f"{db}.{name}"
     seen: set[str] = set()
@@ -1169,7 +654,7 @@ class _Catalog:
     def put(self, draft: _Draft) -> None:
         self.tables[self.key(draft.schema, draft.name)] = (draft.to_table(), draft.key_names)
 
-    def get(self, s: _Stream, db: str | None, name: str) -> tuple[tuple[str, str], _Draft]:
+    def get(self, s: TokenStream, db: str | None, name: str) -> tuple[tuple[str, str], _Draft]:
         key = self.key(db or self.schema, name)
         entry = self.tables.get(key)
         if entry is None:
@@ -1180,8 +665,8 @@ class _Catalog:
                           + f" (known: {known})")
         return key, _Draft.of(entry[0], entry[1])
 
-    def execute(self, stmt: _Statement) -> None:
-        s = _Stream(stmt)
+    def execute(self, stmt: Statement) -> None:
+        s = TokenStream(stmt)
         first = s.word()
         if first == "USE":
             self._use(stmt)
@@ -1199,23 +684,23 @@ class _Catalog:
 
     # -- sqlglot for the statements it models exactly
 
-    def _ast(self, stmt: _Statement) -> exp.Expression | None:
+    def _ast(self, stmt: Statement) -> exp.Expression | None:
         tokens: list[Token] = []
         for tok in stmt.toks:
             if not tokens or tokens[-1] is not tok.src:
                 tokens.append(tok.src)
         try:
-            parsed = _DIALECT.parser().parse(tokens, stmt.text)
+            parsed = DIALECT.parser().parse(tokens, stmt.text)
         except ParseError as exc:
-            raise _Stream(stmt).error(f"cannot parse {stmt.source[:60]!r} ({exc})") from None
+            raise TokenStream(stmt).error(f"cannot parse {stmt.source[:60]!r} ({exc})") from None
         return parsed[0] if parsed else None
 
-    def _use(self, stmt: _Statement) -> None:
+    def _use(self, stmt: Statement) -> None:
         node = self._ast(stmt)
         if isinstance(node, exp.Use) and node.this is not None:
             self.schema = node.this.name or node.this.db
 
-    def _create(self, stmt: _Statement, s: _Stream) -> None:
+    def _create(self, stmt: Statement, s: TokenStream) -> None:
         s.pos = 1
         s.accept("OR", "REPLACE")
         if s.accept("TEMPORARY") or s.at("GLOBAL", "TEMPORARY"):
@@ -1256,7 +741,7 @@ class _Catalog:
                 draft.add_key(_KeySpec(primary=False, name=index_name, columns=columns), set(), lenient=True)
                 self.tables[key] = (draft.to_table(), draft.key_names)
 
-    def _drop(self, stmt: _Statement, s: _Stream) -> None:
+    def _drop(self, stmt: Statement, s: TokenStream) -> None:
         if s.word(1) == "INDEX":
             s.pos = 2
             s.accept("IF", "EXISTS")
@@ -1288,7 +773,7 @@ class _Catalog:
         if self.strict and not found and targets and not node.args.get("exists"):
             self.get(s, targets[0].db or None, targets[0].name)  # raises: the statement is about another table
 
-    def _rename(self, s: _Stream) -> None:
+    def _rename(self, s: TokenStream) -> None:
         s.table = ""
         matched = False
         while True:
@@ -1306,7 +791,7 @@ class _Catalog:
         if not matched:
             self.get(s, db, name)  # raises: none of the renamed tables is known
 
-    def _alter(self, stmt: _Statement, s: _Stream) -> None:
+    def _alter(self, stmt: Statement, s: TokenStream) -> None:
         s.accept("IGNORE")
         db, name = s.table_name()
         key, draft = self.get(s, db, name)
@@ -1319,7 +804,7 @@ class _Catalog:
         del self.tables[key]
         self.tables[self.key(draft.schema, draft.name)] = (draft.to_table(), draft.key_names)
 
-    def _alter_spec(self, stmt: _Statement, s: _Stream, draft: _Draft) -> None:
+    def _alter_spec(self, stmt: Statement, s: TokenStream, draft: _Draft) -> None:
         if s.accept("ADD"):
             if s.word() in _CONSTRAINT_WORDS:
                 key = _parse_constraint(s)
@@ -1394,7 +879,7 @@ class _Catalog:
                 if i is not None:
                     col = draft.columns[i]
                     draft.columns[i] = col.model_copy(
-                        update={"default": _evaluate_default(toks, stmt, col, draft.qualified)})
+                        update={"default": evaluate_default(toks, stmt, col, draft.qualified)})
             elif s.accept("DROP", "DEFAULT"):
                 if i is not None:
                     draft.columns[i] = draft.columns[i].model_copy(update={"default": None})
@@ -1411,7 +896,7 @@ class _Catalog:
         else:
             s.skip_element()  # table options, ALGORITHM, LOCK, ORDER BY, partitions, TiFlash replicas ...
 
-    def _position(self, s: _Stream, draft: _Draft) -> int | None:
+    def _position(self, s: TokenStream, draft: _Draft) -> int | None:
         if s.accept("FIRST"):
             return 0
         if s.accept("AFTER"):
@@ -1423,7 +908,7 @@ class _Catalog:
             return i + 1
         return None
 
-    def _add_column(self, stmt: _Statement, s: _Stream, draft: _Draft, spec: _ColSpec, *, positioned: bool) -> None:
+    def _add_column(self, stmt: Statement, s: TokenStream, draft: _Draft, spec: _ColSpec, *, positioned: bool) -> None:
         position = self._position(s, draft) if positioned else None
         if spec.virtual:
             return
@@ -1433,7 +918,7 @@ class _Catalog:
         draft.columns.insert(len(draft.columns) if position is None else position, col)
         self._inline_keys(draft, spec)
 
-    def _replace_column(self, stmt: _Statement, s: _Stream, draft: _Draft, old: str, spec: _ColSpec) -> None:
+    def _replace_column(self, stmt: Statement, s: TokenStream, draft: _Draft, old: str, spec: _ColSpec) -> None:
         i = draft.find(old)
         if i is None:
             if spec.virtual:
@@ -1477,7 +962,7 @@ def parse_ddl(text: str, *, default_schema: str = "default") -> list[TableDef]:
     ('shop.orders', ('id',), 'x')
     """
     catalog = _Catalog(default_schema)
-    for stmt in _statements(text):
+    for stmt in split_statements(text):
         catalog.execute(stmt)
     if not catalog.created:
         raise TableDefinitionError(
@@ -1510,7 +995,7 @@ def apply_ddl(table: TableDef, statement: str) -> TableDef | None:
     """
     catalog = _Catalog(table.schema_name, strict=True)
     catalog.tables[catalog.key(table.schema_name, table.table)] = (table, _Draft.of(table).key_names)
-    for stmt in _statements(statement):
+    for stmt in split_statements(statement):
         catalog.execute(stmt)
     if not catalog.tables:
         return None
@@ -1527,8 +1012,8 @@ def column_from_type(name: str, type_text: str, *, table: str = "?") -> ColumnDe
     >>> column_from_type("c", "varchar(255) CHARACTER SET binary").type
     <MySQLType.VARBINARY: 'VARBINARY'>
     """
-    stmt = _Statement(_lex(type_text), type_text)
-    s = _Stream(stmt, table)
+    stmt = Statement(lex(type_text), type_text)
+    s = TokenStream(stmt, table)
     if s.at_end():
         raise unsupported_type(table, name, type_text, "which is empty")
     spec = _parse_type(s, table, name)
