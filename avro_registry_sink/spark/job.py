@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from avro_registry_sink.changes import KAFKA_DDL
 from avro_registry_sink.config import SinkConfig
-from avro_registry_sink.errors import AvroSinkError, ConfigError, SourceError
+from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.routing import TopicRouter
@@ -535,7 +535,17 @@ class _BatchProcessor:
         assert self.layout is not None
         files = resolve_storage_files(self.layout, paths, self.hints)
         self._warnings = self._late_files(files)
-        plans = self.manager.prepare_batch(files.tables.values())
+        try:
+            plans = self.manager.prepare_batch(files.tables.values())
+        except NoHandleKey as exc:
+            table = exc.context.get("table") or ""
+            if tuple(table.split(".", 1)) in self.hints:
+                raise
+            raise NoHandleKey(
+                f"{exc.message} Storage-sink schema files record the primary key but not unique keys: if "
+                f"{table} has a UNIQUE KEY over NOT NULL columns, give its CREATE TABLE with --tables.",
+                table=table,
+            ) from exc
         early = [json.loads(e) for e in files.errors]
         relpaths = [(relpath,) for relpath, _, _ in files.files]
         slices = max(1, min(len(relpaths), spark.sparkContext.defaultParallelism * 2))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from avro_registry_sink.config import RegistryConfig, SinkConfig
-from avro_registry_sink.errors import IncompatibleSchema
+from avro_registry_sink.errors import IncompatibleSchema, NoHandleKey
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo
@@ -26,7 +26,7 @@ from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sinks import FileSink
 from avro_registry_sink.spark.sources import parse_source
 
-from tests.support.job import by_partition, decode_file_sink, expected_state, key_of, replay, stamp_in_order 
+from tests.support.job import by_partition, decode_file_sink, expected_state, key_of, replay, stamp_in_order
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -194,6 +194,15 @@ def test_incompatible_schema_fails_the_batch_and_commits_nothing(spark, tmp_path
     run_job(spark, options, registry=registry)  # the same batch again, now accepted
     _assert_delivered(manifest, tmp_path / "out", registry)
 
+
+def test_a_table_without_a_key_in_its_schema_files_asks_for_its_ddl(spark, tmp_path, registry):
+    manifest = generate_demo(tmp_path / "in", rows_per_table=4)  # shop.customers: keyed by a UNIQUE KEY only
+    options = replace(_options(manifest, tmp_path / "in", tmp_path), tables=())
+
+    with pytest.raises(NoHandleKey) as failure:
+        run_job(spark, options, registry=registry)
+    assert "shop.customers" in str(failure.value) and "--tables" in str(failure.value)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.jsonl"))
 
 def test_partition_dispatch_rules(spark, tmp_path, registry):
     from avro_registry_sink.config import DispatchRule, PartitionStrategy
