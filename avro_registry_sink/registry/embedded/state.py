@@ -1,0 +1,260 @@
+"""The embedded registry's state (schemas, subjects, versions, config, mode), its mutations ("ops"), and
+the two backends: in memory, and SQLite (every op written through in one transaction, reloaded when
+another connection changed the file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DropVersion", "MemoryBackend", "Op", "PutConfig", "PutMode", "PutSchema", "PutVersion", "Reference",
+           "SqliteBackend", "State", "StoredSchema", "Version"]
+
+# ---------------------------------------------------------------------------------------------------
+# Registry state and its mutations ("ops"), shared by both backends.
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+    subject: str
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "subject": self.subject, "version": self.version}
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    id: int
+    schema_type: str
+    text: str
+    references: tuple[Reference, ...]
+    digest: str
+
+
+@dataclass(frozen=True)
+class Version:
+    subject: str
+    version: int
+    schema_id: int
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class PutSchema:
+    schema: StoredSchema
+
+
+@dataclass(frozen=True)
+class PutVersion:
+    version: Version
+
+
+@dataclass(frozen=True)
+class DropVersion:
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
+class PutConfig:
+    scope: str | None  # None: global
+    config: dict[str, Any] | None  # None: delete
+
+
+@dataclass(frozen=True)
+class PutMode:
+    scope: str | None
+    mode: str | None
+
+
+Op = PutSchema | PutVersion | DropVersion | PutConfig | PutMode
+
+
+@dataclass
+class State:
+    schemas: dict[int, StoredSchema] = field(default_factory=dict)
+    by_digest: dict[str, int] = field(default_factory=dict)
+    subjects: dict[str, dict[int, Version]] = field(default_factory=dict)
+    config: dict[str | None, dict[str, Any]] = field(default_factory=dict)
+    mode: dict[str | None, str] = field(default_factory=dict)
+    max_id: int = 0
+
+    def apply(self, op: Op) -> None:
+        if isinstance(op, PutSchema):
+            s = op.schema
+            self.schemas[s.id] = s
+            self.by_digest.setdefault(s.digest, s.id)
+            self.max_id = max(self.max_id, s.id)
+        elif isinstance(op, PutVersion):
+            v = op.version
+            self.subjects.setdefault(v.subject, {})[v.version] = v
+        elif isinstance(op, DropVersion):
+            versions = self.subjects.get(op.subject, {})
+            versions.pop(op.version, None)
+            if not versions:
+                self.subjects.pop(op.subject, None)
+        elif isinstance(op, PutConfig):
+            if op.config is None:
+                self.config.pop(op.scope, None)
+            else:
+                self.config[op.scope] = dict(op.config)
+        elif isinstance(op, PutMode):
+            if op.mode is None:
+                self.mode.pop(op.scope, None)
+            else:
+                self.mode[op.scope] = op.mode
+
+    # -- queries -----------------------------------------------------------------------------------
+    def versions(self, subject: str, *, deleted: bool) -> list[Version]:
+        """The subject's versions ascending; soft-deleted ones only with ``deleted``."""
+        found = self.subjects.get(subject, {})
+        return [found[n] for n in sorted(found) if deleted or not found[n].deleted]
+
+    def is_resolvable(self, schema_id: int) -> bool:
+        return any(v.schema_id == schema_id for vs in self.subjects.values() for v in vs.values())
+
+
+class MemoryBackend:
+    """Keeps nothing beyond the process; the state itself is the store."""
+
+    def load(self) -> State:
+        return State()
+
+    def is_stale(self) -> bool:
+        return False
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        yield
+
+    def persist(self, ops: Sequence[Op]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+_GLOBAL_SCOPE = ""  # SQLite key of the global config/mode ("" is never a valid subject)
+
+_SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS registry_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS schemas (
+    id INTEGER PRIMARY KEY,
+    schema_type TEXT NOT NULL,
+    schema TEXT NOT NULL,
+    refs TEXT NOT NULL,
+    digest TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS versions (
+    subject TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    schema_id INTEGER NOT NULL REFERENCES schemas(id),
+    deleted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (subject, version)
+);
+CREATE TABLE IF NOT EXISTS config (scope TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS mode (scope TEXT PRIMARY KEY, mode TEXT NOT NULL);
+"""
+
+
+class SqliteBackend:
+    """One SQLite file in WAL mode; each mutation is one ``BEGIN IMMEDIATE`` transaction."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        with self.transaction():
+            for statement in _SQLITE_SCHEMA.split(";"):  # executescript would COMMIT first
+                if statement.strip():
+                    self._conn.execute(statement)
+            self._conn.execute(
+                "INSERT OR IGNORE INTO registry_meta (key, value) VALUES ('format', '1')"
+            )
+        self._data_version = -1
+
+    def _current_version(self) -> int:
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def load(self) -> State:
+        state = State()
+        conn = self._conn
+        for sid, stype, text, refs, digest in conn.execute(
+            "SELECT id, schema_type, schema, refs, digest FROM schemas ORDER BY id"
+        ):
+            references = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in json.loads(refs))
+            state.apply(PutSchema(StoredSchema(sid, stype, text, references, digest)))
+        for subject, version, sid, deleted in conn.execute(
+            "SELECT subject, version, schema_id, deleted FROM versions ORDER BY subject, version"
+        ):
+            state.apply(PutVersion(Version(subject, version, sid, bool(deleted))))
+        for scope, value in conn.execute("SELECT scope, value FROM config"):
+            state.apply(PutConfig(None if scope == _GLOBAL_SCOPE else scope, json.loads(value)))
+        for scope, mode in conn.execute("SELECT scope, mode FROM mode"):
+            state.apply(PutMode(None if scope == _GLOBAL_SCOPE else scope, mode))
+        self._data_version = self._current_version()
+        return state
+
+    def is_stale(self) -> bool:
+        # data_version changes only when *another* connection commits, so our own writes never count.
+        return self._current_version() != self._data_version
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def persist(self, ops: Sequence[Op]) -> None:
+        conn = self._conn
+        for op in ops:
+            if isinstance(op, PutSchema):
+                s = op.schema
+                refs = json.dumps([r.to_json() for r in s.references])
+                conn.execute(
+                    "INSERT OR REPLACE INTO schemas (id, schema_type, schema, refs, digest) VALUES (?, ?, ?, ?, ?)",
+                    (s.id, s.schema_type, s.text, refs, s.digest),
+                )
+            elif isinstance(op, PutVersion):
+                v = op.version
+                conn.execute(
+                    "INSERT OR REPLACE INTO versions (subject, version, schema_id, deleted) VALUES (?, ?, ?, ?)",
+                    (v.subject, v.version, v.schema_id, int(v.deleted)),
+                )
+            elif isinstance(op, DropVersion):
+                conn.execute("DELETE FROM versions WHERE subject = ? AND version = ?", (op.subject, op.version))
+            elif isinstance(op, PutConfig):
+                scope = _GLOBAL_SCOPE if op.scope is None else op.scope
+                if op.config is None:
+                    conn.execute("DELETE FROM config WHERE scope = ?", (scope,))
+                else:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO config (scope, value) VALUES (?, ?)", (scope, json.dumps(op.config))
+                    )
+            elif isinstance(op, PutMode):
+                scope = _GLOBAL_SCOPE if op.scope is None else op.scope
+                if op.mode is None:
+                    conn.execute("DELETE FROM mode WHERE scope = ?", (scope,))
+                else:
+                    conn.execute("INSERT OR REPLACE INTO mode (scope, mode) VALUES (?, ?)", (scope, op.mode))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
