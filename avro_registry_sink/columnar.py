@@ -52,6 +52,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from avro_registry_sink.avro_binary import (
+    I32,
+    I64,
+    U8,
+    U64,
+    Bits,
+    Body,
+    Bytes,
+    Decimals,
+    Floats,
+    Longs,
+    Mat,
+    Scratch,
+    Word,
+    assemble,
+    be_word,
+    byte_len_signed,
+    byte_len_unsigned,
+    len_varint,
+    sized_bytes,
+    u64,
+    varint,
+    wide_twos,
+    zigzag,
+)
 from avro_registry_sink.config import DecimalMode
 from avro_registry_sink.encoder import MAGIC_BYTE, EncodingPlan, Op
 from avro_registry_sink.errors import EncodingError
@@ -64,11 +89,6 @@ __all__ = ["CHUNK_ROWS", "ColumnarEncoder", "parse_ops"]
 #: table) and keeps the working set in cache; results are concatenated.
 CHUNK_ROWS = 65536
 
-_INLINE = 12  # Arrow binary views hold up to 12 bytes inline
-_U8 = np.uint8
-_I32 = np.int32
-_I64 = np.int64
-_U64 = np.uint64
 
 # Op codes of the ``ops`` array, after parsing.
 _INSERT, _UPDATE, _DELETE = 0, 1, 2
@@ -95,333 +115,6 @@ class _Failure:
     phase: int  # 0 key, 1 value (the reference encodes a row's key before its value)
     order: int  # field position
     error: EncodingError
-
-
-# --------------------------------------------------------------------------------------------------
-# Datums: the Avro values of one field for the rows of a chunk, as arrays.
-
-
-@dataclass
-class _Longs:
-    values: np.ndarray  # int64
-    valid: np.ndarray | None  # bool, None = no nulls
-
-
-@dataclass
-class _Floats:
-    values: np.ndarray  # float32 or float64
-    valid: np.ndarray | None
-
-
-@dataclass
-class _Bytes:
-    views: np.ndarray  # (n, 4) int32: Arrow binary-view structs (length, prefix, buffer index, offset)
-    buffers: list[pa.Buffer]  # the views' data buffers
-    valid: np.ndarray | None
-
-    @property
-    def lens(self) -> np.ndarray:
-        lens = self.views[:, 0].astype(_I64)
-        return lens if self.valid is None else np.where(self.valid, lens, 0)
-
-
-@dataclass
-class _Decimals:
-    le: np.ndarray | None  # (n, W) uint8 little-endian two's complement, or None when ``small`` is used
-    small: np.ndarray | None  # int64 unscaled values when they all fit in 64 bits
-    valid: np.ndarray | None
-
-
-@dataclass
-class _Bits:
-    values: np.ndarray  # uint64
-    valid: np.ndarray | None
-
-
-# --------------------------------------------------------------------------------------------------
-# Parts and the assembler.
-#
-# A part is the bytes one field contributes to each row:
-#   _Word: up to 16 bytes held in two little-endian uint64 words (lo = bytes 0..7, hi = bytes 8..15),
-#          with a per-row (or constant) length; varints, floats, headers, union branches, small decimals.
-#   _Mat:  longer values as a left-aligned (n, w) byte matrix (decimals above 64 bits).
-#   _Body: string/bytes payloads as Arrow binary views into the column's own buffers.
-# Consecutive words are merged into segments of at most 16 bytes (per-row shifts, no Python per row);
-# every segment of every row becomes one binary view, and one Arrow cast concatenates them.
-
-
-@dataclass
-class _Word:
-    lo: Any  # uint64 array, or a numpy scalar for a constant part
-    hi: Any  # uint64 array/scalar, or None when the part never exceeds 8 bytes
-    lens: Any  # int64 array, or an int for a fixed width
-    width: int  # the longest this part gets (<= 16)
-
-
-@dataclass
-class _Mat:
-    matrix: np.ndarray
-    lens: np.ndarray
-
-
-@dataclass
-class _Body:
-    views: np.ndarray  # (n, 4) int32 binary views, buffer indexes relative to ``buffers``
-    lens: np.ndarray
-    buffers: list[pa.Buffer]
-
-
-_SEGMENT = 16
-_SIXTY_FOUR = np.uint64(64)
-
-
-class _Segment:
-    """Words concatenated row by row: bytes 0..15 of each row in (lo, hi)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.lo = np.zeros(n, _U64)
-        self.hi: np.ndarray | None = None
-        self.lens: Any = 0
-        self.width = 0
-
-    def fits(self, part: _Word) -> bool:
-        return self.width + part.width <= _SEGMENT
-
-    def add(self, part: _Word) -> None:
-        shift = self.lens
-        if self.width + part.width > 8 and self.hi is None:
-            self.hi = np.zeros(self.n, _U64)
-        if isinstance(shift, int):
-            bits = np.uint64(8 * shift)
-            if shift + part.width <= 8:
-                self.lo |= part.lo << bits
-            elif shift >= 8:
-                self.hi |= part.lo << np.uint64(8 * (shift - 8))
-            else:
-                self.lo |= part.lo << bits
-                if shift:
-                    self.hi |= part.lo >> np.uint64(64 - 8 * shift)
-                if part.hi is not None:
-                    self.hi |= part.hi << bits
-        else:
-            bits = shift.astype(_U64) << np.uint64(3)
-            self.lo |= part.lo << bits
-            if self.hi is not None:
-                # shifts of 64 or more give 0 in numpy, and uint64 wrap-around makes 64 - bits huge
-                # where bits > 64: one of the two terms is the right one for each row
-                self.hi |= (part.lo >> (_SIXTY_FOUR - bits)) | (part.lo << (bits - _SIXTY_FOUR))
-                if part.hi is not None:
-                    self.hi |= part.hi << bits
-        self.lens = shift + part.lens
-        self.width += part.width
-
-
-class _Scratch:
-    """Reusable word buffers for the views of a chunk (fresh pages cost more than the encoding)."""
-
-    def __init__(self) -> None:
-        self._buffers = [np.empty(0, _U64), np.empty(0, _U64)]
-
-    def take(self, slot: int, size: int) -> np.ndarray:
-        if self._buffers[slot].size < size:
-            self._buffers[slot] = np.empty(size, _U64)
-        return self._buffers[slot][:size]
-
-
-def _assemble(parts: list[Any], n: int, scratch: _Scratch) -> pa.BinaryArray:
-    """Rows of concatenated parts -> one BinaryArray, through one binary-view cast."""
-    if n == 0:
-        return pa.array([], pa.binary())
-    segments: list[Any] = []
-    current: _Segment | None = None
-    for part in parts:
-        if isinstance(part, _Word):
-            if current is not None and not current.fits(part):
-                segments.append(current)
-                current = None
-            if current is None:
-                current = _Segment(n)
-            current.add(part)
-        else:
-            if current is not None:
-                segments.append(current)
-                current = None
-            segments.append(part)
-    if current is not None:
-        segments.append(current)
-    count = len(segments)
-    # Views are built per segment, contiguous (segment-major), then transposed once to row-major.
-    by_segment = scratch.take(0, count * n * 2).reshape(count, n, 2)
-    buffers: list[pa.Buffer] = []
-    total = 0
-    for j, seg in enumerate(segments):
-        block = by_segment[j]
-        lens = seg.lens
-        if isinstance(lens, int):
-            total += lens * n
-            lens_word: Any = _u(lens)
-            long_rows = np.full(n, lens > _INLINE) if lens > _INLINE else None
-        else:
-            total += int(lens.sum())
-            lens_word = lens.astype(_U64)
-            long_rows = lens > _INLINE if not isinstance(seg, _Segment) or seg.width > _INLINE else None
-        if isinstance(seg, _Segment):
-            lo = seg.lo
-            block[:, 0] = lens_word | (lo << _u(32))
-            second = lo >> _u(32)
-            if seg.hi is not None:
-                second |= seg.hi << _u(32)
-            if long_rows is not None and long_rows.any():
-                store = np.empty((n, 2), _U64)
-                store[:, 0] = lo
-                store[:, 1] = seg.hi if seg.hi is not None else 0
-                pointer = _u(len(buffers)) | (np.arange(0, 16 * n, 16, dtype=_U64) << _u(32))
-                second = np.where(long_rows, pointer, second)
-                buffers.append(pa.py_buffer(store))
-            block[:, 1] = second
-        elif isinstance(seg, _Body):
-            src = seg.views.view(_U64)
-            first = src[:, 0]
-            if not isinstance(lens, int):
-                first = (first & _u(0xFFFFFFFF00000000)) | lens_word  # nulls: length 0
-            block[:, 0] = first
-            if buffers and seg.buffers:
-                block[:, 1] = src[:, 1] + np.where(lens > _INLINE, _u(len(buffers)), _u(0))
-            else:
-                block[:, 1] = src[:, 1]
-            buffers.extend(seg.buffers)
-        else:  # _Mat
-            matrix = np.ascontiguousarray(seg.matrix)
-            w = matrix.shape[1]
-            head = np.zeros((n, 16), _U8)
-            head[:, 4: 4 + min(w, _INLINE)] = matrix[:, :_INLINE]
-            words = head.view(_U64)
-            block[:, 0] = words[:, 0] | lens_word
-            second = words[:, 1]
-            if long_rows is not None and long_rows.any():
-                pointer = _u(len(buffers)) | (np.arange(0, w * n, w, dtype=_U64) << _u(32))
-                second = np.where(long_rows, pointer, second)
-                buffers.append(pa.py_buffer(matrix))
-            block[:, 1] = second
-    if total >= 1 << 31:
-        raise EncodingError(f"A chunk's Avro output is {total} bytes, over Arrow binary's 2 GiB; encode smaller batches.")
-    views = scratch.take(1, n * count * 2).reshape(n, count, 2)
-    np.copyto(views.view("V16").reshape(n, count), by_segment.view("V16").reshape(count, n).T)
-    view_array = pa.Array.from_buffers(pa.binary_view(), n * count, [None, pa.py_buffer(views), *buffers])
-    flat = view_array.cast(pa.binary())
-    offsets = np.frombuffer(flat.buffers()[1], dtype=_I32)[: n * count + 1]
-    row_offsets = np.ascontiguousarray(offsets[::count])
-    return pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(row_offsets), flat.buffers()[2]])
-
-
-# --------------------------------------------------------------------------------------------------
-# Vectorized Avro primitives.
-
-
-def _zigzag(values: np.ndarray) -> np.ndarray:
-    """Avro's zig-zag for longs: (n << 1) ^ (n >> 63), as uint64."""
-    v = values.astype(_I64, copy=False)
-    return ((v << 1) ^ (v >> 63)).view(_U64)
-
-
-def _u(value: int) -> np.uint64:
-    return np.uint64(value)
-
-
-# Continuation bits by varint length: 0x80 on every byte but the last.
-_CONT_LO = np.array([0, 0] + [sum(0x80 << (8 * k) for k in range(n - 1)) for n in range(2, 9)]
-                    + [0x8080808080808080] * 2, _U64)
-_CONT_HI = np.array([0] * 10 + [0x80], _U64)
-
-
-def _bit_length(words: np.ndarray) -> np.ndarray:
-    """Bit length of uint64 words with no run of 53 one-bits (so float64 rounding keeps the exponent)."""
-    exponent = words.astype(np.float64).view(_I64) >> 52
-    return np.maximum(exponent - 1022, 0)
-
-
-def _varint(z: np.ndarray) -> _Word:
-    """Unsigned varints (7 bits per byte, low group first) of a uint64 array, as words.
-
-    The 7-bit groups are spread into bytes in three mask-and-shift stages (28/14/7 bits, as a software
-    ``pdep``); a byte length is the spread word's bit length rounded up to bytes, and the continuation
-    bits come from a table indexed by that length."""
-    n = z.shape[0]
-    top = int(z.max()) if n else 0
-    if top < 1 << 7:
-        return _Word(z, None, 1, 1)
-    x = z if top < 1 << 56 else z & _u((1 << 56) - 1)
-    if top >= 1 << 28:
-        x = (x & _u(0xFFFFFFF)) | ((x & _u(0xFFFFFFF << 28)) << _u(4))
-    if top >= 1 << 14:
-        x = (x & _u(0x00003FFF00003FFF)) | ((x & _u(0x0FFFC0000FFFC000)) << _u(2))
-    x = (x & _u(0x007F007F007F007F)) | ((x & _u(0x3F803F803F803F80)) << _u(1))
-    if top < 1 << 14:
-        lens = (z >= _u(128)).astype(_I64) + 1
-    else:
-        lens = np.maximum((_bit_length(x) + 7) >> 3, 1)
-    hi = None
-    if top >= 1 << 56:
-        big = z >= _u(1 << 56)
-        y = z >> _u(56)
-        hi = (y & _u(0x7F)) | ((y & _u(0x80)) << _u(1))
-        lens = np.where(big, 9 + (z >= _u(1 << 63)), lens)
-        hi |= _CONT_HI[lens]
-    x |= _CONT_LO[lens]
-    width = max(1, (top.bit_length() + 6) // 7)
-    return _Word(x, hi, lens, width)
-
-
-def _len_varint(lens: np.ndarray) -> _Word:
-    return _varint(lens.astype(_U64) << _u(1))  # zig-zag of a non-negative length
-
-
-def _byte_len_signed(values: np.ndarray) -> np.ndarray:
-    """Minimal two's-complement length of int64 values (0 -> 1, 128 -> 2, -128 -> 1, -129 -> 2)."""
-    mag = (values ^ (values >> 63)).view(_U64)
-    high = (mag >> _u(32)).astype(np.float64).view(_I64) >> 52
-    low = (mag & _u(0xFFFFFFFF)).astype(np.float64).view(_I64) >> 52
-    bits = np.where(mag >> _u(32) != 0, high - 1022 + 32, np.maximum(low - 1022, 0))  # exact: <= 32-bit halves
-    return (bits >> 3) + 1
-
-
-def _byte_len_unsigned(values: np.ndarray) -> np.ndarray:
-    """Minimal big-endian length of uint64 values, at least one byte (BIT)."""
-    high = (values >> _u(32)).astype(np.float64).view(_I64) >> 52
-    low = (values & _u(0xFFFFFFFF)).astype(np.float64).view(_I64) >> 52
-    bits = np.where(values >> _u(32) != 0, high - 1022 + 32, np.maximum(low - 1022, 0))
-    return np.maximum((bits + 7) >> 3, 1)
-
-
-def _be_word(values: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The low ``lens`` bytes of each value, big-endian, as a word whose memory holds them first."""
-    shifted = values.view(_U64) << ((8 - lens).astype(_U64) << _u(3))
-    return shifted.byteswap()
-
-
-def _sized_bytes(lens: np.ndarray, be: np.ndarray) -> _Word:
-    """A bytes datum of at most 8 bytes: zig-zag length byte, then the bytes."""
-    lo = (lens.astype(_U64) << _u(1)) | (be << _u(8))
-    hi = be >> _u(56)
-    return _Word(lo, hi, lens + 1, 9)
-
-
-def _wide_twos(le: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Minimal big-endian two's complement of (n, W) little-endian values: (left-aligned matrix, lens)."""
-    n, width = le.shape
-    negative = le[:, width - 1] >= 0x80
-    mag = le ^ (negative.view(_U8) * _U8(0xFF))[:, None]
-    nonzero = mag != 0
-    has = nonzero.any(axis=1)
-    top = width - 1 - np.argmax(nonzero[:, ::-1], axis=1)
-    top_byte = mag[np.arange(n), top]
-    lens = np.where(has, top + 1 + (top_byte >= 0x80), 1).astype(_I64)
-    ramp = np.arange(width, dtype=_I64)
-    index = np.clip(lens[:, None] - 1 - ramp, 0, width - 1)
-    out = np.take_along_axis(le, index, axis=1)
-    out *= ramp < lens[:, None]
-    return out, lens
 
 
 # --------------------------------------------------------------------------------------------------
@@ -500,7 +193,7 @@ def _rebased(arr: pa.Array) -> pa.Array:
     n = len(arr)
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
     buffers = arr.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=_I64 if large else _I32)[arr.offset: arr.offset + n + 1]
+    offsets = np.frombuffer(buffers[1], dtype=I64 if large else I32)[arr.offset: arr.offset + n + 1]
     start = int(offsets[0])
     data = buffers[2].slice(start, int(offsets[-1]) - start) if buffers[2] is not None else None
     bitmap = None
@@ -510,7 +203,7 @@ def _rebased(arr: pa.Array) -> pa.Array:
                                  null_count=arr.null_count)
 
 
-def _bytes_of(arr: pa.Array, valid: np.ndarray | None) -> _Bytes:
+def _bytes_of(arr: pa.Array, valid: np.ndarray | None) -> Bytes:
     """A string/binary column as Arrow binary views (zero-copy over its data buffers)."""
     t = arr.type
     if arr.offset and not (pa.types.is_string_view(t) or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t)):
@@ -520,8 +213,8 @@ def _bytes_of(arr: pa.Array, valid: np.ndarray | None) -> _Bytes:
     else:
         viewed = arr if pa.types.is_binary_view(t) else arr.cast(pa.binary_view())
     buffers = viewed.buffers()
-    views = np.frombuffer(buffers[1], dtype=_I32).reshape(-1, 4)[viewed.offset: viewed.offset + len(viewed)]
-    return _Bytes(views, [b for b in buffers[2:] if b is not None], valid)
+    views = np.frombuffer(buffers[1], dtype=I32).reshape(-1, 4)[viewed.offset: viewed.offset + len(viewed)]
+    return Bytes(views, [b for b in buffers[2:] if b is not None], valid)
 
 
 def _first(mask: np.ndarray) -> int | None:
@@ -567,12 +260,12 @@ def _fixed_point_text(arr: pa.Array, scale: int) -> pa.Array:
 
 def _decimal_limbs(arr: pa.Array) -> np.ndarray:
     """The (n, 2) little-endian uint64 limbs of a decimal128 array (values of null slots unspecified)."""
-    return np.frombuffer(arr.buffers()[1], dtype=_U64)[2 * arr.offset: 2 * (arr.offset + len(arr))].reshape(-1, 2)
+    return np.frombuffer(arr.buffers()[1], dtype=U64)[2 * arr.offset: 2 * (arr.offset + len(arr))].reshape(-1, 2)
 
 
 def _decimal_le(arr: pa.Array) -> np.ndarray:
     width = 16 if pa.types.is_decimal128(arr.type) else 32
-    return np.frombuffer(arr.buffers()[1], dtype=_U8)[width * arr.offset: width * (arr.offset + len(arr))].reshape(-1, width)
+    return np.frombuffer(arr.buffers()[1], dtype=U8)[width * arr.offset: width * (arr.offset + len(arr))].reshape(-1, width)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -605,11 +298,11 @@ class ColumnarEncoder:
         self._key_header = self._header(plan.key_schema_id) if plan.key_schema_id is not None else None
         self._value_header = self._header(plan.value_schema_id)
         self._converters = {c.name: converter_for(c) for c in table.columns}
-        self._scratch = _Scratch()
+        self._scratch = Scratch()
 
     @staticmethod
     def _header(schema_id: int) -> np.ndarray:
-        return np.frombuffer(bytes([MAGIC_BYTE]) + int(schema_id).to_bytes(4, "big"), dtype=_U8)
+        return np.frombuffer(bytes([MAGIC_BYTE]) + int(schema_id).to_bytes(4, "big"), dtype=U8)
 
     # -- public -----------------------------------------------------------------------------------
 
@@ -623,7 +316,7 @@ class ColumnarEncoder:
         """Framed keys (null when the table has no key schema) and values (null for DELETE rows)."""
         n = batch.num_rows
         columns = self._columns(batch)
-        op_codes = parse_ops(ops, n) if ops is not None else np.zeros(n, _U8)
+        op_codes = parse_ops(ops, n) if ops is not None else np.zeros(n, U8)
         ts = self._commit_ts(commit_ts, n)
         key_chunks: list[pa.Array] = []
         value_chunks: list[pa.Array] = []
@@ -662,33 +355,33 @@ class ColumnarEncoder:
 
     def _commit_ts(self, commit_ts: pa.Array | pa.ChunkedArray | None, n: int) -> np.ndarray:
         if commit_ts is None:
-            return np.zeros(n, _I64)
+            return np.zeros(n, I64)
         arr = _plain(commit_ts)
         if len(arr) != n:
             raise EncodingError(f"commit_ts has {len(arr)} values for a batch of {n} rows of table {self._table}.",
                                 table=self._table)
         if pa.types.is_uint64(arr.type):
-            values = _numpy(arr, _U64)
-            bad = _first(values >= _U64(1 << 63))
+            values = _numpy(arr, U64)
+            bad = _first(values >= U64(1 << 63))
             if bad is not None:
                 raise EncodingError(
                     f"commit_ts {int(values[bad])} of batch row {bad} does not fit Avro's long (table {self._table}, "
                     f"schema id {self.plan.value_schema_id}).", table=self._table, schema_id=self.plan.value_schema_id,
                     row=bad)
-            return values.view(_I64)
+            return values.view(I64)
         if not _is_int(arr.type):
             try:
                 arr = arr.cast(pa.int64())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 raise EncodingError(f"commit_ts of table {self._table} must be integers, not {arr.type}.",
                                     table=self._table) from None
-        return _numpy(arr, _I64)
+        return _numpy(arr, I64)
 
     # -- one chunk --------------------------------------------------------------------------------
 
     def _encode_chunk(self, columns: dict[str, pa.Array], ops: np.ndarray, ts: np.ndarray, base: int,
                       n: int) -> tuple[pa.Array, pa.Array]:
-        rows = np.arange(base, base + n, dtype=_I64)
+        rows = np.arange(base, base + n, dtype=I64)
         deletes = ops == _DELETE
         live = None if not deletes.any() else np.flatnonzero(~deletes)
         failures: list[_Failure] = []
@@ -796,10 +489,10 @@ class ColumnarEncoder:
 
     def _all_null(self, field: _Field, n: int, valid: np.ndarray) -> Any:
         if field.avro in ("int", "long"):
-            return _Longs(np.zeros(n, _I64), valid)
+            return Longs(np.zeros(n, I64), valid)
         if field.avro in ("float", "double"):
-            return _Floats(np.zeros(n, np.float32 if field.avro == "float" else np.float64), valid)
-        return _Bytes(np.zeros((n, 4), _I32), [], valid)
+            return Floats(np.zeros(n, np.float32 if field.avro == "float" else np.float64), valid)
+        return Bytes(np.zeros((n, 4), I32), [], valid)
 
     def _per_value(self, field: _Field, arr: pa.Array, valid: np.ndarray | None) -> Any:
         """The reference converter on each value (exact, Python speed) for inputs without a fast path."""
@@ -815,11 +508,11 @@ class ColumnarEncoder:
             except EncodingError as exc:
                 raise _ColumnFailure(i, exc) from None
         if field.avro in ("int", "long"):
-            return _Longs(_numpy(pa.array(out, pa.int64()), _I64), valid)
+            return Longs(_numpy(pa.array(out, pa.int64()), I64), valid)
         if field.avro == "float":
-            return _Floats(_numpy(pa.array(out, pa.float64()), np.float64).astype(np.float32), valid)
+            return Floats(_numpy(pa.array(out, pa.float64()), np.float64).astype(np.float32), valid)
         if field.avro == "double":
-            return _Floats(_numpy(pa.array(out, pa.float64()), np.float64), valid)
+            return Floats(_numpy(pa.array(out, pa.float64()), np.float64), valid)
         typed = pa.array(out, pa.string() if field.avro == "string" else pa.binary())
         return _bytes_of(typed, valid)
 
@@ -839,31 +532,31 @@ class ColumnarEncoder:
             arr, t = parsed, parsed.type
         if pa.types.is_decimal128(t) and t.scale == 0:
             limbs = _decimal_limbs(arr)
-            lo, hi = limbs[:, 0], limbs[:, 1].view(_I64)
+            lo, hi = limbs[:, 0], limbs[:, 1].view(I64)
             if wide and low >= 0:
                 bad = hi != 0
             else:
-                bad = hi != (lo.view(_I64) >> 63)
+                bad = hi != (lo.view(I64) >> 63)
             if valid is not None:
                 bad &= valid
             first = _first(bad)
             if first is not None:
                 raise _ColumnFailure(first, reason=why)
-            values = lo.view(_I64)
+            values = lo.view(I64)
             if wide and low >= 0:
                 return values if valid is None else np.where(valid, values, 0)
             return self._check_range(values if valid is None else np.where(valid, values, 0), valid, low, high, why)
         if not _is_int(t):
             return None
         if pa.types.is_uint64(t):
-            values = _numpy(arr, _U64)
+            values = _numpy(arr, U64)
             if wide:
-                return values.view(_I64)  # 0..2^64-1: wraps as Go's int64(uint64)
-            first = _first(values > _U64(high))
+                return values.view(I64)  # 0..2^64-1: wraps as Go's int64(uint64)
+            first = _first(values > U64(high))
             if first is not None:
                 raise _ColumnFailure(first, reason=why)
-            return self._check_range(values.view(_I64), valid, low, high, why)
-        values = _numpy(arr, _I64)
+            return self._check_range(values.view(I64), valid, low, high, why)
+        values = _numpy(arr, I64)
         if wide:
             first = _first(values < low) if low >= 0 else None
             if first is not None:
@@ -893,9 +586,9 @@ class ColumnarEncoder:
         if values is None:
             return None
         if field.avro == "string":  # BIGINT UNSIGNED in string mode: the decimal text of the number
-            text = pa.array(values.view(_U64), pa.uint64(), mask=None if valid is None else ~valid).cast(pa.string())
+            text = pa.array(values.view(U64), pa.uint64(), mask=None if valid is None else ~valid).cast(pa.string())
             return _bytes_of(text, valid)
-        return _Longs(values, valid)
+        return Longs(values, valid)
 
     def _year(self, field: _Field, arr: pa.Array, valid: np.ndarray | None) -> Any:
         values = self._ints(field, arr, valid, -(1 << 63), (1 << 63) - 1, "expected an integer")
@@ -907,7 +600,7 @@ class ColumnarEncoder:
         first = _first(bad)
         if first is not None:
             raise _ColumnFailure(first, reason="YEAR must be 0 or 1901..2155")
-        return _Longs(values, valid)
+        return Longs(values, valid)
 
     def _bit(self, field: _Field, arr: pa.Array, valid: np.ndarray | None) -> Any:
         width = field.column.length if field.column.length is not None else 1
@@ -917,12 +610,12 @@ class ColumnarEncoder:
         values = self._ints(field, arr, valid, 0, (1 << 64) - 1, f"does not fit in BIT({width})")
         if values is None:
             return None
-        bits = values.view(_U64)
+        bits = values.view(U64)
         if width < 64:
-            first = _first(bits >= _U64(1 << width))
+            first = _first(bits >= U64(1 << width))
             if first is not None:
                 raise _ColumnFailure(first, reason=f"does not fit in BIT({width})")
-        return _Bits(bits, valid)
+        return Bits(bits, valid)
 
     # floats --------------------------------------------------------------------------------------
 
@@ -940,8 +633,8 @@ class ColumnarEncoder:
         values = np.where(np.isfinite(values), values, 0.0)  # TiCDC's mounter: NaN and +-Inf -> 0
         if field.avro == "float":
             with np.errstate(over="ignore"):
-                return _Floats(values.astype(np.float32), valid)
-        return _Floats(values, valid)
+                return Floats(values.astype(np.float32), valid)
+        return Floats(values, valid)
 
     # decimals ------------------------------------------------------------------------------------
 
@@ -985,9 +678,9 @@ class ColumnarEncoder:
         le = _decimal_le(arr)
         small = None
         if le.shape[1] == 16:
-            limbs = le.view(_U64)
-            lo = limbs[:, 0].view(_I64)
-            fits = limbs[:, 1].view(_I64) == (lo >> 63)
+            limbs = le.view(U64)
+            lo = limbs[:, 0].view(I64)
+            fits = limbs[:, 1].view(I64) == (lo >> 63)
             if valid is not None:
                 fits |= ~valid
             if fits.all():
@@ -998,7 +691,7 @@ class ColumnarEncoder:
                 first = _first((small >= bound) | (small <= -bound))
                 if first is not None:
                     raise _ColumnFailure(first, reason=f"more than {precision} digits at scale {scale}")
-            return _Decimals(None, small, valid)
+            return Decimals(None, small, valid)
         if digits < t.precision:
             from decimal import Decimal
 
@@ -1008,8 +701,8 @@ class ColumnarEncoder:
             if first is not None:
                 raise _ColumnFailure(first, reason=f"more than {precision} digits at scale {scale}")
         if valid is not None:
-            le = le * valid[:, None].view(_U8)
-        return _Decimals(le, None, valid)
+            le = le * valid[:, None].view(U8)
+        return Decimals(le, None, valid)
 
     # text-like -----------------------------------------------------------------------------------
 
@@ -1045,7 +738,7 @@ class ColumnarEncoder:
             return _bytes_of(arr, valid)
         if not _is_int(t) or not elements:
             return None
-        values = _numpy(arr, _I64) if not pa.types.is_uint64(t) else None
+        values = _numpy(arr, I64) if not pa.types.is_uint64(t) else None
         if values is None:
             return None
         bad = (values < 1) | (values > len(elements))
@@ -1078,7 +771,7 @@ class ColumnarEncoder:
             return _bytes_of(arr, valid)
         if not _is_int(t) or not elements or pa.types.is_uint64(t):
             return None
-        values = _numpy(arr, _I64)
+        values = _numpy(arr, I64)
         bad = (values < 0) | (values >= (1 << len(elements)))
         if valid is not None:
             bad &= valid
@@ -1093,48 +786,48 @@ class ColumnarEncoder:
 
     def _write(self, header: np.ndarray, fields: list[_Field], datums: list[Any], n: int,
                ops: np.ndarray | None = None, ts: np.ndarray | None = None) -> pa.BinaryArray:
-        parts: list[Any] = [_Word(np.uint64(int.from_bytes(header.tobytes(), "little")), None, 5, 5)]
+        parts: list[Any] = [Word(np.uint64(int.from_bytes(header.tobytes(), "little")), None, 5, 5)]
         for field, datum in zip(fields, datums):
             parts.extend(_field_parts(field, datum, n))
         if ts is not None and self._ext:
             assert ops is not None
-            op = np.where(ops == _UPDATE, _u(2 | ord("u") << 8), _u(2 | ord("c") << 8))  # length 1, then c/u
-            parts.append(_Word(op, None, 2, 2))
-            parts.append(_varint(_zigzag(ts)))
-            parts.append(_varint(_zigzag(ts >> 18)))
-        return _assemble(parts, n, self._scratch)
+            op = np.where(ops == _UPDATE, u64(2 | ord("u") << 8), u64(2 | ord("c") << 8))  # length 1, then c/u
+            parts.append(Word(op, None, 2, 2))
+            parts.append(varint(zigzag(ts)))
+            parts.append(varint(zigzag(ts >> 18)))
+        return assemble(parts, n, self._scratch)
 
 
 def _field_parts(field: _Field, datum: Any, n: int) -> list[Any]:
     valid = datum.valid
     parts: list[Any]
-    if isinstance(datum, _Longs):
+    if isinstance(datum, Longs):
         values = datum.values if valid is None else np.where(valid, datum.values, 0)
-        parts = [_varint(_zigzag(values))]
-    elif isinstance(datum, _Floats):
+        parts = [varint(zigzag(values))]
+    elif isinstance(datum, Floats):
         if field.avro == "float":
-            bits = datum.values.astype(np.float32, copy=False).view(np.uint32).astype(_U64)
-            parts = [_Word(bits, None, 4, 4)]
+            bits = datum.values.astype(np.float32, copy=False).view(np.uint32).astype(U64)
+            parts = [Word(bits, None, 4, 4)]
         else:
-            parts = [_Word(datum.values.astype(np.float64, copy=False).view(_U64), None, 8, 8)]
-    elif isinstance(datum, _Bytes):
+            parts = [Word(datum.values.astype(np.float64, copy=False).view(U64), None, 8, 8)]
+    elif isinstance(datum, Bytes):
         lens = datum.lens
-        parts = [_len_varint(lens), _Body(datum.views, lens, datum.buffers)]
-    elif isinstance(datum, _Decimals):
+        parts = [len_varint(lens), Body(datum.views, lens, datum.buffers)]
+    elif isinstance(datum, Decimals):
         if datum.small is not None:
-            lens = _byte_len_signed(datum.small)
-            parts = [_sized_bytes(lens, _be_word(datum.small, lens))]
+            lens = byte_len_signed(datum.small)
+            parts = [sized_bytes(lens, be_word(datum.small, lens))]
         else:
             assert datum.le is not None
-            body, lens = _wide_twos(datum.le)
-            matrix = np.empty((n, 1 + body.shape[1]), _U8)
+            body, lens = wide_twos(datum.le)
+            matrix = np.empty((n, 1 + body.shape[1]), U8)
             matrix[:, 0] = lens << 1  # zig-zag length, < 64 so one byte
             matrix[:, 1:] = body
-            parts = [_Mat(matrix, lens + 1)]
-    elif isinstance(datum, _Bits):
-        bits = datum.values if valid is None else np.where(valid, datum.values, _u(0))
-        lens = _byte_len_unsigned(bits)
-        parts = [_sized_bytes(lens, _be_word(bits, lens))]
+            parts = [Mat(matrix, lens + 1)]
+    elif isinstance(datum, Bits):
+        bits = datum.values if valid is None else np.where(valid, datum.values, u64(0))
+        lens = byte_len_unsigned(bits)
+        parts = [sized_bytes(lens, be_word(bits, lens))]
     else:  # pragma: no cover
         raise TypeError(type(datum))
     if field.null_branch is None:
@@ -1147,30 +840,30 @@ def _union(null_branch: int, valid: np.ndarray | None, parts: list[Any], n: int)
     null_byte = 2 * null_branch
     value_byte = 2 * (1 - null_branch)
     if valid is None:
-        return [_Word(_u(value_byte), None, 1, 1), *parts]
+        return [Word(u64(value_byte), None, 1, 1), *parts]
     first = parts[0]
-    if isinstance(first, _Mat):
-        matrix = np.empty((n, 1 + first.matrix.shape[1]), _U8)
+    if isinstance(first, Mat):
+        matrix = np.empty((n, 1 + first.matrix.shape[1]), U8)
         matrix[:, 0] = np.where(valid, value_byte, null_byte)
-        matrix[:, 1:] = first.matrix * valid[:, None].view(_U8)
-        return [_Mat(matrix, 1 + np.where(valid, first.lens, 0)), *parts[1:]]
-    lo = np.where(valid, (first.lo << _u(8)) | _u(value_byte), _u(null_byte))
+        matrix[:, 1:] = first.matrix * valid[:, None].view(U8)
+        return [Mat(matrix, 1 + np.where(valid, first.lens, 0)), *parts[1:]]
+    lo = np.where(valid, (first.lo << u64(8)) | u64(value_byte), u64(null_byte))
     hi = None
     if first.width >= 8:
-        hi = first.lo >> _u(56)
+        hi = first.lo >> u64(56)
         if first.hi is not None:
-            hi = hi | (first.hi << _u(8))
-        hi = np.where(valid, hi, _u(0))
+            hi = hi | (first.hi << u64(8))
+        hi = np.where(valid, hi, u64(0))
     lens = 1 + np.where(valid, first.lens, 0)
-    return [_Word(lo, hi, lens, first.width + 1), *parts[1:]]  # a body after it has length 0 for nulls
+    return [Word(lo, hi, lens, first.width + 1), *parts[1:]]  # a body after it has length 0 for nulls
 
 
 def _spread(dense: pa.BinaryArray, rows: np.ndarray, n: int) -> pa.BinaryArray:
     """Place ``dense`` values at ``rows`` of an n-long array, null elsewhere (tombstones)."""
-    offsets = np.frombuffer(dense.buffers()[1], dtype=_I32)[dense.offset: dense.offset + len(dense) + 1]
-    lens = np.zeros(n, _I64)
+    offsets = np.frombuffer(dense.buffers()[1], dtype=I32)[dense.offset: dense.offset + len(dense) + 1]
+    lens = np.zeros(n, I64)
     lens[rows] = np.diff(offsets)
-    full = np.zeros(n + 1, _I32)
+    full = np.zeros(n + 1, I32)
     np.cumsum(lens, out=full[1:])
     full += offsets[0]
     valid = np.zeros(n, bool)
@@ -1193,7 +886,7 @@ def _concat(chunks: list[pa.Array]) -> pa.BinaryArray:
 
 _OP_TEXT = ("insert", "c", "i", "create", "I", "update", "u", "U", "delete", "d", "D")
 _OP_VALUE = np.array([_INSERT, _INSERT, _INSERT, _INSERT, _INSERT, _UPDATE, _UPDATE, _UPDATE,
-                      _DELETE, _DELETE, _DELETE], _U8)
+                      _DELETE, _DELETE, _DELETE], U8)
 
 
 def parse_ops(ops: pa.Array | pa.ChunkedArray, n: int | None = None) -> np.ndarray:

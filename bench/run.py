@@ -57,7 +57,8 @@ from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan, RowEncoder, writer_schema
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 
 RESULTS = Path(__file__).with_name("results.md")
 SEED = 20240229

@@ -27,6 +27,13 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sink_uri
+from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.sources.demo import generate_demo
+from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.sinks import KafkaSink
+from avro_registry_sink.spark.sources import parse_source
 from tests.support.job import (
     canal_messages,
     decoded_changes,
@@ -37,14 +44,6 @@ from tests.support.job import (
     stamp_in_order,
 )
 from tests.support.servers import ensure_kafka
-
-from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sink_uri
-from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import JobOptions, run_job
-from avro_registry_sink.spark.sinks import KafkaSink
-from avro_registry_sink.spark.sources import parse_source
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 

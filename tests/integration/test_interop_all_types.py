@@ -16,7 +16,8 @@ from avro_registry_sink.encoder import RowEncoder
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.routing import TopicRouter
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 
 pytestmark = pytest.mark.integration
 

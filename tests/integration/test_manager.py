@@ -11,7 +11,8 @@ from avro_registry_sink.errors import RegistryUnavailable
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.routing import TopicRouter
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 
 pytestmark = [pytest.mark.integration, pytest.mark.every_registry]  # embedded and Apicurio
 

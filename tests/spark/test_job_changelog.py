@@ -22,7 +22,6 @@ from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
-
 from tests.support.job import by_partition, canal_messages, decode_file_sink, expected_rows, expected_state, replay
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]

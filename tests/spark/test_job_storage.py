@@ -25,7 +25,6 @@ from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sinks import FileSink
 from avro_registry_sink.spark.sources import parse_source
-
 from tests.support.job import by_partition, decode_file_sink, expected_state, key_of, replay, stamp_in_order
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]

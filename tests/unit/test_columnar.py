@@ -13,7 +13,8 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from avro_registry_sink import columnar
 from avro_registry_sink.columnar import ColumnarEncoder, parse_ops
@@ -21,7 +22,8 @@ from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingO
 from avro_registry_sink.encoder import EncodingPlan, Op, RowEncoder, unframe
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.schema.builder import derive_schemas
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 
 # --------------------------------------------------------------------------------------------------
 # Strategies: a column kind = (column definition, value strategy, Arrow types the value can arrive as)

@@ -3,7 +3,13 @@ from __future__ import annotations
 import pytest
 
 from avro_registry_sink.config import (
-    BigintUnsignedMode, DecimalMode, PartitionStrategy, SubjectNaming, encoding_options, load_config, parse_sink_uri,
+    BigintUnsignedMode,
+    DecimalMode,
+    PartitionStrategy,
+    SubjectNaming,
+    encoding_options,
+    load_config,
+    parse_sink_uri,
 )
 from avro_registry_sink.errors import ConfigError
 

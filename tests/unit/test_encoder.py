@@ -8,13 +8,15 @@ from decimal import Decimal
 
 import fastavro
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan, Op, RowEncoder, frame, physical_time, unframe
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.schema.builder import derive_schemas
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 
 
 def plan_for(table: TableDef, options: EncodingOptions = EncodingOptions(), key_id: int = 1, value_id: int = 2) -> EncodingPlan:

@@ -4,7 +4,7 @@ import pytest
 
 from avro_registry_sink.config import DispatchRule, PartitionStrategy, SubjectNaming
 from avro_registry_sink.errors import RoutingError
-from avro_registry_sink.routing import TopicRouter, partition_for, substitute, subject_for, validate_topic_expression
+from avro_registry_sink.routing import TopicRouter, partition_for, subject_for, substitute, validate_topic_expression
 
 
 @pytest.mark.parametrize(

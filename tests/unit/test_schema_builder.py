@@ -11,7 +11,8 @@ from avro_registry_sink.errors import DuplicateFieldName, NoHandleKey
 from avro_registry_sink.schema import gojson
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.schema.naming import record_namespace, sanitize_name
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 
 
 def c(name, type_=T.INT, **kw):

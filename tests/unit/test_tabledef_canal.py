@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from avro_registry_sink.errors import NoHandleKey, SourceError, UnsupportedColumnType
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 from avro_registry_sink.tabledef import parse_ddl, table_from_canal
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "canal"

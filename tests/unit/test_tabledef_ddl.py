@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from avro_registry_sink.errors import NoHandleKey, TableDefinitionError, UnsupportedColumnType
-from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import BINARY_TYPES, ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 from avro_registry_sink.tabledef import SPELLINGS, apply_ddl, column_from_type, parse_ddl
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"

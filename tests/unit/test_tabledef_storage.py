@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from avro_registry_sink.errors import SourceError, UnsupportedColumnType
-from avro_registry_sink.table import ColumnDef, MySQLType as T, TableDef
+from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import MySQLType as T
 from avro_registry_sink.tabledef import (
     is_database_schema,
     parse_ddl,

@@ -8,7 +8,8 @@ from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingO
 from avro_registry_sink.errors import EncodingError, TableDefinitionError
 from avro_registry_sink.schema import gojson
 from avro_registry_sink.schema.builder import column_field
-from avro_registry_sink.table import ColumnDef, MySQLType as T
+from avro_registry_sink.table import ColumnDef
+from avro_registry_sink.table import MySQLType as T
 from avro_registry_sink.typemap.mysql import TYPE_RULES, to_avro_value
 
 PRECISE = EncodingOptions()

@@ -9,8 +9,8 @@ Confluent's REST API over it, ``EmbeddedRegistry``/``serve`` run that app with u
 """
 
 from avro_registry_sink.registry.embedded.app import create_app
-from avro_registry_sink.registry.embedded.server import EmbeddedRegistry, serve
 from avro_registry_sink.registry.embedded.canonical import canonical_schema
+from avro_registry_sink.registry.embedded.server import EmbeddedRegistry, serve
 from avro_registry_sink.registry.embedded.store import RegistryStore
 
 __all__ = ["EmbeddedRegistry", "RegistryStore", "canonical_schema", "create_app", "serve"]
