@@ -1,8 +1,12 @@
 """A sync client for Confluent-compatible schema registries, over :class:`httpx.Client`.
 
 >>> from avro_registry_sink.config import RegistryConfig
->>> with RegistryClient(RegistryConfig(urls=("http://localhost:8081",))) as client:  # doctest: +SKIP
-...     schema_id = client.register("orders-value", '{"type":"string"}')
+>>> with RegistryClient(RegistryConfig(urls=(url,))) as client:  # url, e.g. "http://localhost:8081"
+...     client.register("orders-value", '{"type":"string"}')
+1
+
+(The method examples below run against a registry holding ``orders-key`` v1 ``"long"`` (id 2) and
+``orders-value`` v1 ``"string"`` (id 1), v2 ``"bytes"`` (id 3).)
 
 Behaviour follows ``shared/reference/schema-registry.md`` §7 (confluent-kafka-python):
 
@@ -179,8 +183,8 @@ class RegistryClient:
     ``transport`` replaces httpx's network transport (tests, in-process apps); ``sleep`` is called
     with each backoff delay (tests pass a recorder so they run instantly).
 
-    >>> with RegistryClient(RegistryConfig(urls=("http://localhost:8081",))) as client:  # doctest: +SKIP
-    ...     client.get_subjects()
+    >>> with RegistryClient(RegistryConfig(urls=(url,))) as other:  # url: the registry's base URL
+    ...     other.get_subjects()
     ['orders-key', 'orders-value']
     """
 
@@ -248,7 +252,7 @@ class RegistryClient:
     def close(self) -> None:
         """Close the connection pool.
 
-        >>> client.close()  # doctest: +SKIP
+        >>> client.close()
         """
         self._http.close()
 
@@ -271,7 +275,7 @@ class RegistryClient:
     def cache_info(self) -> CacheInfo:
         """Counters for tests and benchmarks.
 
-        >>> client.cache_info().http_calls  # doctest: +SKIP
+        >>> client.cache_info().http_calls
         0
         """
         with self._lock:
@@ -280,7 +284,7 @@ class RegistryClient:
     def clear_cache(self) -> None:
         """Forget cached registrations and schemas (counters are kept).
 
-        >>> client.clear_cache()  # doctest: +SKIP
+        >>> client.clear_cache()
         """
         with self._lock:
             self._registered.clear()
@@ -297,7 +301,7 @@ class RegistryClient:
     def ping(self) -> None:
         """Check that the registry answers ``GET /`` with a JSON object; raise otherwise.
 
-        >>> client.ping()  # doctest: +SKIP
+        >>> client.ping()
         """
         self._request(_Call("ping", "checking the registry is up"), "GET", "/", _parse_object)
 
@@ -307,7 +311,7 @@ class RegistryClient:
         Idempotent on the registry; repeated calls with the same text are answered from the cache.
         ``normalize`` defaults to the config's ``normalize``.
 
-        >>> client.register("orders-value", '{"type":"string"}')  # doctest: +SKIP
+        >>> client.register("orders-value", '{"type":"string"}')
         1
         """
         norm = self._config.normalize if normalize is None else normalize
@@ -335,7 +339,7 @@ class RegistryClient:
     ) -> RegisteredSchema:
         """Find the version of ``subject`` holding ``schema`` (raises ``SchemaNotFound``/``SubjectNotFound``).
 
-        >>> client.lookup("orders-value", '{"type":"string"}').version  # doctest: +SKIP
+        >>> client.lookup("orders-value", '{"type":"string"}').version
         1
         """
         norm = self._config.normalize if normalize is None else normalize
@@ -351,7 +355,7 @@ class RegistryClient:
     def get_schema(self, schema_id: int) -> Schema:
         """The schema with a given id (cached: ids never change their schema).
 
-        >>> client.get_schema(1).schema  # doctest: +SKIP
+        >>> client.get_schema(1).schema
         '"string"'
         """
         schema_id = _whole(schema_id, "schema_id")
@@ -376,7 +380,7 @@ class RegistryClient:
     def get_subjects(self, *, deleted: bool = False, prefix: str | None = None) -> list[str]:
         """Subject names with a live version (``deleted=True``: soft-deleted ones too).
 
-        >>> client.get_subjects(prefix="orders")  # doctest: +SKIP
+        >>> client.get_subjects(prefix="orders")
         ['orders-key', 'orders-value']
         """
         params = _flags(deleted=deleted)
@@ -387,7 +391,7 @@ class RegistryClient:
     def get_versions(self, subject: str, *, deleted: bool = False) -> list[int]:
         """Version numbers of ``subject``, ascending.
 
-        >>> client.get_versions("orders-value")  # doctest: +SKIP
+        >>> client.get_versions("orders-value")
         [1, 2]
         """
         return self._request(
@@ -401,8 +405,8 @@ class RegistryClient:
     def get_version(self, subject: str, version: Version, *, deleted: bool = False) -> RegisteredSchema:
         """One version of ``subject`` (a number, or ``"latest"``).
 
-        >>> client.get_version("orders-value", 2).id  # doctest: +SKIP
-        7
+        >>> client.get_version("orders-value", 2).id
+        3
         """
         return self._request(
             _Call("get_version", f"fetching version {version} of subject {subject!r}", subject=subject, version=version),
@@ -415,7 +419,7 @@ class RegistryClient:
     def get_latest(self, subject: str) -> RegisteredSchema:
         """The highest live version of ``subject``.
 
-        >>> client.get_latest("orders-value").version  # doctest: +SKIP
+        >>> client.get_latest("orders-value").version
         2
         """
         return self.get_version(subject, "latest")
@@ -423,7 +427,7 @@ class RegistryClient:
     def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         """Soft-delete ``subject`` (or, after a soft delete, ``permanent=True``); returns the versions.
 
-        >>> client.delete_subject("orders-value")  # doctest: +SKIP
+        >>> client.delete_subject("orders-value")
         [1, 2]
         """
         how = "permanently deleting" if permanent else "deleting"
@@ -441,7 +445,7 @@ class RegistryClient:
     def delete_version(self, subject: str, version: Version, *, permanent: bool = False) -> int:
         """Soft-delete one version (or, after a soft delete, ``permanent=True``); returns its number.
 
-        >>> client.delete_version("orders-value", 1)  # doctest: +SKIP
+        >>> client.delete_version("orders-value", 1)
         1
         """
         how = "permanently deleting" if permanent else "deleting"
@@ -469,7 +473,7 @@ class RegistryClient:
     ) -> CompatibilityResult:
         """Check ``schema`` against one version of ``subject`` (an unknown subject is compatible).
 
-        >>> client.test_compatibility("orders-value", '"string"').is_compatible  # doctest: +SKIP
+        >>> client.test_compatibility("orders-value", '"string"').is_compatible
         True
         """
         norm = self._config.normalize if normalize is None else normalize
@@ -492,7 +496,7 @@ class RegistryClient:
     ) -> CompatibilityResult:
         """Check ``schema`` exactly as registration would (every version the level asks for).
 
-        >>> client.test_compatibility_all("orders-value", '"string"').messages  # doctest: +SKIP
+        >>> client.test_compatibility_all("orders-value", '"string"').messages
         []
         """
         norm = self._config.normalize if normalize is None else normalize
@@ -511,7 +515,7 @@ class RegistryClient:
         """The compatibility level of ``subject`` (or the global one). A subject without its own level
         raises ``SubjectConfigNotFound`` unless ``default_to_global=True``.
 
-        >>> client.get_config("orders-value", default_to_global=True)  # doctest: +SKIP
+        >>> client.get_config("orders-value", default_to_global=True)
         <CompatibilityLevel.BACKWARD: 'BACKWARD'>
         """
         return self._request(
@@ -525,7 +529,7 @@ class RegistryClient:
     def set_config(self, level: CompatibilityLevel | str, subject: str | None = None) -> CompatibilityLevel:
         """Set the compatibility level of ``subject`` (or the global one); returns the level set.
 
-        >>> client.set_config("FULL", "orders-value")  # doctest: +SKIP
+        >>> client.set_config("FULL", "orders-value")
         <CompatibilityLevel.FULL: 'FULL'>
         """
         level = _coerce(CompatibilityLevel, level, "level")
@@ -540,7 +544,9 @@ class RegistryClient:
     def delete_config(self, subject: str) -> CompatibilityLevel | None:
         """Remove ``subject``'s own level (it falls back to the global one); returns the removed level.
 
-        >>> client.delete_config("orders-value")  # doctest: +SKIP
+        >>> client.set_config("FULL", "orders-value")
+        <CompatibilityLevel.FULL: 'FULL'>
+        >>> client.delete_config("orders-value")
         <CompatibilityLevel.FULL: 'FULL'>
         """
         return self._request(
@@ -553,7 +559,7 @@ class RegistryClient:
     def get_mode(self, subject: str | None = None, *, default_to_global: bool = False) -> Mode:
         """The mode of ``subject`` (or the global one).
 
-        >>> client.get_mode()  # doctest: +SKIP
+        >>> client.get_mode()
         <Mode.READWRITE: 'READWRITE'>
         """
         return self._request(
@@ -567,7 +573,7 @@ class RegistryClient:
     def set_mode(self, mode: Mode | str, subject: str | None = None, *, force: bool = False) -> Mode:
         """Set the mode of ``subject`` (or the global one); ``force`` allows IMPORT with live subjects.
 
-        >>> client.set_mode("READONLY", "orders-value")  # doctest: +SKIP
+        >>> client.set_mode("READONLY", "orders-value")
         <Mode.READONLY: 'READONLY'>
         """
         mode = _coerce(Mode, mode, "mode")
