@@ -7,6 +7,7 @@ The data flows one way: table definition (:mod:`.table`, :mod:`.tabledef`) -> ty
 """
 
 from avro_registry_sink.changes import ChangeEvent
+from avro_registry_sink.columnar import ColumnarEncoder
 from avro_registry_sink.config import (
     BigintUnsignedMode,
     DecimalMode,
@@ -34,9 +35,12 @@ from avro_registry_sink.errors import (
     UnsupportedColumnType,
 )
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager, TablePlan
+from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.routing import Route, TopicRouter, subject_for
 from avro_registry_sink.schema.builder import TableSchemas, derive_key_schema, derive_schemas, derive_value_schema
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+from avro_registry_sink.tabledef import parse_ddl
 
 __version__ = "0.1.0"
 
@@ -45,9 +49,11 @@ __all__ = [
     "BigintUnsignedMode",
     "ChangeEvent",
     "ColumnDef",
+    "ColumnarEncoder",
     "ConfigError",
     "DecimalMode",
     "DispatchRule",
+    "EmbeddedRegistry",
     "EncodingError",
     "EncodingOptions",
     "EncodingPlan",
@@ -56,6 +62,7 @@ __all__ = [
     "NoHandleKey",
     "Op",
     "PartitionStrategy",
+    "RegistryClient",
     "RegistryConfig",
     "RegistryError",
     "RegistryUnavailable",
@@ -78,6 +85,7 @@ __all__ = [
     "derive_value_schema",
     "frame",
     "load_config",
+    "parse_ddl",
     "parse_sink_uri",
     "subject_for",
     "unframe",
