@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from avro_registry_sink.encoder import Op
@@ -74,6 +74,32 @@ class ChangeEvent:
             dump_image(self.after),
             self.source,
         )
+
+
+def split_key_change(event: ChangeEvent, table: TableDef | None) -> tuple[ChangeEvent, ...]:
+    """An UPDATE that changes the handle key, as TiCDC's MQ sinks write it: a DELETE of the old key, then
+    an INSERT of the new row (``ShouldSplitUpdateEvent``); any other event as it is.
+
+    Without the split the old key would stay live in a compacted topic. Changelogs from Canal and Flink
+    carry such updates as one event with both images; TiCDC's own output is already split.
+
+    >>> from avro_registry_sink.table import ColumnDef, MySQLType
+    >>> t = TableDef(schema_name="s", table="t", primary_key=("id",),
+    ...              columns=(ColumnDef(name="id", type=MySQLType.INT, nullable=False),))
+    >>> [e.op.value for e in split_key_change(ChangeEvent("s", "t", Op.UPDATE, 1, {"id": 2}, {"id": 1}), t)]
+    ['delete', 'insert']
+    """
+    if table is None or event.op is not Op.UPDATE or not event.before or not event.after:
+        return (event,)
+    names = table.handle_key_names()
+    if not names:
+        return (event,)
+    before = {k.lower(): v for k, v in event.before.items()}
+    after = {k.lower(): v for k, v in event.after.items()}
+    keys = [n.lower() for n in names]
+    if any(k not in before or k not in after for k in keys) or all(before[k] == after[k] for k in keys):
+        return (event,)
+    return (replace(event, op=Op.DELETE, after=None), replace(event, op=Op.INSERT, before=None))
 
 
 def _jsonable(value: Any) -> Any:

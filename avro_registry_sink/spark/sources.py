@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from avro_registry_sink.changes import ChangeEvent
+from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SourceError
 from avro_registry_sink.table import TableDef
 
@@ -551,7 +551,8 @@ def parse_storage_files(
                         events, errors = [], [SourceError(f"{relpath}: cannot be read: {type(exc).__name__}: {exc}",
                                                           source=relpath, line=0, reason=f"{type(exc).__name__}: {exc}")]
                     for event in events:
-                        yield _event_row(event, table.version, (order[0], order[1], _line_of(event.source)))
+                        for part in split_key_change(event, table):
+                            yield _event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
                     for err in errors:
                         line = int(err.context.get("line") or 0)
                         yield _error_row(_source_error_json(err), (order[0], order[1], line),
@@ -794,7 +795,8 @@ def parse_changelog(
                         continue
                     for event in got:
                         if isinstance(event, ChangeEvent):
-                            yield _event_row(event, table.version, order)
+                            for part in split_key_change(event, table):
+                                yield _event_row(part, table.version, order)
 
         yield from _batches(rows(), PARSED_DDL)
 

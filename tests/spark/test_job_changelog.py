@@ -203,3 +203,28 @@ def test_canal_table_without_ddl_is_described_by_its_messages(spark, tmp_path, r
     records = decode_file_sink(tmp_path / "out", registry)["app_notes"]
     assert replay(by_partition(records)) == {(("id", 1),): {"id": 1, "body": "b"}}
     assert registry.get_subjects() == ["app_notes-key", "app_notes-value"]
+
+
+def test_an_update_that_changes_the_primary_key_deletes_the_old_key(spark, tmp_path, registry):
+    # Alibaba Canal and Flink write a primary-key change as one UPDATE; TiCDC splits it into DELETE + INSERT
+    # so the old key does not stay live in a compacted topic. The job does the same.
+    from tests.support.job import canal_ddl, canal_dml
+
+    (table,) = parse_ddl("CREATE TABLE `shop`.`moves` (`id` INT NOT NULL, `v` VARCHAR(8), PRIMARY KEY (`id`))")
+    ts = 449_640_294_064_586_754
+    src = tmp_path / "canal"
+    _write(src / "part-1.json", [
+        canal_ddl("shop", "moves", "CREATE", "CREATE TABLE `moves` (`id` INT NOT NULL, `v` VARCHAR(8), PRIMARY KEY (`id`))", ts),
+        canal_dml(table, Op.INSERT, ts + 1, None, {"id": 1, "v": "a"}),
+        canal_dml(table, Op.UPDATE, ts + 2, {"id": 1, "v": "a"}, {"id": 2, "v": "a"}),
+        canal_dml(table, Op.UPDATE, ts + 3, {"id": 2, "v": "a"}, {"id": 2, "v": "b"}),
+    ], 1_700_000_000)
+    options = JobOptions(source=parse_source(f"canal-json+file://{src}"), checkpoint=tmp_path / "checkpoint",
+                         sink=SinkConfig(scheme="file", path=str(tmp_path / "out"), partition_num=1))
+
+    run_job(spark, options, registry=registry)
+
+    records = decode_file_sink(tmp_path / "out", registry)["shop_moves"]
+    assert [(key["id"], value) for _, _, key, value in records] == [
+        (1, {"id": 1, "v": "a"}), (1, None), (2, {"id": 2, "v": "a"}), (2, {"id": 2, "v": "b"})]
+    assert replay(by_partition(records)) == {(("id", 2),): {"id": 2, "v": "b"}}

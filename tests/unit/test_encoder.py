@@ -210,3 +210,22 @@ def test_round_trip_random_tables(case, commit_ts):
         if options.enable_tidb_extension:
             assert decoded["_tidb_op"] == "u" and decoded["_tidb_commit_physical_time"] == commit_ts >> 18
         assert decode(plan.key_schema_json, key) == {"pk": row["pk"]}
+
+
+def test_an_update_of_the_handle_key_splits_into_delete_and_insert():
+    from avro_registry_sink.changes import ChangeEvent, split_key_change
+    from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+
+    table = TableDef(schema_name="s", table="t", primary_key=("a", "b"), columns=(
+        ColumnDef(name="a", type=MySQLType.INT, nullable=False), ColumnDef(name="b", type=MySQLType.VARCHAR, length=4,
+                                                                          nullable=False),
+        ColumnDef(name="v", type=MySQLType.INT)))
+    moved = ChangeEvent("s", "t", Op.UPDATE, 7, after={"a": 1, "B": "y", "v": 2}, before={"A": 1, "b": "x", "v": 2})
+    delete, insert = split_key_change(moved, table)
+    assert (delete.op, delete.before, delete.after, delete.commit_ts) == (Op.DELETE, moved.before, None, 7)
+    assert (insert.op, insert.before, insert.after) == (Op.INSERT, None, moved.after)
+    same_key = ChangeEvent("s", "t", Op.UPDATE, 8, after={"a": 1, "b": "x", "v": 3}, before={"a": 1, "b": "x", "v": 2})
+    assert split_key_change(same_key, table) == (same_key,)
+    no_before = ChangeEvent("s", "t", Op.UPDATE, 9, after={"a": 2, "b": "x"})
+    assert split_key_change(no_before, table) == (no_before,)
+    assert split_key_change(moved, None) == (moved,)
