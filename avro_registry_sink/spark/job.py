@@ -228,24 +228,13 @@ def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
 # The encode stage
 
 
-@dataclass(frozen=True)
-class _LocalStagePlan:
-    """Same fields as ``spark.stage.StagePlan``; used only while that module is not importable."""
+def _stage_plans(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, int],
+                 max_message_bytes: int = 0) -> dict[PlanKey, Any]:
+    from avro_registry_sink.spark.stage import StagePlan
 
-    encoding: Any
-    topic: str
-    partitions: int
-    route: Any
-
-
-def _stage_plans(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, int]) -> dict[PlanKey, Any]:
-    try:
-        from avro_registry_sink.spark.stage import StagePlan
-    except ImportError:
-        StagePlan = _LocalStagePlan  # noqa: N806
     return {
         key: StagePlan(encoding=plan.encoding, topic=plan.route.topic, partitions=partitions[plan.route.topic],
-                       route=plan.route)
+                       route=plan.route, max_message_bytes=max_message_bytes)
         for key, plan in plans.items()
     }
 
@@ -284,6 +273,11 @@ def _local_encode(df: DataFrame, plans: Mapping[PlanKey, Any], *, keep: tuple[st
                     if image is None:
                         raise ValueError(f"a {op.value} without a row image")
                     k, v = enc.encode(op, image, row["commit_ts"] or 0)
+                    size = len(k or b"") + len(v or b"") + 36
+                    if plan.max_message_bytes and size > plan.max_message_bytes:
+                        raise ValueError(f"message too large: {size} bytes (key + value + 36) > max-message-bytes "
+                                         f"{plan.max_message_bytes}; raise it in the sink URI and the topic's "
+                                         "max.message.bytes")
                     route = plan.route
                     columns = [image.get(c) for c in route.partition_columns] if route.partition_columns else []
                     partition = partition_for(route, plan.partitions, key_values=enc.key_values(image),
@@ -316,11 +310,9 @@ def _local_encode(df: DataFrame, plans: Mapping[PlanKey, Any], *, keep: tuple[st
 
 
 def _stage_encoder() -> Callable[[DataFrame, Mapping[PlanKey, Any]], DataFrame]:
-    """The project's encode stage (``spark.stage.encode_changes``), or the row-at-a-time one."""
-    try:
-        from avro_registry_sink.spark.stage import encode_changes
-    except ImportError:
-        return _local_encode
+    """The project's encode stage (``spark.stage.encode_changes``; a seam for tests)."""
+    from avro_registry_sink.spark.stage import encode_changes
+
     return encode_changes
 
 
@@ -448,7 +440,7 @@ class _BatchProcessor:
             self._warnings = []
             if plans:
                 partitions = self._topics(plans)
-                stage_plans = _stage_plans(plans, partitions)
+                stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
                 changes = parsed.filter("error IS NULL")
                 partitions_out = self._spark_partitions(spark)
                 encoded = _encode(changes, stage_plans, partitions_out).persist()

@@ -82,6 +82,7 @@ class StagePlan:
     topic: str
     partitions: int
     route: Route
+    max_message_bytes: int = 0  # TiCDC's check: key + value + 36 must not exceed it; 0 = no check
 
     @property
     def key(self) -> PlanKey:
@@ -474,8 +475,27 @@ class _TableStage:
 
     def encode(self, batch: pa.RecordBatch, op_codes: np.ndarray, commit_ts: np.ndarray) -> pa.RecordBatch:
         keys, values = self.encoder.encode(batch, ops=_op_array(op_codes), commit_ts=pa.array(commit_ts, pa.int64()))
+        self.check_sizes(keys, values, commit_ts)
         partition = self.partitions(batch, commit_ts)
         return _kafka_batch(self.plan.topic, partition, keys, values, op_codes, commit_ts)
+
+    def check_sizes(self, keys: pa.Array, values: pa.Array, commit_ts: np.ndarray) -> None:
+        """Refuse a record Kafka would refuse, as TiCDC does (``ErrMessageTooLarge``), naming the change."""
+        limit = self.plan.max_message_bytes
+        if not limit or len(keys) == 0:
+            return
+        sizes = (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
+                 + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + 36)
+        over = np.flatnonzero(sizes > limit)
+        if over.size:
+            i = int(over[0])
+            raise EncodingError(
+                f"The message for table {self.name} at commit ts {int(commit_ts[i])} (topic {self.plan.topic!r}) is "
+                f"too large: {int(sizes[i])} bytes (key + value + 36) > max-message-bytes {limit} "
+                f"({over.size} such message(s) in this batch). Raise max-message-bytes in the sink URI and the "
+                "topic's max.message.bytes, as for TiCDC.",
+                table=self.name, topic=self.plan.topic, length=int(sizes[i]), limit=limit,
+            )
 
     def encode_rows(self, rows: list[dict[str, Any]], sources: list[str], version: int) -> pa.RecordBatch:
         """The reference path, row by row: load_image + RowEncoder + partition_for."""
@@ -505,9 +525,10 @@ class _TableStage:
             out_values.append(v)
             codes.append(2 if op is Op.DELETE else 1 if op is Op.UPDATE else 0)
             stamps.append(ts)
-        return _kafka_batch(self.plan.topic, np.array(parts, np.int32), pa.array(out_keys, pa.binary()),
-                            pa.array(out_values, pa.binary()), np.array(codes, np.uint8),
-                            np.array(stamps, np.int64))
+        keys, values, stamps_array = pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), np.array(stamps, np.int64)
+        self.check_sizes(keys, values, stamps_array)
+        return _kafka_batch(self.plan.topic, np.array(parts, np.int32), keys, values, np.array(codes, np.uint8),
+                            stamps_array)
 
 
 _ROW_ENCODERS: dict[StagePlan, Any] = {}

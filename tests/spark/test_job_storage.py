@@ -258,3 +258,21 @@ def test_a_stage_that_stops_at_a_bad_value_falls_back_to_setting_the_row_aside(s
 
     assert [e["source"] for e in result.bad_input] == [f"{csv_file}:{line}"]
     _assert_delivered(manifest, tmp_path / "out", registry)
+
+
+def test_records_over_max_message_bytes_are_set_aside_with_the_reason(spark, tmp_path, registry):
+    from avro_registry_sink.spark.sinks import read_file_sink
+
+    manifest = generate_demo(tmp_path / "in", rows_per_table=6)
+    base = _options(manifest, tmp_path / "in", tmp_path)
+    # 80 bytes: every tombstone (key + 36) fits, no row with a value does
+    options = replace(base, sink=base.sink.model_copy(update={"max_message_bytes": 80}))
+
+    result = run_job(spark, options, registry=registry)
+
+    records = list(read_file_sink(tmp_path / "out"))
+    deletes = sum(c.deletes for c in manifest.counts.values())
+    assert records and all(r.value is None for r in records) and len(records) == deletes
+    too_large = [e for e in result.bad_input if "max-message-bytes 80" in e["reason"]]
+    assert len(too_large) == len(manifest.all_events) - deletes
+    assert all(e["source"] for e in too_large)  # file:line of each change set aside
