@@ -208,7 +208,7 @@ def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, produce
         if compression:
             options["compression.type"] = compression
         return KafkaSink(config.brokers, partitions=config.partition_num, options=options, producer=producer,
-                         spark=spark)
+                         spark=spark, max_message_bytes=config.max_message_bytes)
     path = config.path or (str(default_dir) if default_dir is not None else None)
     if not path:
         raise ConfigError("The file sink needs a directory: file:///path/to/dir?protocol=avro.", option="sink-uri")

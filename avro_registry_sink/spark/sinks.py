@@ -219,6 +219,9 @@ def has_spark_kafka(spark: SparkSession) -> bool:
         return False
 
 
+#: Bytes allowed above max-message-bytes for a record batch's framing and the record headers.
+_FRAMING_ROOM = 4096
+
 #: confluent-kafka producer settings that make delivery idempotent and ordered per partition.
 IDEMPOTENT_PRODUCER = {
     "enable.idempotence": True,
@@ -264,6 +267,23 @@ def _produce_partition(conf: Mapping[str, Any]) -> Any:
     return produce
 
 
+def _kafka_cause(exc: BaseException) -> str:
+    """The Kafka client's exception behind a failed Spark write (``RecordTooLargeException: ...``), else the
+    first line of the error."""
+    java = getattr(exc, "java_exception", None)
+    seen = 0
+    while java is not None and seen < 20:
+        text = str(java.toString())
+        if text.startswith("org.apache.kafka"):
+            return text.removeprefix("org.apache.kafka.common.errors.")
+        java, seen = java.getCause(), seen + 1
+    found = re.search(r"org\.apache\.kafka\.common\.errors\.(\w+: [^\n]*)", str(exc))
+    if found:
+        return found.group(1)
+    text = " ".join(str(exc).split()).split(" Driver stacktrace:")[0]
+    return text[:500] + " (the Kafka client's own error is in the executor log)"
+
+
 class KafkaSink:
     """A real Kafka cluster (see the module docs).
 
@@ -281,6 +301,7 @@ class KafkaSink:
         producer: str = "auto",
         spark: SparkSession | None = None,
         admin_timeout: float = 30.0,
+        max_message_bytes: int | None = None,
     ) -> None:
         self.brokers = ",".join(brokers)
         if not self.brokers:
@@ -296,6 +317,9 @@ class KafkaSink:
         self.partitions = partitions
         self.options = dict(options or {})
         self.admin_timeout = admin_timeout
+        # TiCDC's max-message-bytes bounds key + value + 36; the producers' request limit and the topics this
+        # sink creates get room for the record batch framing and headers on top.
+        self.max_request = (max_message_bytes + _FRAMING_ROOM) if max_message_bytes else None
         self.description = f"kafka://{self.brokers} ({'Spark Kafka sink' if producer == 'spark' else 'confluent-kafka producer'})"
 
     # -- topics ---------------------------------------------------------------------------------
@@ -315,7 +339,9 @@ class KafkaSink:
         missing = [t for t in topics if t not in metadata.topics]
         if missing:
             futures = admin.create_topics(
-                [NewTopic(t, num_partitions=topics[t] or self.partitions, replication_factor=-1) for t in missing],
+                [NewTopic(t, num_partitions=topics[t] or self.partitions, replication_factor=-1,
+                          config={"max.message.bytes": str(self.max_request)} if self.max_request else {})
+                 for t in missing],
                 operation_timeout=self.admin_timeout,
             )
             for topic, future in futures.items():
@@ -351,11 +377,22 @@ class KafkaSink:
                 .option("kafka.acks", "all")
                 .option("kafka.max.in.flight.requests.per.connection", "5")
             )
+            if self.max_request:
+                writer = writer.option("kafka.max.request.size", str(self.max_request))
             for name, value in self.options.items():
                 writer = writer.option(f"kafka.{name}", str(value))
-            writer.save()
+            try:
+                writer.save()
+            except Exception as exc:  # py4j: the Kafka producer's own error is somewhere in the Java chain
+                raise KafkaSinkError(
+                    f"Writing batch {batch_id} to Kafka at {self.brokers} failed: {_kafka_cause(exc)}. The batch is "
+                    "not committed; a restart retries it.", brokers=self.brokers,
+                ) from exc
         else:
-            conf: dict[str, Any] = {"bootstrap.servers": self.brokers, **IDEMPOTENT_PRODUCER, **self.options}
+            conf: dict[str, Any] = {"bootstrap.servers": self.brokers, **IDEMPOTENT_PRODUCER}
+            if self.max_request:
+                conf["message.max.bytes"] = self.max_request
+            conf.update(self.options)
             records.foreachPartition(_produce_partition(conf))
 
     def close(self) -> None:

@@ -266,3 +266,33 @@ def test_restart_from_checkpoint_through_kafka(spark, bootstrap, registry, prefi
     for name in TABLES:
         assert replay((k, v) for _, _, k, v in records[_topic(prefix, name)]) == expected[name], name
     _assert_subjects(client, prefix)
+
+
+def test_a_record_over_a_megabyte_reaches_kafka(spark, bootstrap, registry, prefix, tmp_path):
+    # Kafka's producers and brokers refuse records over about 1 MB by default; TiCDC's max-message-bytes is
+    # 10 MiB, so the sink raises the producer's limit and creates its topics with max.message.bytes to match.
+    from tests.support.job import canal_ddl, canal_dml
+
+    from avro_registry_sink.encoder import Op
+    from avro_registry_sink.tabledef import parse_ddl
+
+    create = "CREATE TABLE `docs` (`id` INT NOT NULL, `body` LONGTEXT, PRIMARY KEY (`id`))"
+    (table,) = parse_ddl(create, default_schema="shop")
+    body = "é" + "x" * 2_500_000
+    ts = 449_640_294_064_586_754
+    src = tmp_path / "canal"
+    src.mkdir()
+    (src / "part-1.json").write_text("\n".join([
+        canal_ddl("shop", "docs", "CREATE", create, ts),
+        canal_dml(table, Op.INSERT, ts + 1, None, {"id": 1, "body": body}),
+        canal_dml(table, Op.INSERT, ts + 2, None, {"id": 2, "body": "small"}),
+    ]) + "\n", encoding="utf-8")
+    url, _ = registry
+
+    result = run_job(spark, JobOptions(source=parse_source(f"canal-json+file://{src}"),
+                                       checkpoint=tmp_path / "checkpoint", sink=_sink(bootstrap, url),
+                                       topic_rule=prefix + "_{schema}_{table}"))
+
+    assert result.totals.rows == 2 and not result.bad_input
+    records = consume(bootstrap, url, [f"{prefix}_shop_docs"], 2)[f"{prefix}_shop_docs"]
+    assert sorted((key["id"], len(value["body"])) for _, _, key, value in records) == [(1, len(body)), (2, 5)]
