@@ -271,10 +271,9 @@ def test_restart_from_checkpoint_through_kafka(spark, bootstrap, registry, prefi
 def test_a_record_over_a_megabyte_reaches_kafka(spark, bootstrap, registry, prefix, tmp_path):
     # Kafka's producers and brokers refuse records over about 1 MB by default; TiCDC's max-message-bytes is
     # 10 MiB, so the sink raises the producer's limit and creates its topics with max.message.bytes to match.
-    from tests.support.job import canal_ddl, canal_dml
-
     from avro_registry_sink.encoder import Op
     from avro_registry_sink.tabledef import parse_ddl
+    from tests.support.job import canal_ddl, canal_dml
 
     create = "CREATE TABLE `docs` (`id` INT NOT NULL, `body` LONGTEXT, PRIMARY KEY (`id`))"
     (table,) = parse_ddl(create, default_schema="shop")
