@@ -298,6 +298,11 @@ def _check_subject(client, table: str, subject: str, schema_text: str) -> dict[s
     result = client.test_compatibility_all(subject, schema_text, verbose=True)
     status = "compatible" if result.is_compatible else "incompatible"
     messages = list(result.messages) or (["would be registered as a new version"] if result.is_compatible else [])
+    if not result.is_compatible and not messages:
+        from avro_registry_sink.registry.explain import explain_incompatibility
+
+        local = explain_incompatibility(client, subject, schema_text)
+        messages = ["the registry gave no reasons; Apache Avro's checker says: " + "; ".join(local)] if local else []
     return {"table": table, "subject": subject, "status": status, "messages": messages}
 
 

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Protocol
 from avro_registry_sink.config import DEFAULT_ENCODING, EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.errors import IncompatibleSchema, RegistryError, RegistryUnavailable
+from avro_registry_sink.registry.explain import explain_incompatibility
 from avro_registry_sink.routing import Route, TopicRouter
 from avro_registry_sink.schema.builder import TableSchemas, derive_schemas
 from avro_registry_sink.table import TableDef
@@ -153,7 +154,7 @@ class SchemaManager:
                 self.stats.registry_calls += 1
                 return self._registry.register(subject, schema_json)
             except IncompatibleSchema as exc:
-                raise self._evolution_error(subject, schemas, exc) from exc
+                raise self._evolution_error(subject, schema_json, schemas, exc) from exc
             except RegistryUnavailable as exc:
                 remaining = deadline - self._clock()
                 if remaining <= 0:
@@ -171,7 +172,8 @@ class SchemaManager:
                 attempt += 1
                 self._sleep(max(delay, 0.0))
 
-    def _evolution_error(self, subject: str, schemas: TableSchemas, exc: RegistryError) -> SchemaEvolutionError:
+    def _evolution_error(self, subject: str, schema_json: str, schemas: TableSchemas,
+                         exc: RegistryError) -> SchemaEvolutionError:
         latest = ""
         try:
             get_latest = getattr(self._registry, "get_latest")
@@ -182,6 +184,10 @@ class SchemaManager:
             pass
         table = schemas.table
         reasons = exc.context.get("reasons") or exc.message
+        if not exc.context.get("reasons"):  # a registry that does not say why (Apicurio): ask Avro's checker
+            local = explain_incompatibility(self._registry, subject, schema_json)
+            if local:
+                reasons = f"{reasons} Apache Avro's checker: " + "; ".join(local)
         return SchemaEvolutionError(
             f"Table {table.qualified_name}: the schema derived from table version {table.version} is "
             f"incompatible with subject {subject!r}{latest} under the registry's compatibility level; "
