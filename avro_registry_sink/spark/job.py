@@ -252,6 +252,7 @@ def _local_encode(df: DataFrame, plans: Mapping[PlanKey, Any], *, keep: tuple[st
         from avro_registry_sink.encoder import Op, RowEncoder
         from avro_registry_sink.errors import AvroSinkError
         from avro_registry_sink.routing import partition_for
+        from avro_registry_sink.spark.stage import MESSAGE_OVERHEAD, oversize_reason
 
         encoders: dict[PlanKey, RowEncoder] = {}
         header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -273,11 +274,9 @@ def _local_encode(df: DataFrame, plans: Mapping[PlanKey, Any], *, keep: tuple[st
                     if image is None:
                         raise ValueError(f"a {op.value} without a row image")
                     k, v = enc.encode(op, image, row["commit_ts"] or 0)
-                    size = len(k or b"") + len(v or b"") + 36
-                    if plan.max_message_bytes and size > plan.max_message_bytes:
-                        raise ValueError(f"message too large: {size} bytes (key + value + 36) > max-message-bytes "
-                                         f"{plan.max_message_bytes}; raise it in the sink URI and the topic's "
-                                         "max.message.bytes")
+                    too_large = oversize_reason(len(k or b"") + len(v or b"") + MESSAGE_OVERHEAD, plan.max_message_bytes)
+                    if too_large:
+                        raise ValueError(too_large)
                     route = plan.route
                     columns = [image.get(c) for c in route.partition_columns] if route.partition_columns else []
                     partition = partition_for(route, plan.partitions, key_values=enc.key_values(image),
@@ -371,6 +370,7 @@ class _BatchProcessor:
         self._warnings: list[str] = []
         self._lock = threading.Lock()
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
+        self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
         if spec.is_storage:
             from avro_registry_sink.sources.storage import StorageLayout
@@ -525,7 +525,7 @@ class _BatchProcessor:
         if not paths:
             return None
         assert self.layout is not None
-        files = resolve_storage_files(self.layout, paths, self.hints)
+        files = resolve_storage_files(self.layout, paths, self.hints, self._completed)
         self._warnings = self._late_files(files)
         try:
             plans = self.manager.prepare_batch(files.tables.values())

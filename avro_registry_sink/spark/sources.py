@@ -273,24 +273,6 @@ def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
     return table.model_copy(update=update) if update else table
 
 
-# (id(table), id(hint)) -> (table, hint, completed). The layout caches its schema files and the hints
-# live as long as the job, so every batch gets the very same completed object: the schema manager then
-# recognises a known table version by identity instead of comparing definitions field by field.
-_COMPLETED: dict[tuple[int, int], tuple[TableDef, TableDef | None, TableDef]] = {}
-
-
-def _completed(table: TableDef, hint: TableDef | None) -> TableDef:
-    key = (id(table), id(hint))
-    hit = _COMPLETED.get(key)
-    if hit is not None and hit[0] is table and hit[1] is hint:
-        return hit[2]
-    if len(_COMPLETED) > 100_000:
-        _COMPLETED.clear()
-    done = complete_table(table, hint)
-    _COMPLETED[key] = (table, hint, done)
-    return done
-
-
 def _table_to_json(table: TableDef) -> dict[str, Any]:
     data = table.model_dump(mode="json")
     for col, raw in zip(table.columns, data["columns"]):
@@ -491,9 +473,18 @@ class StorageFiles:
 
 
 def resolve_storage_files(
-    layout: StorageLayout, paths: Iterable[str], hints: Mapping[tuple[str, str], TableDef] | None = None
+    layout: StorageLayout,
+    paths: Iterable[str],
+    hints: Mapping[tuple[str, str], TableDef] | None = None,
+    completed: dict[tuple[str, str, int], tuple[TableDef, TableDef | None, TableDef]] | None = None,
 ) -> StorageFiles:
-    """Locate a batch's files in the storage tree and pick each one's table definition (driver side)."""
+    """Locate a batch's files in the storage tree and pick each one's table definition (driver side).
+
+    ``completed`` (owned by the caller, kept across batches) remembers each version's definition after
+    :func:`complete_table`, so every batch hands the schema manager the very same object and it recognises
+    a known table version by identity instead of comparing definitions field by field.
+    """
+    completed = {} if completed is None else completed
     root = str(layout.root.resolve())
     tables_all = layout.table_versions()
     hints = hints or {}
@@ -512,8 +503,12 @@ def resolve_storage_files(
         except SourceError as exc:
             errors.append(_source_error_json(exc))
             continue
-        table = _completed(table, hints.get((table.schema_name, table.table)))
         key = (table.schema_name, table.table, table.version)
+        hint = hints.get((table.schema_name, table.table))
+        known = completed.get(key)
+        if known is None or known[0] is not table or known[1] is not hint:
+            known = completed[key] = (table, hint, complete_table(table, hint))
+        table = known[2]
         tables[key] = table
         order = (data_file.version, f"{data_file.partition or 0:020d}/{data_file.date or ''}/{data_file.number:020d}", 0)
         files.append((relpath, key, order))

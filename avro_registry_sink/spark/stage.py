@@ -50,10 +50,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "HEADERS_TYPE",
     "KAFKA_SCHEMA",
+    "MESSAGE_OVERHEAD",
     "StagePlan",
     "encode_changes",
     "encode_table",
     "images_to_batch",
+    "oversize_reason",
     "partition_numbers",
 ]
 
@@ -72,6 +74,18 @@ KAFKA_SCHEMA = pa.schema([
 ])
 
 _OP_LETTERS = np.frombuffer(b"cud", dtype=np.uint8)  # op code 0/1/2 -> header byte
+
+
+#: TiCDC's allowance per Kafka message on top of key and value (``len(key)+len(value)+36 > max-message-bytes``).
+MESSAGE_OVERHEAD = 36
+
+
+def oversize_reason(size: int, limit: int) -> str | None:
+    """Why a message of ``size`` bytes (key + value + :data:`MESSAGE_OVERHEAD`) is refused, or ``None``."""
+    if not limit or size <= limit:
+        return None
+    return (f"message too large: {size} bytes (key + value + {MESSAGE_OVERHEAD}) > max-message-bytes {limit}; "
+            "raise it in the sink URI and the topic's max.message.bytes, as for TiCDC")
 
 
 @dataclass(frozen=True)
@@ -485,15 +499,13 @@ class _TableStage:
         if not limit or len(keys) == 0:
             return
         sizes = (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
-                 + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + 36)
+                 + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + MESSAGE_OVERHEAD)
         over = np.flatnonzero(sizes > limit)
         if over.size:
             i = int(over[0])
             raise EncodingError(
-                f"The message for table {self.name} at commit ts {int(commit_ts[i])} (topic {self.plan.topic!r}) is "
-                f"too large: {int(sizes[i])} bytes (key + value + 36) > max-message-bytes {limit} "
-                f"({over.size} such message(s) in this batch). Raise max-message-bytes in the sink URI and the "
-                "topic's max.message.bytes, as for TiCDC.",
+                f"Table {self.name} at commit ts {int(commit_ts[i])} (topic {self.plan.topic!r}, {over.size} such "
+                f"message(s) in this batch): {oversize_reason(int(sizes[i]), limit)}.",
                 table=self.name, topic=self.plan.topic, length=int(sizes[i]), limit=limit,
             )
 

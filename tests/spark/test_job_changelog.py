@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.config import RegistryConfig, SinkConfig
+from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.encoder import Op
-from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sources import parse_source
@@ -25,15 +23,6 @@ from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 from tests.support.job import by_partition, canal_messages, decode_file_sink, expected_rows, expected_state, replay
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
-
-
-@pytest.fixture()
-def registry():
-    server = EmbeddedRegistry()
-    url = server.start()
-    with RegistryClient(RegistryConfig(urls=(url,))) as client:
-        yield client
-    server.stop()
 
 
 def _write(path: Path, lines: list[str], mtime: float) -> None:

@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig, SinkConfig
+from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import IncompatibleSchema, NoHandleKey
-from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sinks import FileSink
@@ -34,15 +32,6 @@ EXPECTED_VERSIONS = {
     "shop_customers-key": 1, "shop_customers-value": 1,
     "shop_orders-key": 1, "shop_orders-value": 2,  # the ADD COLUMN gives the value schema a second version
 }
-
-
-@pytest.fixture()
-def registry():
-    server = EmbeddedRegistry()
-    url = server.start()
-    with RegistryClient(RegistryConfig(urls=(url,))) as client:
-        yield client
-    server.stop()
 
 
 def _options(manifest, root: Path, work: Path, **kw) -> JobOptions:
