@@ -175,3 +175,23 @@ def test_files_taken_out_of_order_are_reported(tmp_path):
     assert len(late) == 1 and late[0].startswith(orders[0]) and "TiCDC's order" in late[0]
     processor._save_file_numbers()
     assert json.loads((tmp_path / "ck" / "storage-files.json").read_text())
+
+
+def test_every_batch_gets_the_same_completed_definition_object(tmp_path):
+    # the schema manager then finds a known table version by identity, not by comparing definitions
+    from avro_registry_sink.sources.demo import generate_demo
+    from avro_registry_sink.sources.storage import StorageLayout
+    from avro_registry_sink.spark.sources import resolve_storage_files
+
+    manifest = generate_demo(tmp_path / "in", rows_per_table=6)
+    layout = StorageLayout(tmp_path / "in")
+    hints = {(t.schema_name, t.table): t for t in manifest.tables.values()}
+    uri = f"file:{tmp_path / 'in'}/"
+    customers = [uri + f for f in manifest.data_files if f.startswith("shop/customers/")]
+    completed: dict = {}
+    first = resolve_storage_files(layout, customers[:1], hints, completed).tables
+    second = resolve_storage_files(layout, customers[1:], hints, completed).tables
+    (key,) = first
+    assert first[key].unique_keys  # completed from the hint (schema files record no unique keys)
+    assert second[key] is first[key]
+    assert resolve_storage_files(layout, customers[1:], hints).tables[key] is not first[key]  # no memo: a new copy
