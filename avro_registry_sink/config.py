@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator
 
 from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options
 
 
 class DecimalMode(str, Enum):
@@ -144,7 +145,8 @@ class SinkConfig(BaseModel):
     subject_naming: SubjectNaming = SubjectNaming.TOPIC
     partition_num: int = 3
     max_message_bytes: int = 10 * 1024 * 1024
-    kafka: Mapping[str, str] = Field(default_factory=dict)
+    # Kafka transport (TLS, SASL, producer and topic keys): the sink URI's query and [sink.kafka-config].
+    kafka: KafkaOptions = DEFAULT_KAFKA
 
 
 # --------------------------------------------------------------------------------------------------
@@ -244,8 +246,6 @@ def registry_config_from_url(url: str, base: RegistryConfig | None = None) -> Re
     return base.model_copy(update={"urls": tuple(urls), "username": username, "password": password})
 
 
-_SINK_URI_OWN = {"protocol", "schema-registry", "partition-num", "max-message-bytes", "subject-naming",
-                 "replication-factor", "kafka-version"}
 
 
 def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
@@ -270,7 +270,8 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
     if "protocol" in query:
         update["protocol"] = parse_protocol(query["protocol"])
     if scheme == "kafka":
-        brokers = tuple(b for b in split.netloc.split(",") if b)
+        # TiCDC ignores user-info in a Kafka URI (credentials go in sasl-user / sasl-password).
+        brokers = tuple(b for b in split.netloc.rpartition("@")[2].split(",") if b)
         if not brokers:
             raise ConfigError(f"Invalid sink URI {uri!r}: no Kafka broker address.", option="sink-uri", value=uri)
         update["brokers"] = brokers
@@ -287,9 +288,8 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
         update["max_message_bytes"] = _parse_int("max-message-bytes", query["max-message-bytes"], minimum=1)
     if "subject-naming" in query:
         update["subject_naming"] = _parse_choice("subject-naming", query["subject-naming"], SubjectNaming)
-    extra = {k: v for k, v in query.items() if k not in _SINK_URI_OWN and k not in _ENCODING_OPTIONS}
-    if extra:
-        update["kafka"] = {**base.kafka, **extra}
+    if scheme == "kafka":
+        update["kafka"] = kafka_options(query, base.kafka)
     return base.model_copy(update=update)
 
 
@@ -338,7 +338,9 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     sink = flat.pop("sink", None)
     if isinstance(sink, Mapping):
         codec = sink.get("kafka-config", {}).get("codec-config", {}) if isinstance(sink.get("kafka-config"), Mapping) else {}
-        flat = {**{k: v for k, v in sink.items() if k != "kafka-config"}, **codec, **flat}
+        kafka_config = sink.get("kafka-config") if isinstance(sink.get("kafka-config"), Mapping) else {}
+        flat = {**{k: v for k, v in sink.items() if k != "kafka-config"}, **codec,
+                **{k: v for k, v in kafka_config.items() if k in KAFKA_KEYS}, **flat}
     config = base
     if flat.get("sink-uri"):
         config = parse_sink_uri(str(flat["sink-uri"]), config)
@@ -356,6 +358,7 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     if flat.get("schema-registry"):
         registry = registry_config_from_url(str(flat["schema-registry"]), registry)
     update["registry"] = registry
+    update["kafka"] = kafka_options(flat, config.kafka)
     if "subject-naming" in flat:
         update["subject_naming"] = _parse_choice("subject-naming", str(flat["subject-naming"]), SubjectNaming)
     if "partition-num" in flat:

@@ -203,11 +203,7 @@ def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, produce
                default_dir: Path | None = None) -> Sink:
     """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://``."""
     if config.scheme == "kafka":
-        options = {}
-        compression = dict(config.kafka).get("compression")
-        if compression:
-            options["compression.type"] = compression
-        return KafkaSink(config.brokers, partitions=config.partition_num, options=options, producer=producer,
+        return KafkaSink(config.brokers, partitions=config.partition_num, kafka=config.kafka, producer=producer,
                          spark=spark, max_message_bytes=config.max_message_bytes)
     path = config.path or (str(default_dir) if default_dir is not None else None)
     if not path:

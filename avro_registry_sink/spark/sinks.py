@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
 
 from avro_registry_sink.errors import AvroSinkError, ConfigError
+from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, librdkafka_conf, spark_kafka_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -222,10 +223,9 @@ def has_spark_kafka(spark: SparkSession) -> bool:
 #: Bytes allowed above max-message-bytes for a record batch's framing and the record headers.
 _FRAMING_ROOM = 4096
 
-#: confluent-kafka producer settings that make delivery idempotent and ordered per partition.
-IDEMPOTENT_PRODUCER = {
-    "enable.idempotence": True,
-    "acks": "all",
+#: confluent-kafka producer settings that keep delivery ordered per partition (idempotence and acks come
+#: from :class:`KafkaOptions`: ``required-acks=-1``, the default, makes the producer idempotent).
+ORDERED_PRODUCER = {
     "max.in.flight.requests.per.connection": 5,
     "linger.ms": 5,
 }
@@ -288,8 +288,9 @@ class KafkaSink:
     """A real Kafka cluster (see the module docs).
 
     ``producer`` is ``"spark"`` (Spark's Kafka sink), ``"confluent"`` (confluent-kafka in
-    ``foreachPartition``) or ``"auto"`` (Spark's when the session has the package). ``options`` are
-    Kafka producer settings (``compression.type`` ...), passed to either path.
+    ``foreachPartition``) or ``"auto"`` (Spark's when the session has the package). ``kafka`` holds the
+    transport settings (TLS, SASL, acks, compression, topic creation); ``options`` are extra Kafka producer
+    settings passed to either path as they are.
     """
 
     def __init__(
@@ -298,6 +299,7 @@ class KafkaSink:
         *,
         partitions: int = 3,
         options: Mapping[str, str] | None = None,
+        kafka: KafkaOptions = DEFAULT_KAFKA,
         producer: str = "auto",
         spark: SparkSession | None = None,
         admin_timeout: float = 30.0,
@@ -316,6 +318,7 @@ class KafkaSink:
         self.producer = producer
         self.partitions = partitions
         self.options = dict(options or {})
+        self.kafka = kafka
         self.admin_timeout = admin_timeout
         # TiCDC's max-message-bytes bounds key + value + 36; the producers' request limit and the topics this
         # sink creates get room for the record batch framing and headers on top.
@@ -331,15 +334,19 @@ class KafkaSink:
 
         if not topics:
             return {}
-        admin = AdminClient({"bootstrap.servers": self.brokers})
+        admin = AdminClient({"bootstrap.servers": self.brokers, **librdkafka_conf(self.kafka, "admin")})
         try:
             metadata = admin.list_topics(timeout=self.admin_timeout)
         except KafkaException as exc:
             raise KafkaSinkError(f"Cannot reach Kafka at {self.brokers}: {exc}", brokers=self.brokers) from None
         missing = [t for t in topics if t not in metadata.topics]
+        if missing and not self.kafka.auto_create_topic:
+            raise KafkaSinkError(f"`auto-create-topic` is false, and {missing[0]} not found on {self.brokers} "
+                                 "(create the topic, or set auto-create-topic=true).", topic=missing[0])
         if missing:
             futures = admin.create_topics(
-                [NewTopic(t, num_partitions=topics[t] or self.partitions, replication_factor=-1,
+                [NewTopic(t, num_partitions=topics[t] or self.partitions,
+                          replication_factor=self.kafka.replication_factor or -1,
                           config={"max.message.bytes": str(self.max_request)} if self.max_request else {})
                  for t in missing],
                 operation_timeout=self.admin_timeout,
@@ -373,9 +380,8 @@ class KafkaSink:
                 records.select(*KAFKA_COLUMNS)
                 .write.format("kafka")
                 .option("kafka.bootstrap.servers", self.brokers)
-                .option("kafka.enable.idempotence", "true")
-                .option("kafka.acks", "all")
                 .option("kafka.max.in.flight.requests.per.connection", "5")
+                .options(**spark_kafka_options(self.kafka, "producer"))
             )
             if self.max_request:
                 writer = writer.option("kafka.max.request.size", str(self.max_request))
@@ -389,7 +395,8 @@ class KafkaSink:
                     "not committed; a restart retries it.", brokers=self.brokers,
                 ) from exc
         else:
-            conf: dict[str, Any] = {"bootstrap.servers": self.brokers, **IDEMPOTENT_PRODUCER}
+            conf: dict[str, Any] = {"bootstrap.servers": self.brokers, **ORDERED_PRODUCER,
+                                    **librdkafka_conf(self.kafka, "producer")}
             if self.max_request:
                 conf["message.max.bytes"] = self.max_request
             conf.update(self.options)
