@@ -165,10 +165,13 @@ def encode(
     config: ConfigOpt = None,
 ) -> None:
     """Encode change events to Confluent-framed Avro, registering schemas as needed; one JSON line per event."""
-    from avro_registry_sink.encoder import Op, RowEncoder
+    import pyarrow as pa
+
+    from avro_registry_sink.changes import CHANGE_COLUMNS, dump_image
+    from avro_registry_sink.encoder import Op
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.registry.connect import connect
-    from avro_registry_sink.routing import partition_for
+    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, StagePlan, encode_change_batch
 
     try:
         cfg = build_config(
@@ -185,8 +188,11 @@ def encode(
     except AvroSinkError as exc:
         raise _fail(str(exc)) from None
 
-    failed = 0
-    encoders: dict[tuple[str, str, int], RowEncoder] = {}
+    # Each line becomes a change row (or an error); all rows are then encoded by the job's encode path.
+    errors: dict[int, str] = {}
+    rows: list[tuple[Any, ...]] = []
+    line_of: list[int] = []
+    plans: dict[tuple[str, str, int], Any] = {}
     with connect(cfg.registry) as client:
         manager = SchemaManager(client, router, cfg.encoding, unavailable_budget=cfg.registry.unavailable_budget)
         for line_no, line in enumerate(lines, start=1):
@@ -208,28 +214,41 @@ def encode(
                     raise ValueError(f"table {event['schema']}.{event['table']} is not in {ddl}; tables: {known}")
                 op = Op.parse(str(event["op"]))
                 commit_ts = int(event.get("commit_ts") or 0)
-                values = _load_event_values(event["values"], table, line_no)
+                values = dump_image(_load_event_values(event["values"], table, line_no))
                 plan = manager.plan(table)
-                enc = encoders.get(plan.key)
-                if enc is None:
-                    enc = encoders[plan.key] = RowEncoder(plan.encoding)
-                key, value = enc.encode(op, values, commit_ts)
-                key_values = enc.key_values(values)
-                partition = partition_for(plan.route, cfg.partition_num, key_values=key_values, commit_ts=commit_ts)
-                typer.echo(json.dumps({
-                    "topic": plan.route.topic,
-                    "partition": partition,
-                    "key": key.hex() if key is not None else None,
-                    "value": value.hex() if value is not None else None,
-                    "key_schema_id": plan.encoding.key_schema_id,
-                    "value_schema_id": plan.encoding.value_schema_id,
-                }))
             except (AvroSinkError, ValueError, TypeError) as exc:
-                failed += 1
-                typer.echo(f"error: line {line_no}: {' '.join(str(exc).split())}", err=True)
+                errors[line_no] = " ".join(str(exc).split())
                 if isinstance(exc, RegistryUnavailable):
                     break  # the registry is gone: every remaining event would fail the same way
-    if failed:
+                continue
+            plans[plan.key] = StagePlan(encoding=plan.encoding, topic=plan.route.topic,
+                                        partitions=cfg.partition_num, route=plan.route)
+            before, after = (values, None) if op is Op.DELETE else (None, values)
+            rows.append((table.schema_name, table.table, plan.key[2], op.value, commit_ts, before, after,
+                         f"line {line_no}"))
+            line_of.append(line_no)
+    out: dict[int, str] = {}
+    if rows:
+        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_COLUMNS, r)) for r in rows], schema=CHANGE_SCHEMA)
+        encoded = encode_change_batch(batch, plans, isolate=True).to_pylist()
+        for line_no, row, record in zip(line_of, rows, encoded):
+            if record["error"]:
+                errors[line_no] = " ".join(json.loads(record["error"])["message"].split())
+                continue
+            encoding = plans[(row[0], row[1], row[2])].encoding
+            out[line_no] = json.dumps({
+                "topic": record["topic"],
+                "partition": record["partition"],
+                "key": record["key"].hex() if record["key"] is not None else None,
+                "value": record["value"].hex() if record["value"] is not None else None,
+                "key_schema_id": encoding.key_schema_id,
+                "value_schema_id": encoding.value_schema_id,
+            })
+    for line_no in sorted(out):
+        typer.echo(out[line_no])
+    for line_no in sorted(errors):
+        typer.echo(f"error: line {line_no}: {errors[line_no]}", err=True)
+    if errors:
         raise typer.Exit(2)
 
 
@@ -334,7 +353,7 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     from pydantic import ValidationError
 
     from avro_registry_sink.config import load_toml, parse_bool
-    from avro_registry_sink.sources.csv_format import CsvOptions
+    from avro_registry_sink.formats.csv import CsvOptions
 
     values: dict[str, Any] = {}
     if config_file is not None:

@@ -38,7 +38,7 @@ from typing import Any
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.encoder import Op
-from avro_registry_sink.sources.csv_format import BinaryEncodingMethod, CsvOptions, is_binary_column
+from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, is_binary_column
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 

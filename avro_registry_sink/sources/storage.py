@@ -25,7 +25,7 @@ The layout (tiflow ``pkg/sink/cloudstorage``; ``shared/reference/ticdc-inputs.md
 
 Events' ``source`` is ``"<path relative to root>:<line>"``. The commit ts of CSV rows needs
 ``include-commit-ts=true``; without it events have ``commit_ts=0`` (see
-:mod:`~avro_registry_sink.sources.csv_format`). canal-json lines carry ``_tidb.commitTs`` with
+:mod:`~avro_registry_sink.formats.csv`). canal-json lines carry ``_tidb.commitTs`` with
 ``enable-tidb-extension=true``; without it the commit ts is unknown and ``es << 18`` is used
 (millisecond precision, logical part 0; ``extra["commit_ts_exact"] = False``).
 """
@@ -42,8 +42,8 @@ from typing import Any, Iterable
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
-from avro_registry_sink.sources.canal import DdlEvent, events_from_canal
-from avro_registry_sink.sources.csv_format import DEFAULT_CSV_OPTIONS, CsvOptions, parse_csv
+from avro_registry_sink.formats.canal_json import DdlEvent, parse_canal_lines
+from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvOptions, decode_text, parse_csv
 from avro_registry_sink.table import TableDef
 
 __all__ = [
@@ -361,54 +361,22 @@ class StorageLayout:
 
 
 def read_data_file(
-    data_file: DataFile, table: TableDef, options: CsvOptions | None = None
+    data_file: DataFile, table: TableDef, options: CsvOptions | None = None, data: bytes | None = None
 ) -> tuple[list[ChangeEvent], list[SourceError]]:
     """Parse one data file written with ``table``: (events in file order, errors of bad lines).
 
     CSV files use ``options`` (default :class:`CsvOptions`); ``.json`` files are canal-json, one
     message per line, lines ending with the sink terminator (``\\r\\n`` by default). Every event carries
-    the file's directory version. Pure: ships to Spark executors as it is.
+    the file's directory version. ``data`` is the file's content when the caller has it (Spark's
+    ``binaryFile`` rows); otherwise the file is read. Invalid UTF-8 makes only its own record bad.
     """
     source = data_file.relpath or str(data_file.path)
-    try:
-        data = data_file.path.read_bytes()
-    except OSError as exc:
-        return [], [SourceError(f"{source}: cannot read ({exc}).", source=source, line=0, reason=str(exc))]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        return [], [SourceError(f"{source}:{line}: not UTF-8 text ({exc.reason}).", source=source, line=line,
-                                reason="not UTF-8")]
+    if data is None:
+        try:
+            data = data_file.path.read_bytes()
+        except OSError as exc:
+            return [], [SourceError(f"{source}: cannot read ({exc}).", source=source, line=0, reason=str(exc))]
+    text = decode_text(data)
     if data_file.format == "csv":
         return parse_csv(text, table, options or DEFAULT_CSV_OPTIONS, source=source, table_version=data_file.version)
-    return _read_canal_lines(text, table, source, data_file.version)
-
-
-def _read_canal_lines(
-    text: str, table: TableDef, source: str, version: int
-) -> tuple[list[ChangeEvent], list[SourceError]]:
-    events: list[ChangeEvent] = []
-    errors: list[SourceError] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        line = line.rstrip("\r")
-        if not line.strip():
-            continue
-        where = f"{source}:{number}"
-        try:
-            got = events_from_canal(line, table=table, table_version=version, source=where)
-        except SourceError as exc:
-            context = dict(exc.context)
-            context.update(source=source, line=number)
-            errors.append(SourceError(exc.message, **context))
-            continue
-        for event in got:
-            if isinstance(event, ChangeEvent):
-                events.append(event)
-            else:
-                errors.append(SourceError(
-                    f"{where}: a {type(event).__name__} in a storage-sink data file (DDLs are schema files, and "
-                    "the storage sink writes no watermarks); ignored.",
-                    source=source, line=number, reason="not a DML message",
-                ))
-    return events, errors
+    return parse_canal_lines(text, table, source=source, table_version=data_file.version)

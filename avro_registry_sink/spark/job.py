@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from avro_registry_sink.changes import KAFKA_DDL
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
@@ -47,7 +46,6 @@ from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
     ORDER_COLUMNS,
     SourceSpec,
-    TableCatalog,
     changelog_messages,
     changelog_stream,
     infer_table,
@@ -58,11 +56,12 @@ from avro_registry_sink.spark.sources import (
     storage_stream,
 )
 from avro_registry_sink.table import TableDef
+from avro_registry_sink.tabledef.catalog import TableCatalog
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from avro_registry_sink.sources.csv_format import CsvOptions
+    from avro_registry_sink.formats.csv import CsvOptions
 
 __all__ = [
     "DEFAULT_TOPIC_RULE",
@@ -235,107 +234,20 @@ def _stage_plans(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, in
     }
 
 
-def _local_encode(df: DataFrame, plans: Mapping[PlanKey, Any], *, keep: tuple[str, ...] = ORDER_COLUMNS) -> DataFrame:
-    """A row-at-a-time encode stage (the reference path) that keeps the order columns and turns a row
-    that cannot be encoded into an ``error`` row instead of failing the batch; see ``_encode``."""
-    plans = dict(plans)
-    out_ddl = KAFKA_DDL + ", order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
-
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        from avro_registry_sink.changes import load_image
-        from avro_registry_sink.encoder import Op, RowEncoder
-        from avro_registry_sink.errors import AvroSinkError
-        from avro_registry_sink.routing import partition_for
-        from avro_registry_sink.spark.stage import MESSAGE_OVERHEAD, oversize_reason
-
-        encoders: dict[PlanKey, RowEncoder] = {}
-        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-        names = ("topic", "partition", "key", "value", "headers", "commit_ts", *ORDER_COLUMNS, "error")
-        for batch in batches:
-            out: dict[str, list[Any]] = {name: [] for name in names}
-            for row in batch.to_pylist():
-                plan_key = (row["schema"], row["table"], row["table_version"])
-                plan = plans[plan_key]
-                try:
-                    enc = encoders.get(plan_key)
-                    if enc is None:
-                        enc = encoders[plan_key] = RowEncoder(plan.encoding)
-                    table = plan.encoding.table
-                    op = Op.parse(row["op"])
-                    before = load_image(row["before"], table)
-                    after = load_image(row["after"], table)
-                    image = (before if before is not None else after) if op is Op.DELETE else after
-                    if image is None:
-                        raise ValueError(f"a {op.value} without a row image")
-                    k, v = enc.encode(op, image, row["commit_ts"] or 0)
-                    too_large = oversize_reason(len(k or b"") + len(v or b"") + MESSAGE_OVERHEAD, plan.max_message_bytes)
-                    if too_large:
-                        raise ValueError(too_large)
-                    route = plan.route
-                    columns = [image.get(c) for c in route.partition_columns] if route.partition_columns else []
-                    partition = partition_for(route, plan.partitions, key_values=enc.key_values(image),
-                                              commit_ts=row["commit_ts"] or 0, column_values=columns)
-                    error = None
-                except (AvroSinkError, ValueError, TypeError) as exc:
-                    k = v = partition = None
-                    reason = exc.message if isinstance(exc, AvroSinkError) else str(exc)
-                    error = json.dumps({"source": row["source"], "reason": reason,
-                                        "message": f"{row['source']}: {reason}",
-                                        "table": f"{row['schema']}.{row['table']}"}, ensure_ascii=False)
-                out["topic"].append(plan.topic)
-                out["partition"].append(partition)
-                out["key"].append(k)
-                out["value"].append(v)
-                out["headers"].append([])
-                out["commit_ts"].append(row["commit_ts"])
-                for name in ORDER_COLUMNS:
-                    out[name].append(row[name])
-                out["error"].append(error)
-            yield pa.RecordBatch.from_arrays([
-                pa.array(out["topic"], pa.string()), pa.array(out["partition"], pa.int32()),
-                pa.array(out["key"], pa.binary()), pa.array(out["value"], pa.binary()),
-                pa.array(out["headers"], header_type), pa.array(out["commit_ts"], pa.int64()),
-                pa.array(out["order_version"], pa.int64()), pa.array(out["order_file"], pa.string()),
-                pa.array(out["order_line"], pa.int64()), pa.array(out["error"], pa.string()),
-            ], names=list(names))
-
-    return df.mapInArrow(run, out_ddl)
-
-
-def _stage_encoder() -> Callable[[DataFrame, Mapping[PlanKey, Any]], DataFrame]:
+def _stage_encoder() -> Callable[..., DataFrame]:
     """The project's encode stage (``spark.stage.encode_changes``; a seam for tests)."""
     from avro_registry_sink.spark.stage import encode_changes
 
     return encode_changes
 
 
-def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], partitions: int,
-            encode_changes: Callable[[DataFrame, Mapping[PlanKey, Any]], DataFrame] | None = None) -> DataFrame:
-    """Encode and arrange rows so that each Kafka partition's rows are in one Spark partition, in input order.
-
-    When the stage keeps the order columns, rows are grouped by (topic, partition) after encoding;
-    otherwise they are grouped by table and sorted before the (order-keeping, per-partition) stage.
-    """
-    encode_changes = encode_changes or _stage_encoder()
-    try:
-        encoded = encode_changes(changes, plans, keep=ORDER_COLUMNS)  # the project's stage passes them through
-    except TypeError:
-        encoded = encode_changes(changes, plans)
-    if set(ORDER_COLUMNS) <= set(encoded.columns):
-        return encoded.repartition(partitions, "topic", "partition").sortWithinPartitions(
-            "topic", "partition", *ORDER_COLUMNS
-        )
-    arranged = changes.repartition(partitions, "schema", "table").sortWithinPartitions(
-        "schema", "table", *ORDER_COLUMNS
+def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], partitions: int) -> DataFrame:
+    """Encode (rows that cannot be encoded come out with an ``error``) and arrange rows so that each Kafka
+    partition's rows are in one Spark partition, in input order."""
+    encoded = _stage_encoder()(changes, plans, keep=ORDER_COLUMNS, isolate=True)
+    return encoded.repartition(partitions, "topic", "partition").sortWithinPartitions(
+        "topic", "partition", *ORDER_COLUMNS
     )
-    return encode_changes(arranged, plans)
-
-
-def _is_encoding_failure(exc: BaseException) -> bool:
-    """A Spark job that died of an ``EncodingError`` raised in a Python worker (a bad value, not a bug)."""
-    return "EncodingError" in str(exc)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -441,16 +353,7 @@ class _BatchProcessor:
                 partitions_out = self._spark_partitions(spark)
                 encoded = _encode(changes, stage_plans, partitions_out).persist()
                 cleanup.append(encoded)
-                try:  # encode (into the cache) and count before anything is written
-                    records, failed = self._materialize(encoded, plans, report)
-                except Exception as exc:
-                    if not _is_encoding_failure(exc):
-                        raise
-                    # The stage stops at a value it cannot encode; the row-at-a-time stage sets just
-                    # those rows aside (as bad input) and encodes the others.
-                    encoded = _encode(changes, stage_plans, partitions_out, _local_encode).persist()
-                    cleanup.append(encoded)
-                    records, failed = self._materialize(encoded, plans, report)
+                records, failed = self._materialize(encoded, plans, report)  # encoded into the cache, counted
                 errors.extend(failed)
                 report.errors += len(failed)
                 self.sink.write(records, batch_id)
@@ -580,8 +483,8 @@ class _BatchProcessor:
     def _prepare_changelog(self, spark: SparkSession, batch_df: DataFrame) -> Any:
         from pyspark.sql import functions as F
 
-        from avro_registry_sink.sources.canal import DdlEvent, events_from_canal
-        from avro_registry_sink.sources.debezium import events_from_debezium
+        from avro_registry_sink.formats.canal_json import DdlEvent, events_from_canal
+        from avro_registry_sink.formats.debezium_json import events_from_debezium
 
         assert self.catalog is not None
         spec = self.options.source

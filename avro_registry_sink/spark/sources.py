@@ -39,13 +39,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from avro_registry_sink.changes import ChangeEvent, split_key_change
-from avro_registry_sink.errors import AvroSinkError, ConfigError, SourceError
+from avro_registry_sink.errors import ConfigError, SourceError
 from avro_registry_sink.table import TableDef
+from avro_registry_sink.tabledef.catalog import complete_table, pick_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from avro_registry_sink.sources.csv_format import CsvOptions
+    from avro_registry_sink.formats.csv import CsvOptions
     from avro_registry_sink.sources.storage import DataFile, StorageLayout
 
 __all__ = [
@@ -55,16 +56,13 @@ __all__ = [
     "PEEKED_DDL",
     "SourceSpec",
     "StorageFiles",
-    "TableCatalog",
     "changelog_messages",
     "changelog_stream",
-    "complete_table",
     "infer_table",
     "parse_changelog",
     "parse_source",
     "parse_storage_files",
     "peek_changelog",
-    "pick_version",
     "resolve_storage_files",
     "storage_stream",
 ]
@@ -172,19 +170,42 @@ def _path_of(uri: str) -> str:
     return uri
 
 
-def _error_json(location: str, reason: str, message: str, **extra: Any) -> str:
-    return json.dumps({"source": location, "reason": reason, "message": message,
-                       **{k: v for k, v in extra.items() if v is not None}}, ensure_ascii=False, default=str)
+def _location(source: str) -> dict[str, Any]:
+    """``relpath:line`` -> file and line; ``topic/partition@offset`` -> topic, partition and offset."""
+    head, at, tail = source.rpartition("@")
+    if at and tail.isdigit() and "/" in head:
+        topic, _, partition = head.rpartition("/")
+        if partition.isdigit():
+            return {"topic": topic, "partition": int(partition), "offset": int(tail)}
+    head, colon, tail = source.rpartition(":")
+    if colon and tail.isdigit():
+        return {"file": head, "line": int(tail)}
+    return {"file": source or None}
 
 
-def _source_error_json(err: SourceError) -> str:
+def _error_json(location: str, reason: str, message: str, *, fmt: str | None = None, raw: bytes | str | None = None,
+                table: str | None = None, **extra: Any) -> str:
+    """A dead-letter record (:mod:`~avro_registry_sink.formats.dead_letter`) as JSON; ``table`` may be
+    ``schema.table``."""
+    from avro_registry_sink.formats.dead_letter import dead_letter_json
+
+    fields: dict[str, Any] = {**_location(location), **{k: v for k, v in extra.items() if v is not None}}
+    if table and "schema" not in fields and "." in table:
+        fields["schema"], fields["table"] = table.split(".", 1)
+    elif table:
+        fields["table"] = table
+    return dead_letter_json(fmt=fmt, source=location, reason=reason, message=message, raw=raw, **fields)
+
+
+def _source_error_json(err: SourceError, *, fmt: str | None = None, **extra: Any) -> str:
     ctx = err.context
     location = str(ctx.get("source") or "")
     line = ctx.get("line")
     if line and not location.endswith(f":{line}"):
         location = f"{location}:{line}"
-    return _error_json(location, str(ctx.get("reason") or err.message), err.message,
-                       table=ctx.get("table"), column=ctx.get("column"))
+    table = ctx.get("table")
+    return _error_json(location, str(ctx.get("reason") or err.message), err.message, fmt=fmt, raw=ctx.get("raw"),
+                       table=table if isinstance(table, str) else None, column=ctx.get("column"), **extra)
 
 
 def _line_of(source: str) -> int:
@@ -229,208 +250,6 @@ def _event_row(event: ChangeEvent, version: int, order: tuple[int, str, int]) ->
 def _error_row(error_json: str, order: tuple[int, str, int], schema: str | None = None,
                table: str | None = None, source: str = "") -> tuple[Any, ...]:
     return (schema, table, None, None, None, None, None, source, *order, error_json)
-
-
-# --------------------------------------------------------------------------------------------------
-# Table definitions
-
-
-def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
-    """Fill in what a storage-sink schema file cannot say from a definition given by the user.
-
-    Schema files record neither ENUM/SET members nor unique keys (``shared/reference`` §2): members are
-    taken from the hint's column of the same name, and a table with no primary key takes the hint's
-    unique keys that only name its columns. Everything else stays as the schema file says.
-
-    >>> from avro_registry_sink.table import ColumnDef, MySQLType
-    >>> base = TableDef(schema_name="s", table="t", columns=(ColumnDef(name="e", type=MySQLType.ENUM, nullable=False),))
-    >>> hint = base.model_copy(update={"columns": (ColumnDef(name="e", type=MySQLType.ENUM, elements=("a", "b")),),
-    ...                                "unique_keys": (("e",),)})
-    >>> t = complete_table(base, hint); t.columns[0].elements, t.unique_keys, t.columns[0].nullable
-    (('a', 'b'), (('e',),), False)
-    """
-    if hint is None:
-        return table
-    by_name = {c.name.lower(): c for c in hint.columns}
-    columns = []
-    changed = False
-    for col in table.columns:
-        other = by_name.get(col.name.lower())
-        if other is not None and not col.elements and other.elements and col.type == other.type:
-            col = col.model_copy(update={"elements": other.elements})
-            changed = True
-        columns.append(col)
-    update: dict[str, Any] = {}
-    if changed:
-        update["columns"] = tuple(columns)
-    if not table.primary_key and not table.unique_keys:
-        names = {c.name.lower() for c in table.columns}
-        if hint.primary_key and all(k.lower() in names for k in hint.primary_key):
-            update["primary_key"] = hint.primary_key
-        keys = tuple(uk for uk in hint.unique_keys if all(k.lower() in names for k in uk))
-        if keys:
-            update["unique_keys"] = keys
-    return table.model_copy(update=update) if update else table
-
-
-def _table_to_json(table: TableDef) -> dict[str, Any]:
-    data = table.model_dump(mode="json")
-    for col, raw in zip(table.columns, data["columns"]):
-        if isinstance(col.default, bytes):
-            raw["default"] = {"hex": col.default.hex()}
-    return data
-
-
-def _table_from_json(data: Mapping[str, Any]) -> TableDef:
-    data = dict(data)
-    cols = []
-    for raw in data.get("columns", []):
-        raw = dict(raw)
-        if isinstance(raw.get("default"), dict) and "hex" in raw["default"]:
-            raw["default"] = bytes.fromhex(raw["default"]["hex"])
-        cols.append(raw)
-    data["columns"] = cols
-    return TableDef.model_validate(data)
-
-
-class TableCatalog:
-    """Versions of every changelog table, on the driver: ``(schema, table) -> [(version, TableDef)]``.
-
-    Seeded with the user's definitions (``--tables``, version 0 unless they say otherwise), grown by DDL
-    events (each one a new version at its commit ts; a DDL at or below the newest version is already
-    applied and skipped, so a replayed batch changes nothing) and by definitions inferred from the first
-    message of a table nothing else describes. ``path`` makes it durable (JSON, replaced atomically).
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None = None, seed: Iterable[TableDef] = ()) -> None:
-        self.path = Path(path) if path is not None else None
-        self._versions: dict[tuple[str, str], list[tuple[int, TableDef]]] = {}
-        self._dropped: dict[tuple[str, str], int] = {}
-        self.notes: list[str] = []
-        if self.path is not None and self.path.exists():
-            self._load()
-        for table in seed:
-            key = (table.schema_name, table.table)
-            if key not in self._versions:
-                self._versions[key] = [(table.version, table)]
-
-    # -- persistence -----------------------------------------------------------------------------
-
-    def _load(self) -> None:
-        assert self.path is not None
-        data = json.loads(self.path.read_text(encoding="utf-8"))
-        for entry in data.get("tables", []):
-            table = _table_from_json(entry)
-            self._versions.setdefault((table.schema_name, table.table), []).append((table.version, table))
-        for entry in data.get("dropped", []):
-            self._dropped[(entry["schema"], entry["table"])] = int(entry["commit_ts"])
-        for versions in self._versions.values():
-            versions.sort(key=lambda item: item[0])
-
-    def save(self) -> None:
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {
-            "tables": [_table_to_json(t) for key in sorted(self._versions) for _, t in self._versions[key]],
-            "dropped": [{"schema": s, "table": t, "commit_ts": ts} for (s, t), ts in sorted(self._dropped.items())],
-        }
-        temp = self.path.with_name(self.path.name + ".tmp")
-        temp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-        os.replace(temp, self.path)
-
-    # -- lookups -----------------------------------------------------------------------------------
-
-    def known(self) -> set[tuple[str, str]]:
-        return set(self._versions)
-
-    def latest(self, schema: str, table: str) -> TableDef | None:
-        versions = self._versions.get((schema, table))
-        return versions[-1][1] if versions else None
-
-    def history(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[int, TableDef]]]:
-        """Plain data for the executors: the versions of the given tables."""
-        return {key: list(self._versions[key]) for key in keys if key in self._versions}
-
-    def versions_between(self, schema: str, table: str, low: int, high: int) -> list[TableDef]:
-        """The definitions DMLs with commit ts in ``[low, high]`` use."""
-        versions = self._versions.get((schema, table), [])
-        out = []
-        for i, (version, definition) in enumerate(versions):
-            nxt = versions[i + 1][0] if i + 1 < len(versions) else None
-            if (nxt is None or nxt > low) and (version <= high or i == 0):
-                out.append(definition)
-        return out
-
-    # -- changes -----------------------------------------------------------------------------------
-
-    def add(self, table: TableDef) -> bool:
-        """Add a version; ``False`` when it is not newer than what is known."""
-        key = (table.schema_name, table.table)
-        versions = self._versions.setdefault(key, [])
-        if versions and table.version <= versions[-1][0]:
-            return False
-        if versions and versions[-1][1].model_copy(update={"version": table.version}) == table:
-            return False  # same definition (TRUNCATE, index changes): keep the current version
-        versions.append((table.version, table))
-        return True
-
-    def apply(self, ddl: Any) -> bool:
-        """Apply one :class:`~avro_registry_sink.sources.canal.DdlEvent`; returns whether anything changed."""
-        if not ddl.table:
-            return False  # database-level DDL
-        key = (ddl.schema, ddl.table)
-        current = self.latest(*key)
-        if current is not None and ddl.commit_ts <= current.version:
-            return False  # already applied (a replayed batch)
-        if ddl.tables:  # debezium tableChanges: the table as it is after the DDL
-            changed = False
-            for table in ddl.tables:
-                changed |= self.add(table.model_copy(update={"version": ddl.commit_ts}))
-            return changed
-        query = " ".join(ddl.query.split())
-        head = query.upper()
-        from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
-
-        try:
-            if head.startswith("CREATE TABLE"):
-                created = [t for t in parse_ddl(ddl.query, default_schema=ddl.schema)
-                           if t.table.lower() == ddl.table.lower()]
-                if not created:
-                    raise SourceError(f"{ddl.source}: CREATE TABLE does not define {ddl.schema}.{ddl.table}.",
-                                      source=ddl.source, reason="no table in DDL")
-                self._dropped.pop(key, None)
-                return self.add(created[0].model_copy(update={"schema_name": ddl.schema, "table": ddl.table,
-                                                              "version": ddl.commit_ts}))
-            if current is None:
-                self.notes.append(
-                    f"{ddl.source}: DDL for {ddl.schema}.{ddl.table} before any definition of it is known; the "
-                    "table will be described by its messages (or give it with --tables)."
-                )
-                return False
-            updated = apply_ddl(current, ddl.query)
-        except AvroSinkError as exc:
-            if isinstance(exc, SourceError):
-                raise
-            raise SourceError(f"{ddl.source}: cannot apply DDL to {ddl.schema}.{ddl.table}: {exc.message}",
-                              source=ddl.source, reason=exc.message) from exc
-        if updated is None:  # DROP TABLE / DROP DATABASE
-            self._dropped[key] = ddl.commit_ts
-            return True
-        if (updated.schema_name, updated.table) != key:  # RENAME: the old name is gone
-            self._dropped[key] = ddl.commit_ts
-        return self.add(updated.model_copy(update={"version": ddl.commit_ts}))
-
-
-def pick_version(history: list[tuple[int, TableDef]], commit_ts: int) -> TableDef:
-    """The definition a DML at ``commit_ts`` was written with: the newest version at or before it."""
-    chosen = history[0][1]
-    for version, definition in history:
-        if version <= commit_ts:
-            chosen = definition
-        else:
-            break
-    return chosen
 
 
 # --------------------------------------------------------------------------------------------------
@@ -647,65 +466,15 @@ def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
     return batch_df.select("path").mapInArrow(split, MESSAGES_DDL)
 
 
-def _peek_canal(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | None]:
-    from avro_registry_sink.sources.canal import commit_ts_from_ms
-
-    kind = msg.get("type")
-    if kind == "TIDB_WATERMARK":
-        return "watermark", None, None, None
-    database, table = msg.get("database"), msg.get("table")
-    tidb = msg.get("_tidb")
-    commit_ts: int | None = None
-    if isinstance(tidb, Mapping) and tidb.get("commitTs") is not None:
-        commit_ts = int(tidb["commitTs"])
-    elif msg.get("es") is not None:
-        commit_ts = commit_ts_from_ms(int(msg["es"]))
-    if msg.get("isDdl"):
-        return "ddl", database, table, commit_ts
-    if not isinstance(database, str) or not isinstance(table, str):
-        raise SourceError("canal-json message without string 'database' and 'table'.", reason="no database/table")
-    if commit_ts is None:
-        raise SourceError("canal-json message has neither _tidb.commitTs nor es, so no commit time.",
-                          reason="no commit ts")
-    return "dml", database, table, commit_ts
-
-
-def _peek_debezium(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | None]:
-    from avro_registry_sink.sources.canal import commit_ts_from_ms
-
-    payload: Any = msg
-    if "payload" in msg and ("schema" in msg or "op" not in msg):
-        payload = msg["payload"]
-    if payload is None:
-        return "skip", None, None, None
-    if not isinstance(payload, Mapping):
-        raise SourceError("debezium payload is not a JSON object.", reason="payload not an object")
-    src = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
-    commit_ts: int | None = None
-    if src.get("commit_ts") is not None:
-        commit_ts = int(src["commit_ts"])
-    elif src.get("ts_ms") or payload.get("ts_ms"):
-        commit_ts = commit_ts_from_ms(int(src.get("ts_ms") or payload.get("ts_ms")))
-    op = payload.get("op")
-    if op == "m":
-        return "watermark", None, None, commit_ts
-    if op is None or op == "t":
-        return "ddl", src.get("db"), src.get("table"), commit_ts
-    db, table = src.get("db"), src.get("table")
-    if not isinstance(db, str) or not isinstance(table, str) or not table:
-        raise SourceError("debezium message without source.db and source.table.", reason="no db/table")
-    if commit_ts is None:
-        raise SourceError("debezium message has no source.commit_ts, source.ts_ms or ts_ms.", reason="no commit ts")
-    return "dml", db, table, commit_ts
-
-
 def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
     """Executor stage 1: classify every message (``dml``/``ddl``/``watermark``/``skip``/``error``).
 
     The message text is kept for every row (stage 2 parses the DMLs); only DDLs, per-table commit-ts
     ranges and one message per table reach the driver.
     """
-    peek = _peek_canal if fmt == "canal-json" else _peek_debezium
+    from avro_registry_sink.formats import canal_json, debezium_json
+
+    peek = canal_json.peek if fmt == "canal-json" else debezium_json.peek
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
@@ -753,8 +522,8 @@ def parse_changelog(
     history = {key: list(versions) for key, versions in history.items()}
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from avro_registry_sink.sources.canal import events_from_canal
-        from avro_registry_sink.sources.debezium import events_from_debezium
+        from avro_registry_sink.formats.canal_json import events_from_canal
+        from avro_registry_sink.formats.debezium_json import events_from_debezium
 
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
@@ -799,17 +568,9 @@ def parse_changelog(
 
 
 def infer_table(fmt: str, message: str, source: str) -> TableDef | None:
-    """A best-effort definition from one DML message (canal-json's ``mysqlType``/``pkNames``)."""
+    """A best-effort definition from one DML message (canal-json only: ``mysqlType``/``pkNames``)."""
     if fmt != "canal-json":
         return None
-    from avro_registry_sink.sources.canal import load_message
+    from avro_registry_sink.formats.canal_json import derive_table
 
-    try:
-        from avro_registry_sink.tabledef.canal import table_from_canal
-    except ImportError:
-        return None
-    try:
-        return table_from_canal(load_message(message, source))
-    except Exception:  # noqa: BLE001 - reported as "unknown table" by the parse stage
-        return None
-
+    return derive_table(message, source)

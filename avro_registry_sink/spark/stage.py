@@ -48,10 +48,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "CHANGE_SCHEMA",
     "HEADERS_TYPE",
+    "KAFKA_ERROR_SCHEMA",
     "KAFKA_SCHEMA",
     "MESSAGE_OVERHEAD",
     "StagePlan",
+    "encode_change_batch",
     "encode_changes",
     "encode_table",
     "images_to_batch",
@@ -71,6 +74,13 @@ KAFKA_SCHEMA = pa.schema([
     pa.field("value", pa.binary()),
     pa.field("headers", HEADERS_TYPE),
     pa.field("commit_ts", pa.int64()),
+])
+
+#: The Arrow schema of :data:`~avro_registry_sink.changes.CHANGE_DDL` (the input of :func:`encode_change_batch`).
+CHANGE_SCHEMA = pa.schema([
+    pa.field("schema", pa.string()), pa.field("table", pa.string()), pa.field("table_version", pa.int64()),
+    pa.field("op", pa.string()), pa.field("commit_ts", pa.int64()), pa.field("before", pa.string()),
+    pa.field("after", pa.string()), pa.field("source", pa.string()),
 ])
 
 _OP_LETTERS = np.frombuffer(b"cud", dtype=np.uint8)  # op code 0/1/2 -> header byte
@@ -493,6 +503,20 @@ class _TableStage:
         partition = self.partitions(batch, commit_ts)
         return _kafka_batch(self.plan.topic, partition, keys, values, op_codes, commit_ts)
 
+    def encode_checked(self, batch: pa.RecordBatch, op_codes: np.ndarray,
+                       commit_ts: np.ndarray) -> tuple[pa.RecordBatch, dict[int, str]]:
+        """:meth:`encode`, but records over ``max-message-bytes`` are reported per row (row -> reason)."""
+        keys, values = self.encoder.encode(batch, ops=_op_array(op_codes), commit_ts=pa.array(commit_ts, pa.int64()))
+        oversize: dict[int, str] = {}
+        limit = self.plan.max_message_bytes
+        if limit and len(keys):
+            sizes = (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
+                     + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + MESSAGE_OVERHEAD)
+            for i in np.flatnonzero(sizes > limit):
+                oversize[int(i)] = f"{oversize_reason(int(sizes[i]), limit)}"
+        partition = self.partitions(batch, commit_ts)
+        return _kafka_batch(self.plan.topic, partition, keys, values, op_codes, commit_ts), oversize
+
     def check_sizes(self, keys: pa.Array, values: pa.Array, commit_ts: np.ndarray) -> None:
         """Refuse a record Kafka would refuse, as TiCDC does (``ErrMessageTooLarge``), naming the change."""
         limit = self.plan.max_message_bytes
@@ -509,53 +533,6 @@ class _TableStage:
                 table=self.name, topic=self.plan.topic, length=int(sizes[i]), limit=limit,
             )
 
-    def encode_rows(self, rows: list[dict[str, Any]], sources: list[str], version: int) -> pa.RecordBatch:
-        """The reference path, row by row: load_image + RowEncoder + partition_for."""
-        from avro_registry_sink.changes import load_image
-        from avro_registry_sink.encoder import Op
-        from avro_registry_sink.routing import partition_for
-
-        encoder = _row_encoder(self.plan)
-        route = self.plan.route
-        out_keys, out_values, parts, codes, stamps = [], [], [], [], []
-        for row, source in zip(rows, sources):
-            try:
-                op = Op.parse(row["op"]) if row["op"] is not None else Op.INSERT
-                before = load_image(row["before"], self.table)
-                after = load_image(row["after"], self.table)
-                image = (before if before is not None else after) if op is Op.DELETE else after
-                if image is None:
-                    raise EncodingError(f"a {op.value} event without a row image", table=self.name)
-                ts = int(row["commit_ts"] or 0)
-                k, v = encoder.encode(op, image, ts)
-                columns = [image.get(c) for c in route.partition_columns]
-                parts.append(partition_for(route, self.plan.partitions, key_values=encoder.key_values(image),
-                                           commit_ts=ts, column_values=columns))
-            except (AvroSinkError, ValueError, TypeError) as exc:
-                raise _row_error(exc, self.plan, version, source) from None
-            out_keys.append(k)
-            out_values.append(v)
-            codes.append(2 if op is Op.DELETE else 1 if op is Op.UPDATE else 0)
-            stamps.append(ts)
-        keys, values, stamps_array = pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary()), np.array(stamps, np.int64)
-        self.check_sizes(keys, values, stamps_array)
-        return _kafka_batch(self.plan.topic, np.array(parts, np.int32), keys, values, np.array(codes, np.uint8),
-                            stamps_array)
-
-
-_ROW_ENCODERS: dict[StagePlan, Any] = {}
-
-
-def _row_encoder(plan: StagePlan) -> Any:
-    from avro_registry_sink.encoder import RowEncoder
-
-    encoder = _ROW_ENCODERS.get(plan)
-    if encoder is None:
-        if len(_ROW_ENCODERS) >= _CACHE_LIMIT:
-            _ROW_ENCODERS.clear()
-        encoder = _ROW_ENCODERS[plan] = RowEncoder(plan.encoding)
-    return encoder
-
 
 def _op_array(op_codes: np.ndarray) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(op_codes.astype(np.int8)), pa.array(["insert", "update", "delete"]))
@@ -567,7 +544,7 @@ def _row_error(exc: BaseException, plan: StagePlan, version: int, source: str | 
     context = dict(exc.context) if isinstance(exc, AvroSinkError) else {}
     column = context.get("column")
     where = f" (column {column!r})" if column and f"'{column}'" not in reason else ""
-    context.update(table=table, version=version, source=source)
+    context.update(table=table, version=version, source=source, reason=reason)
     return EncodingError(
         f"Cannot encode the change at {source or '<unknown source>'} for table {table} version {version}{where}: {reason}",
         **context,
@@ -642,29 +619,43 @@ def _append_kept(out: pa.RecordBatch, batch: pa.RecordBatch, keep: tuple[str, ..
 # encode_changes
 
 
-def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: Sequence[str] = ()) -> DataFrame:
+def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: Sequence[str] = (),
+                   isolate: bool = False) -> DataFrame:
     """Encode a change DataFrame (:data:`~avro_registry_sink.changes.CHANGE_DDL`) into Kafka records.
 
     ``plans`` maps ``(schema, table, table_version)`` to the :class:`StagePlan` of that version. Output
     rows keep the input order within each partition; ``keep`` names input columns passed through after
-    the Kafka columns (for instance ordering columns).
+    the Kafka columns (for instance ordering columns). With ``isolate`` rows that cannot be encoded come out
+    with null key and value and the reason in an ``error`` column (see :func:`encode_change_batch`)
+    instead of failing the job.
     """
     plans = dict(plans)
     keep = tuple(keep)
-    out_schema = _with_kept(KAFKA_DDL, df, keep)
+    out_schema = _with_kept(KAFKA_DDL + (", error STRING" if isolate else ""), df, keep)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield _append_kept(encode_change_batch(batch, plans), batch, keep)
+            yield _append_kept(encode_change_batch(batch, plans, isolate=isolate), batch, keep)
 
     return df.mapInArrow(run, out_schema)
 
 
-def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan]) -> pa.RecordBatch:
-    """One Arrow batch of change rows -> Kafka records, same row order (the body of :func:`encode_changes`)."""
+def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan], *,
+                        isolate: bool = False) -> pa.RecordBatch:
+    """One Arrow batch of change rows -> Kafka records, same row order (the body of :func:`encode_changes`).
+
+    The one encode path of the project (the CLI ``encode``, the Spark stage and the job all call it): each
+    table version's rows are parsed into typed Arrow columns and encoded by the columnar encoder. With
+    ``isolate`` a row that cannot be encoded (a bad value, a missing image, a record over
+    ``max-message-bytes``) does not fail the batch: its output row has null key and value and an
+    ``error`` column holding the dead-letter JSON (``source``, ``reason``, ``message``, ``table``); every
+    other row is encoded as usual. Without it the first such row raises :class:`EncodingError` naming the
+    table, version, column and the row's ``source``.
+    """
     n = batch.num_rows
+    schema = KAFKA_ERROR_SCHEMA if isolate else KAFKA_SCHEMA
     if n == 0:
-        return pa.RecordBatch.from_pylist([], schema=KAFKA_SCHEMA)
+        return pa.RecordBatch.from_pylist([], schema=schema)
     group_text = pc.binary_join_element_wise(
         batch.column("schema").cast(pa.string()).fill_null(""), "\x1f",
         batch.column("table").cast(pa.string()).fill_null(""), "\x1f",
@@ -678,19 +669,24 @@ def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan
     for g, text in enumerate(groups):
         rows = np.flatnonzero(codes == g) if len(groups) > 1 else None
         part = batch if rows is None else batch.take(pa.array(rows))
-        schema, table, version_text = text.split("\x1f")
+        schema_name, table, version_text = text.split("\x1f")
         version = int(version_text) if version_text else -1
-        plan = plans.get((schema, table, version))
+        plan = plans.get((schema_name, table, version))
         if plan is None:
             source = part.column("source")[0].as_py()
             known = ", ".join(f"{s}.{t} v{v}" for s, t, v in sorted(plans)) or "none"
             raise EncodingError(
-                f"No encoding plan for table {schema}.{table} version {version} (first row at {source or '?'}); "
+                f"No encoding plan for table {schema_name}.{table} version {version} (first row at {source or '?'}); "
                 f"this batch has plans for: {known}. The schema manager must prepare every table version in "
                 "the batch before the encode stage runs.",
-                table=f"{schema}.{table}", version=version, source=source,
+                table=f"{schema_name}.{table}", version=version, source=source,
             )
-        outputs.append(_encode_group(part, plan, version))
+        out, bad = _encode_group(part, plan, version)
+        if bad and not isolate:
+            raise bad[min(bad)]
+        if isolate:
+            out = _with_errors(out, bad, plan, version, part.column("source").to_pylist())
+        outputs.append(out)
         if rows is not None:
             order.append(rows)
     if len(outputs) == 1:
@@ -701,28 +697,119 @@ def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan
     return combined.take(pa.array(inverse)).to_batches(max_chunksize=n)[0]
 
 
-def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> pa.RecordBatch:
+#: :data:`KAFKA_SCHEMA` plus ``error`` (dead-letter JSON of a row that could not be encoded, else null).
+KAFKA_ERROR_SCHEMA = KAFKA_SCHEMA.append(pa.field("error", pa.string()))
+
+#: Rows set aside one by one before a group is encoded row by row instead (a batch of many bad rows).
+_ISOLATE_LIMIT = 8
+
+
+def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> tuple[pa.RecordBatch, dict[int, EncodingError]]:
+    """Encode one table version's rows; returns the records and the errors of the rows that failed.
+
+    Vectorized first (JSON images -> typed columns -> columnar encoder). Texts the vectorized parse cannot
+    take (see :func:`images_to_batch`) go through :func:`~avro_registry_sink.changes.load_image` row by row
+    into the same encoder; a row the encoder refuses is set aside and the others are encoded again."""
     stage = _stage_for(plan)
     n = part.num_rows
-    op_column = part.column("op")
+    sources = part.column("source").to_pylist()
     try:
-        op_codes = parse_ops(op_column, n)
+        op_codes = parse_ops(part.column("op"), n)
     except EncodingError:
-        return _fallback(part, stage, version)
+        return _encode_rows(part, stage, version, sources)
     ts = part.column("commit_ts").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     deletes = op_codes == 2
     after = part.column("after")
     images = pc.if_else(pa.array(deletes), pc.coalesce(part.column("before"), after), after) if deletes.any() else after
     try:
         typed = images_to_batch(images, stage.table, required=~deletes)
-        return stage.encode(typed, op_codes, ts)
     except _FallBack:
-        return _fallback(part, stage, version)
-    except EncodingError:
-        return _fallback(part, stage, version)  # the reference raises its own error, naming the source
+        return _encode_rows(part, stage, version, sources)
+    bad: dict[int, EncodingError] = {}
+    keep = np.arange(n)
+    while True:
+        subset = typed if keep.size == n else typed.take(pa.array(keep))
+        try:
+            out, oversize = stage.encode_checked(subset, op_codes[keep], ts[keep])
+        except EncodingError as exc:
+            row = exc.context.get("row")
+            if row is None or len(bad) >= _ISOLATE_LIMIT:
+                return _encode_rows(part, stage, version, sources)
+            original = int(keep[int(row)])
+            bad[original] = _row_error(exc, plan, version, sources[original])
+            keep = np.delete(keep, int(row))
+            continue
+        for i, reason in oversize.items():
+            original = int(keep[i])
+            bad[original] = _row_error(EncodingError(reason, table=stage.name), plan, version, sources[original])
+        break
+    return _spread_rows(out, keep, n, plan), bad
 
 
-def _fallback(part: pa.RecordBatch, stage: _TableStage, version: int) -> pa.RecordBatch:
+def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
+                 sources: list[str | None]) -> tuple[pa.RecordBatch, dict[int, EncodingError]]:
+    """Row by row through the columnar encoder: images loaded with ``load_image`` into one-row batches.
+
+    Exact for every input the encoder accepts (its per-value path uses the reference converters), and
+    each row's failure stays with that row."""
+    from avro_registry_sink.changes import load_image
+    from avro_registry_sink.encoder import Op
+
+    plan = stage.plan
     rows = part.select(["op", "commit_ts", "before", "after"]).to_pylist()
-    sources = part.column("source").to_pylist()
-    return stage.encode_rows(rows, sources, version)
+    outputs: list[pa.RecordBatch] = []
+    keep: list[int] = []
+    bad: dict[int, EncodingError] = {}
+    for i, row in enumerate(rows):
+        try:
+            op = Op.parse(row["op"]) if row["op"] is not None else Op.INSERT
+            before = load_image(row["before"], stage.table)
+            after = load_image(row["after"], stage.table)
+            image = (before if before is not None else after) if op is Op.DELETE else after
+            if image is None:
+                raise EncodingError(f"a {op.value} event without a row image", table=stage.name)
+            columns = [pa.array([value]) for value in image.values()]
+            one = pa.RecordBatch.from_arrays(columns, names=list(image.keys()))
+            code = np.array([2 if op is Op.DELETE else 1 if op is Op.UPDATE else 0], np.uint8)
+            out, oversize = stage.encode_checked(one, code, np.array([int(row["commit_ts"] or 0)], np.int64))
+            if oversize:
+                raise EncodingError(oversize[0], table=stage.name)
+        except (AvroSinkError, ValueError, TypeError, pa.ArrowException) as exc:
+            bad[i] = _row_error(exc, plan, version, sources[i])
+            continue
+        outputs.append(out)
+        keep.append(i)
+    if outputs:
+        out = pa.Table.from_batches(outputs).combine_chunks().to_batches(max_chunksize=len(keep))[0]
+    else:
+        out = pa.RecordBatch.from_pylist([], schema=KAFKA_SCHEMA)
+    return _spread_rows(out, np.array(keep, np.int64), part.num_rows, plan), bad
+
+
+def _spread_rows(out: pa.RecordBatch, keep: np.ndarray, n: int, plan: StagePlan) -> pa.RecordBatch:
+    """Records of the kept rows back at their positions among ``n`` rows; set-aside rows are null records."""
+    if keep.size == n:
+        return out
+    slot = np.full(n, -1, np.int64)
+    slot[keep] = np.arange(keep.size)
+    indices = pa.array(slot, mask=slot < 0)
+    columns = [col.take(indices) for col in out.columns]
+    columns[0] = pa.array([plan.topic] * n, pa.string())
+    return pa.RecordBatch.from_arrays(columns, schema=KAFKA_SCHEMA)
+
+
+def _with_errors(out: pa.RecordBatch, bad: Mapping[int, EncodingError], plan: StagePlan, version: int,
+                 sources: list[str | None]) -> pa.RecordBatch:
+    """``out`` plus the ``error`` column (dead-letter JSON for the rows in ``bad``)."""
+    import json
+
+    table = plan.encoding.table
+    errors: list[str | None] = [None] * out.num_rows
+    for i, exc in bad.items():
+        context = exc.context
+        errors[i] = json.dumps({
+            "source": sources[i], "reason": str(context.get("reason") or "cannot encode"), "message": exc.message,
+            "schema": table.schema_name, "table": table.table, "table_version": version,
+            "column": context.get("column"),
+        }, ensure_ascii=False, default=str)
+    return pa.RecordBatch.from_arrays([*out.columns, pa.array(errors, pa.string())], schema=KAFKA_ERROR_SCHEMA)

@@ -8,7 +8,7 @@ from tests.support.job import canal_messages, expected_state
 
 
 def test_canal_messages_read_back_as_the_manifest_events(tmp_path):
-    from avro_registry_sink.sources.canal import DdlEvent, events_from_canal
+    from avro_registry_sink.formats.canal_json import DdlEvent, events_from_canal
     from avro_registry_sink.sources.demo import generate_demo
 
     manifest = generate_demo(tmp_path, rows_per_table=6)

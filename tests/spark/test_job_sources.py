@@ -9,6 +9,7 @@ import json
 import pytest
 
 from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.formats.canal_json import DdlEvent
 from avro_registry_sink.progress import (
     BatchReport,
     JobTotals,
@@ -19,11 +20,11 @@ from avro_registry_sink.progress import (
     lag_seconds,
     make_progress,
 )
-from avro_registry_sink.sources.canal import DdlEvent
 from avro_registry_sink.spark.job import kafka_package
 from avro_registry_sink.spark.sinks import read_file_sink
-from avro_registry_sink.spark.sources import TableCatalog, complete_table, parse_source, pick_version
+from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+from avro_registry_sink.tabledef.catalog import TableCatalog, complete_table, pick_version
 from avro_registry_sink.tabledef.ddl import parse_ddl
 
 

@@ -216,25 +216,7 @@ def test_partition_dispatch_rules(spark, tmp_path, registry):
     assert {r.partition for r in read_file_sink(tmp_path / "out")} <= {0, 1, 2, 3}
 
 
-def test_a_stage_that_stops_at_a_bad_value_falls_back_to_setting_the_row_aside(spark, tmp_path, registry,
-                                                                                monkeypatch):
-    from avro_registry_sink.changes import KAFKA_DDL
-    from avro_registry_sink.spark import job
-    from avro_registry_sink.spark.sources import ORDER_COLUMNS
-
-    def strict_stage(df, plans):  # like a vectorized stage: the first bad value fails the task
-        def check(batches):
-            from avro_registry_sink.errors import EncodingError
-
-            for batch in batches:
-                bad = [e for e in batch.column("error").to_pylist() if e]
-                if bad:
-                    raise EncodingError(json.loads(bad[0])["message"])
-                yield batch.drop_columns(["error", *ORDER_COLUMNS])
-
-        return job._local_encode(df, plans).mapInArrow(check, KAFKA_DDL)
-
-    monkeypatch.setattr(job, "_stage_encoder", lambda: strict_stage)
+def test_a_value_the_encoder_refuses_is_set_aside_and_the_other_rows_delivered(spark, tmp_path, registry):
     root = tmp_path / "in"
     manifest = generate_demo(root, rows_per_table=6)
     csv_file = next(f for f in manifest.data_files if f.startswith("shop/orders/") and f.endswith(".csv"))

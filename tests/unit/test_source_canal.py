@@ -9,7 +9,7 @@ import pytest
 
 from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
-from avro_registry_sink.sources.canal import (
+from avro_registry_sink.formats.canal_json import (
     DdlEvent,
     Watermark,
     commit_ts_from_ms,

@@ -9,8 +9,8 @@ import pytest
 
 from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
-from avro_registry_sink.sources.canal import DdlEvent, Watermark
-from avro_registry_sink.sources.debezium import (
+from avro_registry_sink.formats.canal_json import DdlEvent, Watermark
+from avro_registry_sink.formats.debezium_json import (
     convert_debezium_value,
     events_from_debezium,
     table_from_table_change,

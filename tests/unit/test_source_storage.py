@@ -11,7 +11,7 @@ import pytest
 
 from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
-from avro_registry_sink.sources.csv_format import CsvOptions, decode_value, iter_records, parse_csv
+from avro_registry_sink.formats.csv import CsvOptions, decode_value, iter_records, parse_csv
 from avro_registry_sink.sources.storage import DataFile, DateSeparator, StorageLayout, data_file_name, read_data_file
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
@@ -341,12 +341,25 @@ def test_read_canal_json_data_file(tmp_path: Path) -> None:
     assert str(error).startswith("test/t3/9/CDC000001.json:3: column 'id' of test.t3")
 
 
-def test_unreadable_utf8_is_one_error(tmp_path: Path) -> None:
-    (tmp_path / "CDC000001.csv").write_bytes(b'"I","t2","test",1,"ok"\r\n"I","t2","test",2,"\xff"\r\n')
+def test_invalid_utf8_makes_only_its_record_bad(tmp_path: Path) -> None:
+    raw = b'"I","t2","test",2,"\xff"'
+    (tmp_path / "CDC000001.csv").write_bytes(b'"I","t2","test",1,"ok"\r\n' + raw + b'\r\n"I","t2","test",3,"x"\r\n')
     data_file = DataFile(path=tmp_path / "CDC000001.csv", schema="test", table="t2", version=1, partition=None,
                          date=None, number=1, format="csv", relpath="x/CDC000001.csv")
     events, errors = read_data_file(data_file, T2)
-    assert events == [] and errors[0].line == 2 and "not UTF-8" in str(errors[0])
+    assert [e.after["id"] for e in events] == [1, 3]
+    assert [(e.line, e.context["raw"]) for e in errors] == [(2, raw)] and "invalid UTF-8" in str(errors[0])
+
+
+def test_a_truncated_line_does_not_swallow_the_next(tmp_path: Path) -> None:
+    truncated = b'"I","t2","test",2,"hel'
+    (tmp_path / "CDC000001.csv").write_bytes(b'"I","t2","test",1,"ok"\r\n' + truncated + b'\r\n"I","t2","test",3,"x"\r\n'
+                                             b'"I","t2","test",4,"a\r\nb"\r\n')
+    data_file = DataFile(path=tmp_path / "CDC000001.csv", schema="test", table="t2", version=1, partition=None,
+                         date=None, number=1, format="csv", relpath="x/CDC000001.csv")
+    events, errors = read_data_file(data_file, T2)
+    assert [e.after["id"] for e in events] == [1, 3, 4] and events[2].after["v"] == "a\r\nb"
+    assert [(e.line, e.context["raw"]) for e in errors] == [(2, truncated)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -442,7 +455,7 @@ def test_errors_and_events_pickle_for_spark() -> None:
 
 
 def test_field_count_mismatch_names_the_csv_settings_that_would_explain_it():
-    from avro_registry_sink.sources.csv_format import CsvOptions, _meta_hint
+    from avro_registry_sink.formats.csv import CsvOptions, _meta_hint
 
     hint = _meta_hint(CsvOptions(include_commit_ts=True), 1)
     assert "output-old-value=true" in hint and "output-handle-key=true" in hint and "include-commit-ts" not in hint

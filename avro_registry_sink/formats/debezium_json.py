@@ -59,7 +59,7 @@ from typing import Any, Mapping
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
-from avro_registry_sink.sources.canal import (
+from avro_registry_sink.formats.canal_json import (
     DdlEvent,
     SourceEvent,
     TableLookup,
@@ -71,7 +71,7 @@ from avro_registry_sink.sources.canal import (
 )
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 
-__all__ = ["convert_debezium_value", "events_from_debezium", "table_from_table_change"]
+__all__ = ["convert_debezium_value", "events_from_debezium", "peek", "table_from_table_change"]
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -539,3 +539,40 @@ def _convert(value: Any, col: ColumnDef | None, field: Mapping[str, Any] | None,
         kind = f" ({col.sql_type()})" if col is not None else ""
         raise SourceError(f"{where}: column {column!r} of {table}{kind}: {exc}.", source=source, table=table,
                           column=column, reason=str(exc)) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Peek
+
+
+def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | None]:
+    """What a decoded message is: ``(kind, schema, table, commit_ts)``, kind ``dml``, ``ddl``,
+    ``watermark`` or ``skip`` (a null payload).
+
+    >>> peek({"op": "c", "source": {"db": "s", "table": "t", "commit_ts": 7}})
+    ('dml', 's', 't', 7)
+    """
+    payload: Any = msg
+    if "payload" in msg and ("schema" in msg or "op" not in msg):
+        payload = msg["payload"]
+    if payload is None:
+        return "skip", None, None, None
+    if not isinstance(payload, Mapping):
+        raise SourceError("debezium payload is not a JSON object.", reason="payload not an object")
+    src = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
+    commit_ts: int | None = None
+    if src.get("commit_ts") is not None:
+        commit_ts = int(src["commit_ts"])
+    elif src.get("ts_ms") or payload.get("ts_ms"):
+        commit_ts = commit_ts_from_ms(int(src.get("ts_ms") or payload.get("ts_ms")))
+    op = payload.get("op")
+    if op == "m":
+        return "watermark", None, None, commit_ts
+    if op is None or op == "t":
+        return "ddl", src.get("db"), src.get("table"), commit_ts
+    db, table = src.get("db"), src.get("table")
+    if not isinstance(db, str) or not isinstance(table, str) or not table:
+        raise SourceError("debezium message without source.db and source.table.", reason="no db/table")
+    if commit_ts is None:
+        raise SourceError("debezium message has no source.commit_ts, source.ts_ms or ts_ms.", reason="no commit ts")
+    return "dml", db, table, commit_ts

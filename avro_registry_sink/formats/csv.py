@@ -54,16 +54,20 @@ from avro_registry_sink.errors import SourceError
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 
 __all__ = [
+    "LAYOUT_SETTINGS",
     "BinaryEncodingMethod",
     "CsvField",
     "CsvOptions",
     "CsvRecord",
+    "CsvSettingsError",
     "DEFAULT_CSV_OPTIONS",
     "HEADER_PREFIX",
+    "decode_text",
     "decode_value",
     "is_binary_column",
     "iter_records",
     "parse_csv",
+    "resolve_layout",
 ]
 
 #: The first field of a header record.
@@ -164,11 +168,14 @@ class CsvField(NamedTuple):
 
 @dataclass(frozen=True)
 class CsvRecord:
-    """One record: the line it starts on (1-based), its fields, and a syntax error if any."""
+    """One record: the line it starts on (1-based), its fields, a syntax error if any, and where it sits
+    in the text (``start``/``end`` character offsets, terminator excluded)."""
 
     line: int
     fields: tuple[CsvField, ...]
     error: str | None = None
+    start: int = 0
+    end: int = 0
 
 
 _ESCAPES = {"n": "\n", "r": "\r"}
@@ -190,7 +197,8 @@ def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterat
     """Split a whole CSV file into records, honouring quotes (newlines may sit inside them).
 
     Blank lines are skipped. A syntax error (unterminated quote, text after a closing quote) is
-    reported on its record and parsing resumes at the next record end.
+    reported on its record, which then covers only its first physical line: parsing resumes on the next
+    line, so a truncated line never swallows the record after it.
 
     >>> [r.fields[1].text for r in iter_records('"I","a\\r\\nb",1\\r\\n"I","c""d",2\\r\\n')]
     ['a\\r\\nb', 'c"d']
@@ -211,6 +219,7 @@ def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterat
         start = pos
         fields: list[CsvField] = []
         error: str | None = None
+        rec_end: int | None = None
         while True:
             if quote and text.startswith(quote, pos):
                 i = pos + 1
@@ -252,17 +261,25 @@ def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterat
                 continue
             m = end_re.match(text, pos)
             if m:
+                rec_end = pos
                 pos = m.end()
                 break
             error = f"unexpected {text[pos]!r} after a closing quote (expected the delimiter or the end of the record)"
             m = end_re.search(text, pos)
             pos = m.end() if m else n
             break
+        end = pos if rec_end is None else rec_end
+        if error:
+            first_end = end_re.search(text, start)
+            if first_end is not None and first_end.end() <= pos:
+                end, pos = first_end.start(), first_end.end()
+            else:
+                end = pos
         record_line = line
         line += text.count("\n", start, pos)
         if not error and len(fields) == 1 and not fields[0].quoted and fields[0].raw == "":
             continue  # blank line
-        yield CsvRecord(record_line, tuple(fields), error)
+        yield CsvRecord(record_line, tuple(fields), error, start, end)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -318,6 +335,145 @@ def _short(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# Layout: which optional meta fields and which binary encoding a file was written with
+
+#: The settings that add a meta field to every row, in the order the fields appear.
+LAYOUT_SETTINGS = ("include-commit-ts", "output-old-value", "output-handle-key")
+
+
+class CsvSettingsError(SourceError):
+    """A file's rows all disagree with explicitly given CSV settings: misconfiguration, not bad data."""
+
+
+def _flags(options: CsvOptions) -> tuple[bool, bool, bool]:
+    return (options.include_commit_ts, options.output_old_value, options.output_handle_key)
+
+
+def _meta_matches(flags: tuple[bool, bool, bool], meta: tuple[CsvField, ...]) -> bool:
+    """Whether the optional meta fields look like what ``flags`` says they are."""
+    i = 0
+    if flags[0]:
+        if meta[i].quoted or not meta[i].text.isdigit():
+            return False
+        i += 1
+    if flags[1]:
+        if meta[i].quoted or meta[i].text not in ("true", "false"):
+            return False
+        i += 1
+    return True
+
+
+def _detect_flags(records: list[CsvRecord], table: TableDef, options: CsvOptions) -> tuple[bool, bool, bool] | None:
+    """The layout most of the first records fit, or ``None`` when none fits them (bad rows, not settings)."""
+    columns = len(table.columns)
+    counts: dict[int, int] = {}
+    for record in records:
+        counts[len(record.fields)] = counts.get(len(record.fields), 0) + 1
+    width = max(counts, key=lambda k: counts[k])
+    extras = width - 3 - columns
+    if not 0 <= extras <= 3:
+        return None
+    sample = [r for r in records if len(r.fields) == width]
+    current = _flags(options)
+    candidates = [current] + [(a, b, c) for a in (True, False) for b in (True, False) for c in (True, False)]
+    for flags in candidates:
+        if sum(flags) == extras and all(_meta_matches(flags, r.fields[3:3 + extras]) for r in sample):
+            return flags
+    return None
+
+
+def _decodes(texts: list[str], method: BinaryEncodingMethod) -> bool:
+    try:
+        for text in texts:
+            if method is BinaryEncodingMethod.HEX:
+                bytes.fromhex(text)
+            else:
+                base64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error):
+        return False
+    return True
+
+
+def resolve_layout(
+    text: str, table: TableDef, options: CsvOptions = DEFAULT_CSV_OPTIONS, *, explicit: frozenset[str] = frozenset(),
+    source: str = "<csv>", sample: int = 50,
+) -> tuple[CsvOptions, str | None]:
+    """The settings a file was written with, from its first records: ``(options, note)``.
+
+    The optional meta fields (commit ts, is-update flag, handle key) are detected from the field count
+    against the table's columns and from what the fields hold (a bare integer, ``true``/``false``); a
+    header line names them; the binary encoding is the one the binary columns' values decode with.
+    Settings named in ``explicit`` (TiCDC's names: ``include-commit-ts``, ``binary-encoding-method``...)
+    win, but a file whose rows all contradict them raises :class:`CsvSettingsError` naming the setting
+    to change: rerunning with the right settings then reads every row. Settings not given are taken
+    from the data, and ``note`` says what was detected.
+
+    >>> from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+    >>> t = TableDef(schema_name="s", table="t", primary_key=("id",), columns=(ColumnDef(name="id", type=MySQLType.INT),))
+    >>> opts, note = resolve_layout('"I","t","s",449,1\\r\\n', t)
+    >>> opts.include_commit_ts, note
+    (True, 'detected include-commit-ts=true from the data')
+    """
+    records: list[CsvRecord] = []
+    header: CsvRecord | None = None
+    for record in iter_records(text, options):
+        if record.error:
+            continue
+        if not records and header is None and not record.fields[0].quoted \
+                and record.fields[0].text.startswith(HEADER_PREFIX):
+            header = record
+            continue
+        records.append(record)
+        if len(records) >= sample:
+            break
+    changes: dict[str, Any] = {}
+    if header is not None:
+        names = {f.text for f in header.fields}
+        detected: tuple[bool, bool, bool] | None = (f"{HEADER_PREFIX}commit-ts" in names,
+                                                    f"{HEADER_PREFIX}is-update" in names, options.output_handle_key)
+    else:
+        detected = _detect_flags(records, table, options) if records else None
+    if detected is not None:
+        for name, field, want, have in zip(LAYOUT_SETTINGS, ("include_commit_ts", "output_old_value",
+                                                             "output_handle_key"), detected, _flags(options)):
+            if want != have:
+                changes[name] = (field, want)
+    binary = [i for i, c in enumerate(table.columns) if is_binary_column(c)]
+    if binary and records:
+        meta = 3 + sum(detected if detected is not None else _flags(options))
+        texts = [r.fields[meta + i].text for r in records if len(r.fields) == meta + len(table.columns)
+                 for i in binary if r.fields[meta + i].quoted or r.fields[meta + i].raw != options.null]
+        current = options.binary_encoding_method
+        other = BinaryEncodingMethod.HEX if current is BinaryEncodingMethod.BASE64 else BinaryEncodingMethod.BASE64
+        if texts and not _decodes(texts, current) and _decodes(texts, other):
+            changes["binary-encoding-method"] = ("binary_encoding_method", other)
+    if not changes:
+        return options, None
+    wrong = [name for name in changes if name in explicit]
+    if wrong:
+        fix = " ".join(f"--csv {name}={_setting_text(changes[name][1])}" for name in wrong)
+        given = ", ".join(f"{name}={_setting_text(getattr(options, changes[name][0]))}" for name in wrong)
+        raise CsvSettingsError(
+            f"{source}: the rows do not match the CSV settings given ({given}): the file was written with "
+            + ", ".join(f"{name}={_setting_text(changes[name][1])}" for name in wrong)
+            + f" (detected from {'its header' if header is not None else 'its first rows'}). Change the setting "
+            f"({fix}, or [sink.csv] in the settings file) and rerun: nothing of this batch was committed.",
+            source=source, line=records[0].line if records else 1, reason="misconfiguration",
+            setting=wrong[0],
+        )
+    resolved = options.model_copy(update={field: value for field, value in changes.values()})
+    note = "detected " + ", ".join(f"{name}={_setting_text(value)}" for name, (_, value) in changes.items()) + \
+        " from the data"
+    return resolved, note
+
+
+def _setting_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value.value if isinstance(value, Enum) else str(value)
+
+
+# --------------------------------------------------------------------------------------------------
 # Rows -> events
 
 
@@ -329,12 +485,29 @@ class _Row:
     is_update: bool
     values: dict[str, Any]
     handle_key: str | None
+    raw: str = ""
 
 
-def _error(source: str, line: int, reason: str, column: str | None = None) -> SourceError:
+def _record_error(source: str, line: int, reason: str, column: str | None = None,
+                  raw: str | None = None) -> SourceError:
     where = f"{source}:{line}"
     what = f"column {column!r}: " if column else ""
-    return SourceError(f"{where}: {what}{reason}.", source=source, line=line, column=column, reason=reason)
+    context: dict[str, Any] = {"source": source, "line": line, "column": column, "reason": reason}
+    if raw is not None:
+        context["raw"] = raw.encode("utf-8", "surrogateescape")
+    return SourceError(f"{where}: {what}{reason}.", **context)
+
+
+def decode_text(data: bytes) -> str:
+    """A data file's bytes as text: UTF-8, with invalid bytes kept as lone surrogates (``surrogateescape``)
+    so that only the records holding them are refused (see :func:`parse_csv`)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "surrogateescape")
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
 
 
 def parse_csv(
@@ -364,9 +537,15 @@ def parse_csv(
     names = [c.name for c in table.columns]
     expected = options.meta_columns + len(table.columns)
     first = True
+    check_utf8 = _SURROGATE.search(text) is not None
     for record in iter_records(text, options):
+        raw = text[record.start:record.end]
         if record.error:
-            errors.append(_error(source, record.line, record.error))
+            errors.append(_record_error(source, record.line, record.error, raw=raw))
+            first = False
+            continue
+        if check_utf8 and _SURROGATE.search(raw):
+            errors.append(_record_error(source, record.line, "invalid UTF-8 bytes in the record", raw=raw))
             first = False
             continue
         fields = record.fields
@@ -376,12 +555,13 @@ def parse_csv(
                 want = options.header(names)
                 got = [f.text for f in fields]
                 if got != want:
-                    errors.append(_error(
+                    errors.append(_record_error(
                         source, record.line,
                         f"header {got} does not match the table definition and options (expected {want})",
+                        raw=raw,
                     ))
                 continue
-        row = _parse_row(record, table, options, expected, source, errors)
+        row = _parse_row(record, table, options, expected, source, errors, raw)
         if row is not None:
             rows.append(row)
     events = _rows_to_events(rows, table, options, version, source, errors)
@@ -410,10 +590,14 @@ def _meta_hint(options: CsvOptions, surplus: int) -> str:
 
 
 def _parse_row(
-    record: CsvRecord, table: TableDef, options: CsvOptions, expected: int, source: str, errors: list[SourceError]
+    record: CsvRecord, table: TableDef, options: CsvOptions, expected: int, source: str, errors: list[SourceError],
+    raw: str,
 ) -> _Row | None:
     fields = record.fields
     line = record.line
+
+    def _error(source: str, line: int, reason: str, column: str | None = None) -> SourceError:
+        return _record_error(source, line, reason, column, raw)
     if len(fields) != expected:
         errors.append(_error(
             source, line,
@@ -471,7 +655,7 @@ def _parse_row(
             bad = True
     if bad:
         return None
-    return _Row(line, op, commit_ts, is_update, values, handle_key)
+    return _Row(line, op, commit_ts, is_update, values, handle_key, raw)
 
 
 def _is_text_column(col: ColumnDef) -> bool:
@@ -501,24 +685,27 @@ def _rows_to_events(
         if row.is_update and row.op == "D":
             nxt = rows[i] if i < len(rows) else None
             if nxt is None or not (nxt.is_update and nxt.op == "I"):
-                errors.append(_error(
+                errors.append(_record_error(
                     source, row.line,
                     "the old-value row of an UPDATE (D, is-update=true) is not followed by its new-value row "
-                    "(I, is-update=true)",
+                    "(I, is-update=true)", raw=row.raw,
                 ))
                 continue
             i += 1
             if nxt.commit_ts != row.commit_ts:
-                errors.append(_error(
-                    source, row.line,
-                    f"the two rows of an UPDATE have different commit ts ({row.commit_ts} and {nxt.commit_ts})",
-                ))
+                for half in (row, nxt):  # both rows are reported: each input row is accounted for
+                    errors.append(_record_error(
+                        source, half.line,
+                        f"the two rows of an UPDATE have different commit ts ({row.commit_ts} and {nxt.commit_ts})",
+                        raw=half.raw,
+                    ))
                 continue
             events.append(event(row, Op.UPDATE, nxt.values, row.values))
         elif row.is_update and row.op == "I":
-            errors.append(_error(
+            errors.append(_record_error(
                 source, row.line,
                 "the new-value row of an UPDATE (I, is-update=true) has no old-value row (D, is-update=true) before it",
+                raw=row.raw,
             ))
         elif row.op == "I":
             events.append(event(row, Op.INSERT, row.values, None))

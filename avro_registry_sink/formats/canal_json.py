@@ -50,9 +50,12 @@ __all__ = [
     "Watermark",
     "commit_ts_from_ms",
     "convert_canal_value",
+    "derive_table",
     "events_from_canal",
     "find_table",
     "load_message",
+    "parse_canal_lines",
+    "peek",
 ]
 
 
@@ -325,3 +328,81 @@ def _image(row: Any, table: TableDef, where: str, source: str) -> dict[str, Any]
                 source=source, table=table.qualified_name, column=col.name, reason=str(exc),
             ) from None
     return image
+
+
+# --------------------------------------------------------------------------------------------------
+# Peek and derived table definitions
+
+
+def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | None]:
+    """What a decoded message is, before any table definition is needed:
+    ``(kind, schema, table, commit_ts)`` with kind ``dml``, ``ddl`` or ``watermark``.
+
+    >>> peek({"database": "s", "table": "t", "type": "INSERT", "es": 1})
+    ('dml', 's', 't', 262144)
+    """
+    kind = msg.get("type")
+    if kind == "TIDB_WATERMARK":
+        return "watermark", None, None, None
+    database, table = msg.get("database"), msg.get("table")
+    tidb = msg.get("_tidb")
+    commit_ts: int | None = None
+    if isinstance(tidb, Mapping) and tidb.get("commitTs") is not None:
+        commit_ts = int(tidb["commitTs"])
+    elif msg.get("es") is not None:
+        commit_ts = commit_ts_from_ms(int(msg["es"]))
+    if msg.get("isDdl"):
+        return "ddl", database, table, commit_ts
+    if not isinstance(database, str) or not isinstance(table, str):
+        raise SourceError("canal-json message without string 'database' and 'table'.", reason="no database/table")
+    if commit_ts is None:
+        raise SourceError("canal-json message has neither _tidb.commitTs nor es, so no commit time.",
+                          reason="no commit ts")
+    return "dml", database, table, commit_ts
+
+
+def derive_table(message: str, source: str) -> TableDef | None:
+    """A best-effort definition from one DML message (``mysqlType``/``sqlType``/``pkNames``), or ``None``."""
+    from avro_registry_sink.tabledef.canal import table_from_canal
+
+    try:
+        return table_from_canal(load_message(message, source))
+    except Exception:  # noqa: BLE001 - the parse stage reports the table as unknown
+        return None
+
+
+def parse_canal_lines(
+    text: str, table: TableDef, *, source: str, table_version: int
+) -> tuple[list[ChangeEvent], list[SourceError]]:
+    """A storage-sink canal-json data file (one message per line) -> (events, one error per bad line).
+
+    ``text`` comes from :func:`~avro_registry_sink.formats.csv.decode_text`: a line holding invalid
+    UTF-8 (kept as lone surrogates) is refused on its own; every error carries the line's raw bytes.
+    """
+    events: list[ChangeEvent] = []
+    errors: list[SourceError] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        raw = line.encode("utf-8", "surrogateescape")
+        try:
+            if any("\udc80" <= ch <= "\udcff" for ch in line):
+                raise SourceError(f"{where}: invalid UTF-8 bytes in the line.", reason="invalid UTF-8")
+            got = events_from_canal(line, table=table, table_version=table_version, source=where)
+        except SourceError as exc:
+            context = dict(exc.context)
+            context.update(source=source, line=number, raw=raw)
+            errors.append(SourceError(exc.message, **context))
+            continue
+        for event in got:
+            if isinstance(event, ChangeEvent):
+                events.append(event)
+            else:
+                errors.append(SourceError(
+                    f"{where}: a {type(event).__name__} in a storage-sink data file (DDLs are schema files, and "
+                    "the storage sink writes no watermarks); ignored.",
+                    source=source, line=number, reason="not a DML message", raw=raw,
+                ))
+    return events, errors

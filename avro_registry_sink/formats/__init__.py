@@ -1,0 +1,12 @@
+"""Input formats, one module each: how a record is split, peeked at, parsed, and what table definition it
+can say by itself.
+
+* :mod:`.csv` - TiCDC's storage-sink CSV (:func:`~.csv.parse_csv`, :class:`~.csv.CsvOptions`).
+* :mod:`.canal_json` - canal-json messages and storage-sink lines (:func:`~.canal_json.events_from_canal`,
+  :func:`~.canal_json.peek`, :func:`~.canal_json.derive_table`).
+* :mod:`.debezium_json` - debezium-json messages (:func:`~.debezium_json.events_from_debezium`,
+  :func:`~.debezium_json.peek`, :func:`~.debezium_json.table_from_table_change`).
+
+Every parser returns :class:`~avro_registry_sink.changes.ChangeEvent` values in TiCDC's text forms plus a
+:class:`~avro_registry_sink.errors.SourceError` per bad record (never one per file).
+"""
