@@ -1,33 +1,29 @@
-"""The benchmark suite: one process, one generated data set, every encoder; results to stdout and results.md.
+"""The benchmark suite: one process, every comparison timed in the same rounds; results to stdout and results.md.
 
-    python -m bench.run                 # 1,000,000 rows, rows scaling up to 10^7
-    python -m bench.run --quick         # 200,000 rows, scaling capped at 10^6, fewer repeats
-    python -m bench.run --only encoders,spark --rows 500000
+    python -m bench.run                          # the full suite (long: end-to-end up to 5x10^6 rows, 5x10^7 backlog)
+    python -m bench.run --quick                  # small sizes, one round: checks the harness in a few minutes
+    python -m bench.run --only encoders,spark    # some sections (see SECTIONS)
+    python -m bench.run --only e2e --e2e-rows 1000000 --e2e-tables 1,10 --e2e-sinks file --rounds 3
 
-Sections are entries of :data:`SECTIONS` (name -> function taking a :class:`Context` and returning a
-:class:`Section`); add one there to extend the suite.
+Sections are entries of :data:`SECTIONS` (name -> function taking a :class:`~bench.harness.Context` and
+returning a :class:`~bench.harness.Section`):
 
-What is measured (the reference table: 12 columns, key + value per row, Confluent-framed):
+* ``encoders``: per record, single thread, confluent-kafka's ``AvroSerializer`` (the real class, against
+  the project's embedded registry over HTTP), fastavro ``schemaless_writer``, the reference ``RowEncoder``,
+  and the ``ColumnarEncoder`` on one Arrow batch, all in the same rounds; per-round ratio columnar /
+  AvroSerializer (target >= 20x);
+* ``rows``, ``columns``, ``memory``: how the columnar encoder's cost grows with rows and columns, its peak memory;
+* ``spark``: Spark on one cached DataFrame (read from Parquet), ``noop`` sink: ``mapInArrow`` identity,
+  Spark's own ``to_avro`` (spark-avro, with the Confluent header and TiCDC's partition), the columnar stage
+  ``encode_table``, a per-row stage, and the JSON change path; target: stage >= ``to_avro``;
+* ``manager``: the schema manager's cost per batch with no schema change (1..1000 tables);
+* ``e2e``: the product's ``run --available-now`` against the pure-JVM anchor job (:mod:`bench.anchor`) on
+  generated TiCDC storage trees (:mod:`bench.tree`), files and Kafka (:mod:`bench.endtoend`); target >= 1.0x;
+* ``big``: a 5x10^7-row tree through the CLI with default settings; peak memory per million rows.
 
-* per record, single thread: confluent-kafka's ``AvroSerializer`` (the real class, against the project's
-  embedded registry over HTTP; schemas registered on the first call, then served from its cache), fastavro
-  ``schemaless_writer``, and this project's reference ``RowEncoder`` (conversions included). The two
-  baselines get Avro-ready dicts (conversions excluded), which favours them;
-* ``ColumnarEncoder`` on one Arrow batch, single thread (= per core);
-* Spark ``local[2]`` on a cached DataFrame, written to the ``noop`` sink: ``mapInArrow`` identity, a
-  per-row stage (``RowEncoder``, i.e. fastavro per row), the columnar stage (``encode_table``), and the
-  JSON change path (``encode_changes``) next to an identity pass over the same change DataFrame;
-* how cost grows with rows (10^4..10^7), columns (5..200), and peak memory per million rows;
-* the schema manager's cost per DML batch with no schema change, for 1..1000 tables per batch
-  (``SchemaManager.prepare_batch`` against the embedded registry over HTTP; the steady batches must send
-  no request), next to the columnar encoder's time for 1,000,000 reference rows.
-
-Each section's table has a "meets target" column where a target applies: columnar encoder >= 20x
-confluent-kafka's AvroSerializer per core; Spark columnar stage >= 90% of ``mapInArrow`` identity; the
-manager's 1000-table batch < 1% of the 1M-row encode.
-
-Timings are medians of repeats after a warm-up run, with the candidates of a comparison interleaved so a
-noisy neighbour hits all of them alike. No assertions: the numbers are reported, the README records them.
+Each comparison runs its candidates one after the other within every round, and reports medians, the
+fastest and slowest round, and ratios taken round by round. The machine (CPU model, cores, memory) is
+read at run time and written with the results. No assertions: the numbers are reported.
 """
 
 from __future__ import annotations
@@ -36,213 +32,49 @@ import argparse
 import gc
 import io
 import json
-import os
-import platform
-import statistics
 import sys
+import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
 import httpx
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from avro_registry_sink.columnar import CHUNK_ROWS, ColumnarEncoder
-from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan, RowEncoder, writer_schema
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
-from avro_registry_sink.table import ColumnDef, TableDef
-from avro_registry_sink.table import MySQLType as T
+from avro_registry_sink.table import TableDef
+from bench.data import generate, plan_for, reference_table
+from bench.endtoend import bench_big, bench_end_to_end, bench_session
+from bench.harness import (
+    Context,
+    Row,
+    Section,
+    describe_machine,
+    fmt_ratio,
+    interleaved,
+    machine,
+    per_round_ratios,
+    ratio_cell,
+    timed,
+    verdict,
+)
 
 RESULTS = Path(__file__).with_name("results.md")
-SEED = 20240229
 
 
-# --------------------------------------------------------------------------------------------------
-# Data
-
-
-def reference_table(columns: int | None = None, schema: str = "bench", name: str = "orders") -> TableDef:
-    """The 12-column reference CDC table ``schema.name`` (``columns`` != 12 repeats its non-key column types)."""
-    base = (
-        ColumnDef(name="id", type=T.BIGINT, nullable=False),
-        ColumnDef(name="qty", type=T.INT, nullable=False),
-        ColumnDef(name="customer_id", type=T.INT, nullable=False),
-        ColumnDef(name="status", type=T.TINYINT, nullable=False),
-        ColumnDef(name="counter", type=T.BIGINT, unsigned=True, nullable=False),
-        ColumnDef(name="amount", type=T.DECIMAL, precision=20, scale=4, nullable=False),
-        ColumnDef(name="name", type=T.VARCHAR, length=64, nullable=False),
-        ColumnDef(name="email", type=T.VARCHAR, length=64, nullable=False),
-        ColumnDef(name="created_at", type=T.DATETIME, nullable=False),
-        ColumnDef(name="note", type=T.TEXT),
-        ColumnDef(name="score", type=T.DOUBLE, nullable=False),
-        ColumnDef(name="region", type=T.INT, nullable=False),
-    )
-    if columns is None or columns == len(base):
-        cols = base
-    else:
-        cols = [base[0]] + [base[1 + i % 11].model_copy(update={"name": f"{base[1 + i % 11].name}_{i}"})
-                            for i in range(columns - 1)]
-    return TableDef(schema_name=schema, table=name, columns=tuple(cols), primary_key=("id",))
-
-
-def _strings(rng: np.random.Generator, n: int, low: int, high: int) -> pa.Array:
-    lens = rng.integers(low, high + 1, n)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(lens, out=offsets[1:])
-    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789 .@", np.uint8)
-    data = letters[rng.integers(0, letters.size, int(offsets[-1]))]
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
-
-
-def _column(rng: np.random.Generator, col: ColumnDef, n: int, start: int) -> pa.Array:
-    base = col.name.rsplit("_", 1)[0] if col.name.rsplit("_", 1)[-1].isdigit() else col.name
-    if base == "id":
-        return pa.array(np.arange(start, start + n, dtype=np.int64) + 10_000_000)
-    if base == "qty":
-        return pa.array(rng.integers(1, 1000, n, dtype=np.int32))
-    if base == "customer_id":
-        return pa.array(rng.integers(1, 1_000_000, n, dtype=np.int32))
-    if base == "status":
-        return pa.array(rng.integers(0, 6, n, dtype=np.int8))
-    if base == "counter":
-        return pa.array(rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True))
-    if base == "amount":
-        unscaled = rng.integers(-10**12, 10**12, n)
-        limbs = np.empty((n, 2), np.int64)
-        limbs[:, 0], limbs[:, 1] = unscaled, unscaled >> 63
-        return pa.Array.from_buffers(pa.decimal128(20, 4), n, [None, pa.py_buffer(limbs)])
-    if base in ("name", "email"):
-        return _strings(rng, n, 20, 60)
-    if base == "created_at":
-        seconds = rng.integers(1_600_000_000, 1_700_000_000, n).astype("datetime64[s]")
-        text = pc.replace_substring(pa.array(np.datetime_as_string(seconds)), "T", " ")
-        return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
-    if base == "note":
-        text = _strings(rng, n, 0, 80)
-        nulls = pa.array(rng.random(n) < 0.2)
-        out = pc.if_else(nulls, pa.nulls(n, pa.string()), text)
-        return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
-    if base == "score":
-        return pa.array(rng.normal(0, 1000, n))
-    if base == "region":
-        return pa.array(rng.integers(1, 50, n, dtype=np.int32))
-    raise ValueError(col.name)
-
-
-def generate(n: int, table: TableDef | None = None, seed: int = SEED, start: int = 0) -> pa.RecordBatch:
-    """Deterministic rows of the (reference) table as one typed Arrow batch."""
-    table = table or reference_table()
-    rng = np.random.default_rng(seed + start)
-    return pa.RecordBatch.from_arrays([_column(rng, c, n, start) for c in table.columns], names=[c.name for c in table.columns])
-
-
-def plan_for(table: TableDef, key_id: int = 1, value_id: int = 2) -> EncodingPlan:
-    return EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), key_id, value_id)
-
-
-# --------------------------------------------------------------------------------------------------
-# Measurement helpers
-
-
-@dataclass
-class Row:
-    name: str
-    rows: int
-    seconds: float
-    out_bytes: int = 0
-    note: str = ""
-    ratio: str = ""  # against the target's baseline, e.g. "31.2x confluent-kafka AvroSerializer"
-    target: str = ""  # e.g. ">= 20x"; rows with a target get a "meets target" cell
-    meets: bool | None = None  # None: no target, or the baseline could not be measured
-
-    @property
-    def rows_per_s(self) -> float:
-        return self.rows / self.seconds if self.seconds else float("nan")
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.out_bytes / self.seconds / 1e6 if self.seconds and self.out_bytes else float("nan")
-
-
-@dataclass
-class Section:
-    title: str
-    rows: list[Row] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)  # extra markdown (tables, notes)
-
-    def markdown(self, baselines: dict[str, float] | None = None) -> str:
-        out = [f"## {self.title}", ""]
-        if self.rows:
-            heads = ["benchmark", "rows", "rows/s", "MB/s"]
-            if baselines:
-                heads += [f"x {name}" for name in baselines]
-            targets = any(r.ratio or r.target for r in self.rows)
-            if targets:
-                heads += ["ratio", "target", "meets target"]
-            heads.append("note")
-            out.append("| " + " | ".join(heads) + " |")
-            out.append("|" + "---|" * len(heads))
-            for r in self.rows:
-                cells = [r.name, f"{r.rows:,}", f"{r.rows_per_s:,.0f}", "" if r.mb_per_s != r.mb_per_s else f"{r.mb_per_s:,.1f}"]
-                if baselines:
-                    cells += [f"{r.rows_per_s / b:,.2f}" for b in baselines.values()]
-                if targets:
-                    cells += [r.ratio, r.target, verdict(r.meets) if r.target else ""]
-                cells.append(r.note)
-                out.append("| " + " | ".join(cells) + " |")
-            out.append("")
-        out.extend(self.lines)
-        return "\n".join(out) + "\n"
-
-
-def verdict(meets: bool | None) -> str:
-    """The "meets target" cell: yes / no / n/a (baseline not measured). Reported, never asserted."""
-    return "n/a" if meets is None else ("yes" if meets else "**no**")
-
-
-@dataclass
-class Context:
-    rows: int
-    quick: bool
-    repeats: int
-    baselines: dict[str, float] = field(default_factory=dict)  # name -> rows/s (per core)
-    summary: list[str] = field(default_factory=list)
-    _data: dict[Any, Any] = field(default_factory=dict)
-
-    def data(self, n: int | None = None) -> pa.RecordBatch:
-        """The reference batch of ``n`` rows (generated once; smaller sizes are prefixes)."""
-        n = n or self.rows
-        full = self._data.get("reference")
-        if full is None or full.num_rows < n:
-            full = self._data["reference"] = generate(max(n, self.rows))
-        return full.slice(0, n)
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
-
-
-def interleaved(candidates: dict[str, Callable[[], Any]], repeats: int, warmup: bool = True) -> dict[str, tuple[float, Any]]:
-    """Median seconds of each candidate, runs interleaved (a warm-up round first)."""
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    results: dict[str, Any] = {}
-    for round_ in range(repeats + (1 if warmup else 0)):
-        for name, fn in candidates.items():
-            results[name] = None
-            seconds, results[name] = timed(fn)
-            if round_ or not warmup:
-                times[name].append(seconds)
-    return {name: (statistics.median(times[name]), results[name]) for name in candidates}
+def reference_data(ctx: Context, n: int | None = None) -> pa.RecordBatch:
+    """The reference batch of ``n`` rows (generated once; smaller sizes are prefixes)."""
+    n = n or ctx.rows
+    full = ctx.shared.get("reference")
+    if full is None or full.num_rows < n:
+        full = ctx.shared["reference"] = generate(max(n, ctx.rows))
+    return full.slice(0, n)
 
 
 def _out_bytes(keys: pa.Array, values: pa.Array) -> int:
@@ -254,13 +86,13 @@ def _out_bytes(keys: pa.Array, values: pa.Array) -> int:
 
 
 def bench_encoders(ctx: Context) -> Section:
-    """Per-record baselines vs the columnar encoder, single thread (per core), same data, same bytes."""
+    """Per-record baselines and the columnar encoder in the same rounds, single thread, same data, same bytes."""
     from avro_registry_sink.typemap.mysql import to_avro_value
 
     section = Section("Encoders, single thread (per core), reference table, key + value per row")
     table = reference_table()
     plan = plan_for(table)
-    batch = ctx.data()
+    batch = reference_data(ctx)
     per_record = min(ctx.rows, 20_000 if ctx.quick else 100_000)
     sample = batch.slice(0, per_record)
     py_rows = sample.to_pylist()
@@ -275,7 +107,8 @@ def bench_encoders(ctx: Context) -> Section:
     # confluent-kafka AvroSerializer, the real class against the embedded registry (HTTP, then its cache)
     confluent_note = ""
     try:
-        confluent = _confluent_serializers(key_writer, value_writer)
+        confluent = _Confluent(key_writer, value_writer)
+        ctx.cleanup.append(confluent.close)
     except Exception as exc:  # noqa: BLE001 - reported, the rest of the suite still runs
         confluent, confluent_note = None, f"unavailable: {exc}"
 
@@ -314,41 +147,39 @@ def bench_encoders(ctx: Context) -> Section:
         del keys, values
         return size
 
-    repeats = 1 if ctx.quick else 2
+    names = {"confluent": "confluent-kafka AvroSerializer", "fastavro": "fastavro schemaless_writer",
+             "reference": "RowEncoder (reference, per row)", "columnar": "ColumnarEncoder"}
     candidates: dict[str, Callable[[], Any]] = {}
     if confluent is not None:
-        def run_confluent(serialize: Any = confluent) -> int:
-            return serialize(key_datums, datums)
-        candidates["confluent-kafka AvroSerializer"] = run_confluent
-    candidates["fastavro schemaless_writer"] = run_fastavro
-    candidates["RowEncoder (reference, per row)"] = run_reference
-    slow = interleaved(candidates, repeats)
-    fast = interleaved({"ColumnarEncoder": run_columnar}, ctx.repeats)
+        candidates[names["confluent"]] = lambda: confluent(key_datums, datums)
+    candidates[names["fastavro"]] = run_fastavro
+    candidates[names["reference"]] = run_reference
+    candidates[names["columnar"]] = run_columnar
+    repeats = ctx.options.get("rounds") or (2 if ctx.quick else 5)
+    runs = interleaved(candidates, repeats)
 
     rows: list[Row] = []
     if confluent is None:
-        rows.append(Row("confluent-kafka AvroSerializer", 0, float("nan"), note=confluent_note))
-    for name, (seconds, size) in slow.items():
-        note = "pre-converted dicts" if name != "RowEncoder (reference, per row)" else "conversions included"
-        rows.append(Row(name, per_record, seconds, size, note))
-    seconds, size = fast["ColumnarEncoder"]
-    rows.append(Row("ColumnarEncoder", batch.num_rows, seconds, size, "one Arrow batch; conversions and checks included"))
+        rows.append(Row(names["confluent"], 0, float("nan"), note=confluent_note))
+    for name, timing in runs.items():
+        n = batch.num_rows if name == names["columnar"] else per_record
+        note = {names["confluent"]: "pre-converted dicts", names["fastavro"]: "pre-converted dicts",
+                names["reference"]: "conversions included",
+                names["columnar"]: "one Arrow batch; conversions and checks included"}[name]
+        rows.append(Row.of(timing, n, timing.result, note))
     section.rows = rows
-    for r in rows:
-        if r.rows and r.name.startswith(("confluent", "fastavro")):
-            ctx.baselines[r.name.split()[0]] = r.rows_per_s
-    columnar_rate = rows[-1].rows_per_s
-    confluent_rate = ctx.baselines.get("confluent-kafka")
-    rows[-1].target = ">= 20x confluent-kafka AvroSerializer per core"
-    if confluent_rate:
-        ratio = columnar_rate / confluent_rate
-        rows[-1].ratio, rows[-1].meets = f"{ratio:,.1f}x confluent-kafka AvroSerializer", ratio >= 20
-        ctx.summary.append(f"columnar encoder / confluent AvroSerializer per core: **{ratio:,.1f}x** "
-                           f"(target >= 20x: {'met' if ratio >= 20 else 'NOT met'})")
+    col_row = rows[-1]
+    col_row.target = ">= 20x confluent-kafka AvroSerializer per core"
+    if confluent is not None:
+        ratios = per_round_ratios(runs[names["columnar"]], batch.num_rows, runs[names["confluent"]], per_record)
+        col_row.ratio, col_row.meets = ratio_cell(ratios, 20)
+        fast = per_round_ratios(runs[names["fastavro"]], per_record, runs[names["confluent"]], per_record)
+        rows[1].ratio = fmt_ratio(fast) + " of AvroSerializer"
+        ctx.summary.append(f"columnar encoder / confluent-kafka AvroSerializer, per core, same rounds: **{col_row.ratio}** "
+                           f"(target >= 20x: {'met' if col_row.meets else 'NOT met'})")
     else:
-        rows[-1].ratio = "confluent-kafka AvroSerializer not measured"
-        ctx.summary.append("columnar encoder / confluent AvroSerializer per core: not measured "
-                           f"(target >= 20x: n/a; {confluent_note})")
+        col_row.ratio = "confluent-kafka AvroSerializer not measured"
+        ctx.summary.append(f"columnar encoder / confluent AvroSerializer: not measured ({confluent_note})")
     # the same bytes: columnar == reference for the sample; confluent's bodies equal them too
     keys, values = columnar.encode(sample.slice(0, 2000))
     same = all(keys[i].as_py() == k and values[i].as_py() == v
@@ -359,11 +190,17 @@ def bench_encoders(ctx: Context) -> Section:
         equal = all(kb == keys[i].as_py()[5:] and vb == values[i].as_py()[5:] for i, (kb, vb) in enumerate(bodies))
         section.lines.append(f"confluent-kafka's Avro bodies (after the 5-byte header) equal ours on 200 rows: **{equal}**.")
     section.lines.append(
-        f"Per-record rows are timed over {per_record:,} rows; the columnar encoder over {batch.num_rows:,} "
-        f"rows (median of {ctx.repeats} runs after a warm-up). confluent-kafka {_version('confluent_kafka')} "
-        f"serializer talks to `avro_registry_sink.registry.embedded.EmbeddedRegistry` (registration on the first "
-        "record, cached afterwards).")
+        f"One round = every candidate once, in table order; {repeats} timed rounds after a warm-up round. Per-record "
+        f"candidates encode {per_record:,} rows, the columnar encoder {batch.num_rows:,} rows; ratios are rows/s "
+        f"ratios of the same round (median, lowest-highest round). confluent-kafka {_version('confluent-kafka')} talks "
+        "to `avro_registry_sink.registry.embedded.EmbeddedRegistry` (registration on the first record, cached after).")
     return section
+
+
+def _version(module: str) -> str:
+    from bench.harness import _version as version
+
+    return version(module)
 
 
 class _Confluent:
@@ -399,15 +236,6 @@ class _Confluent:
         self.registry.stop()
 
 
-_OPEN: list[Any] = []
-
-
-def _confluent_serializers(key_schema: dict[str, Any], value_schema: dict[str, Any]) -> _Confluent:
-    serializer = _Confluent(key_schema, value_schema)
-    _OPEN.append(serializer)
-    return serializer
-
-
 def bench_rows(ctx: Context) -> Section:
     """Columnar encoder rows/s as the batch grows (10^7 = ten batches of 10^6: one binary array holds < 2 GiB)."""
     section = Section("Scaling with rows (ColumnarEncoder, single thread)")
@@ -416,14 +244,15 @@ def bench_rows(ctx: Context) -> Section:
     sizes = [10**4, 10**5, 10**6] + ([] if ctx.quick else [10**7])
     for n in sizes:
         if n <= 10**6:
-            batch = ctx.data(n) if n <= ctx.rows else generate(n)
+            batch = reference_data(ctx, n) if n <= ctx.rows else generate(n)
             reps = max(ctx.repeats, 5 if n <= 10**5 else ctx.repeats)
 
             def run(b: pa.RecordBatch = batch) -> int:
                 keys, values = encoder.encode(b)
                 return _out_bytes(keys, values)
 
-            seconds, size = interleaved({"x": run}, reps)["x"]
+            t = interleaved({"x": run}, reps)["x"]
+            seconds, size = t.median, t.result
             section.rows.append(Row(f"{n:,} rows", n, seconds, size, "one batch"))
         else:
             batches = [generate(10**6, start=i * 10**6) for i in range(n // 10**6)]
@@ -436,7 +265,8 @@ def bench_rows(ctx: Context) -> Section:
                     del keys, values
                 return total
 
-            seconds, size = interleaved({"x": run_all}, 1)["x"]
+            t = interleaved({"x": run_all}, 1)["x"]
+            seconds, size = t.median, t.result
             section.rows.append(Row(f"{n:,} rows", n, seconds, size, f"{len(batches)} batches of 1,000,000"))
             del batches
     return section
@@ -456,7 +286,8 @@ def bench_columns(ctx: Context) -> Section:
             keys, values = e.encode(b)
             return _out_bytes(keys, values)
 
-        seconds, size = interleaved({"x": run}, ctx.repeats)["x"]
+        t = interleaved({"x": run}, ctx.repeats)["x"]
+        seconds, size = t.median, t.result
         lines.append(f"| {width} | {n:,} | {n / seconds:,.0f} | {n * width / seconds:,.0f} | {size / seconds / 1e6:,.1f} | "
                      f"{size / n:,.0f} |")
     section.lines = lines + ["", "Columns repeat the reference table's types (ints, BIGINT UNSIGNED, DECIMAL(20,4), "
@@ -476,7 +307,7 @@ def bench_memory(ctx: Context) -> Section:
     """Peak resident memory added while encoding one batch, per million rows."""
     section = Section("Peak memory (ColumnarEncoder)")
     n = min(ctx.rows, 10**6)
-    batch = ctx.data(n)
+    batch = reference_data(ctx, n)
     encoder = ColumnarEncoder(plan_for(reference_table()))
     encoder.encode(batch.slice(0, 1000))
     input_bytes = batch.nbytes
@@ -515,98 +346,6 @@ def bench_memory(ctx: Context) -> Section:
     return section
 
 
-def bench_spark(ctx: Context) -> Section:
-    """Spark local[2] on a cached DataFrame: identity mapInArrow vs per-row and columnar stages."""
-    section = Section("Spark local[2], cached input, noop sink")
-    warnings.simplefilter("ignore", FutureWarning)
-    from avro_registry_sink.changes import CHANGE_DDL, dump_image
-    from avro_registry_sink.spark.session import local_session
-    from avro_registry_sink.spark.stage import StagePlan, encode_changes, encode_table
-
-    n = min(ctx.rows, 200_000 if ctx.quick else 1_000_000)
-    # 1M cached rows are created from driver-side Arrow data: the default 1 GiB driver heap is too small
-    spark = local_session(app_name="avro-registry-sink-bench", **{"spark.driver.memory": "6g"})
-    try:
-        table = reference_table()
-        plan = plan_for(table)
-        route = Route(schema="bench", table="orders", topic="bench_orders", key_subject="bench_orders-key",
-                      value_subject="bench_orders-value")
-        stage_plan = StagePlan(plan, "bench_orders", 6, route)
-        arrow = pa.Table.from_batches([ctx.data(n)])
-        arrow = arrow.set_column(4, "counter", arrow.column("counter").cast(pa.decimal128(20, 0)))  # Spark has no uint64
-        df = spark.createDataFrame(arrow).repartition(2).cache()
-        df.count()
-
-        def identity(batches: Any) -> Any:
-            yield from batches
-
-        def per_row(batches: Any, encoding: EncodingPlan = plan) -> Any:
-            encoder = RowEncoder(encoding)
-            for batch in batches:
-                keys, values = [], []
-                for row in batch.to_pylist():
-                    k, v = encoder.encode("insert", row)
-                    keys.append(k)
-                    values.append(v)
-                yield pa.RecordBatch.from_arrays([pa.array(keys, pa.binary()), pa.array(values, pa.binary())],
-                                                 names=["key", "value"])
-
-        def write(frame: Any) -> None:
-            frame.write.format("noop").mode("overwrite").save()
-
-        runs = interleaved({
-            "mapInArrow identity": lambda: write(df.mapInArrow(identity, df.schema)),
-            "columnar stage (encode_table)": lambda: write(encode_table(df, stage_plan)),
-        }, ctx.repeats)
-        per_row_n = min(n, 100_000 if ctx.quick else 300_000)
-        small = df.limit(per_row_n).repartition(2).cache()
-        small.count()
-        slow = interleaved({"per-row stage (RowEncoder = fastavro per row)": lambda: write(small.mapInArrow(per_row, "key BINARY, value BINARY"))},
-                           1)
-        rows = [Row(name, n, seconds) for name, (seconds, _) in runs.items()]
-        rows += [Row(name, per_row_n, seconds, note=f"first {per_row_n:,} rows of the same DataFrame")
-                 for name, (seconds, _) in slow.items()]
-
-        # the JSON change path: images as text, several versions possible (here one)
-        changes_n = min(n, 100_000 if ctx.quick else 500_000)
-        # images as the sources produce them: DECIMAL as text at the column's scale (canal-json, debezium)
-        events = [{k: (str(v) if isinstance(v, Decimal) else v) for k, v in e.items()}
-                  for e in ctx.data(changes_n).to_pylist()]
-        change_rows = [("bench", "orders", 0, "c", 417318403368288260 + i, None, dump_image(e), f"bench:{i}")
-                       for i, e in enumerate(events)]
-        changes = spark.createDataFrame(change_rows, CHANGE_DDL).repartition(2).cache()
-        changes.count()
-        del change_rows, events
-        plans = {("bench", "orders", 0): stage_plan}
-        json_runs = interleaved({
-            "mapInArrow identity (change rows)": lambda: write(changes.mapInArrow(identity, changes.schema)),
-            "columnar stage (encode_changes, JSON images)": lambda: write(encode_changes(changes, plans)),
-        }, ctx.repeats)
-        rows += [Row(name, changes_n, seconds) for name, (seconds, _) in json_runs.items()]
-        section.rows = rows
-        identity_rate = rows[0].rows_per_s
-        stage_rate = rows[1].rows_per_s
-        ratio = stage_rate / identity_rate
-        json_ratio = rows[-1].rows_per_s / rows[-2].rows_per_s
-        rows[1].ratio, rows[1].target, rows[1].meets = f"{ratio:.0%} of mapInArrow identity", ">= 90%", ratio >= 0.9
-        rows[2].ratio = f"{rows[2].rows_per_s / identity_rate:.0%} of mapInArrow identity"
-        rows[-1].ratio = f"{json_ratio:.0%} of mapInArrow identity (change rows)"
-        rows[-1].note = "no target set for the JSON path"
-        ctx.summary.append(f"Spark columnar stage / mapInArrow identity on the same DataFrame: **{ratio:.0%}** "
-                           f"(target >= 90%: {'met' if ratio >= 0.9 else 'NOT met'}); JSON change path: {json_ratio:.0%}")
-        section.lines = [
-            f"Throughput is for both cores together (local[2]); per core it is half. Stage/identity: {ratio:.0%} "
-            f"(typed columns), {json_ratio:.0%} (JSON change rows). Arrow batches of "
-            f"{spark.conf.get('spark.sql.execution.arrow.maxRecordsPerBatch')} rows; median of {ctx.repeats} "
-            "interleaved runs after a warm-up; per-row stage: one run.",
-        ]
-        df.unpersist()
-        small.unpersist()
-        changes.unpersist()
-    finally:
-        spark.stop()
-    return section
-
 
 class _CountingTransport(httpx.BaseTransport):
     """An httpx transport that counts every request actually sent (wraps httpx's HTTP transport)."""
@@ -641,7 +380,7 @@ def bench_manager(ctx: Context) -> Section:
 
     # the yardstick: the columnar encoder on 1,000,000 reference rows (as in the encoders section)
     encode_n = min(ctx.rows, 10**6) if ctx.quick else 10**6
-    batch = ctx.data(encode_n)
+    batch = reference_data(ctx, encode_n)
     encoder = ColumnarEncoder(plan_for(reference_table()))
 
     def run_encode(b: pa.RecordBatch = batch) -> int:
@@ -650,7 +389,7 @@ def bench_manager(ctx: Context) -> Section:
         del keys, values
         return size
 
-    encode_s = interleaved({"encode": run_encode}, ctx.repeats)["encode"][0] * (10**6 / encode_n)
+    encode_s = interleaved({"encode": run_encode}, ctx.repeats)["encode"].median * (10**6 / encode_n)
     extrapolated = encode_n != 10**6
     del batch
 
@@ -681,7 +420,7 @@ def bench_manager(ctx: Context) -> Section:
                                     "copies": lambda d=copies, k=loops["copies"]: steady(d, k)}, ctx.repeats)
                 results.append({
                     "tables": n, "first_s": first_s, "first_requests": first_requests, "registrations": registrations,
-                    "same_s": runs["same"][0] / loops["same"], "copies_s": runs["copies"][0] / loops["copies"],
+                    "same_s": runs["same"].median / loops["same"], "copies_s": runs["copies"].median / loops["copies"],
                     "batches": 2 + (ctx.repeats + 1) * (loops["same"] + loops["copies"]),
                     "steady_requests": transport.requests - sent,
                     "client_requests": client.cache_info().http_calls - client_calls,
@@ -724,6 +463,154 @@ def bench_manager(ctx: Context) -> Section:
     return section
 
 
+
+def _spark_frame(spark: Any, batch: pa.RecordBatch, work: Path) -> Any:
+    """A cached DataFrame of the reference rows, read from Parquet (Spark has no uint64: DECIMAL(20,0))."""
+    import pyarrow.parquet as pq
+
+    arrow = pa.Table.from_batches([batch])
+    arrow = arrow.set_column(4, "counter", arrow.column("counter").cast(pa.decimal128(20, 0)))
+    path = work / "reference.parquet"
+    pq.write_table(arrow, path, row_group_size=65_536)
+    df = spark.read.parquet(str(path)).repartition(2).cache()
+    df.count()
+    return df
+
+
+def to_avro_frame(df: Any, table: TableDef, key_id: int, value_id: int, topic: str, partitions: int) -> Any:
+    """Spark's own ``to_avro`` producing what the stage produces: topic, TiCDC partition, framed key and value,
+    headers, commit ts (all inserts, commit ts 0, as ``encode_table`` without ``_op``/``_commit_ts``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    from bench.anchor import typed_column
+
+    schemas = derive_schemas(table)
+    key_cols = [c.name for c in table.handle_key_columns()]
+    header = lambda schema_id: F.lit(bytearray(b"\x00" + schema_id.to_bytes(4, "big")))  # noqa: E731
+    prefix = f"{table.schema_name}\x1f{table.table}\x1f"
+    hashed = F.concat(F.lit(prefix), *[x for k in key_cols for x in (F.col(k).cast("string"), F.lit("\x1f"))])
+    headers = F.array(F.struct(F.lit("op").alias("key"), F.lit(bytearray(b"c")).alias("value")),
+                      F.struct(F.lit("commit_ts").alias("key"), F.lit(bytearray(b"0")).alias("value")))
+    return df.select(
+        F.lit(topic).alias("topic"),
+        F.pmod(F.crc32(hashed.cast("binary")), F.lit(partitions)).cast("int").alias("partition"),
+        F.concat(header(key_id), to_avro(F.struct(*key_cols), schemas.key_json)).alias("key"),
+        F.concat(header(value_id), to_avro(F.struct(*(typed_column(c.name, c) for c in table.columns)),
+                                           schemas.value_json)).alias("value"),
+        headers.alias("headers"), F.lit(0).cast("bigint").alias("commit_ts"),
+    )
+
+
+def bench_spark(ctx: Context) -> Section:
+    """Spark on a cached DataFrame: identity mapInArrow, Spark's to_avro, the columnar stage, per-row, JSON path."""
+    section = Section("Spark encoding stage, cached input, noop sink (both cores)")
+    warnings.simplefilter("ignore", FutureWarning)
+    from avro_registry_sink.spark import stage as stage_module
+
+    n = min(ctx.rows, 200_000 if ctx.quick else 1_000_000)
+    spark = bench_session()
+    work = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    table = reference_table()
+    plan = plan_for(table)
+    route = Route(schema="bench", table="orders", topic="bench_orders", key_subject="bench_orders-key",
+                  value_subject="bench_orders-value")
+    stage_plan = stage_module.StagePlan(plan, "bench_orders", 6, route)
+    df = _spark_frame(spark, reference_data(ctx, n), work)
+    frames = [df]
+    try:
+        def identity(batches: Any) -> Any:
+            yield from batches
+
+        def per_row(batches: Any, encoding: EncodingPlan = plan) -> Any:
+            encoder = RowEncoder(encoding)
+            for batch in batches:
+                keys, values = [], []
+                for row in batch.to_pylist():
+                    k, v = encoder.encode("insert", row)
+                    keys.append(k)
+                    values.append(v)
+                yield pa.RecordBatch.from_arrays([pa.array(keys, pa.binary()), pa.array(values, pa.binary())],
+                                                 names=["key", "value"])
+
+        def write(frame: Any) -> None:
+            frame.write.format("noop").mode("overwrite").save()
+
+        spark_avro = lambda frame: to_avro_frame(frame, table, 1, 2, "bench_orders", 6)  # noqa: E731
+        names = {"identity": "mapInArrow identity", "to_avro": "Spark to_avro (spark-avro) + header + partition",
+                 "stage": "columnar stage (encode_table)"}
+        runs = interleaved({
+            names["identity"]: lambda: write(df.mapInArrow(identity, df.schema)),
+            names["to_avro"]: lambda: write(spark_avro(df)),
+            names["stage"]: lambda: write(stage_module.encode_table(df, stage_plan)),
+        }, ctx.options.get("rounds") or ctx.repeats)
+        rows = [Row.of(t, n) for t in runs.values()]
+        stage_row, avro_row = rows[2], rows[1]
+        ratios = per_round_ratios(runs[names["stage"]], n, runs[names["to_avro"]], n)
+        stage_row.ratio, stage_row.meets = ratio_cell(ratios, 1.0)
+        stage_row.ratio += " of to_avro"
+        stage_row.target = ">= 1.0x Spark's to_avro"
+        avro_row.ratio = fmt_ratio(per_round_ratios(runs[names["to_avro"]], n, runs[names["identity"]], n)) + " of identity"
+        ctx.summary.append(f"Spark columnar stage / Spark's to_avro on the same cached DataFrame: **{stage_row.ratio}** "
+                           f"(target >= 1.0x: {'met' if stage_row.meets else 'NOT met'})")
+        # byte check: same rows in the same order from both
+        head = df.limit(5000).cache()
+        frames.append(head)
+        ours = stage_module.encode_table(head, stage_plan).select("partition", "key", "value").collect()
+        theirs = spark_avro(head).select("partition", "key", "value").collect()
+        same = [tuple(r) for r in ours] == [tuple(r) for r in theirs]
+        section.lines.append(f"`to_avro` + header + partition equals the columnar stage's (partition, key, value) on "
+                             f"the first {len(ours):,} rows: **{same}**.")
+
+        per_row_n = min(n, 50_000 if ctx.quick else 300_000)
+        small = df.limit(per_row_n).repartition(2).cache()
+        small.count()
+        frames.append(small)
+        slow = interleaved({"per-row stage (RowEncoder = fastavro per row)":
+                            lambda: write(small.mapInArrow(per_row, "key BINARY, value BINARY"))}, 1)
+        rows += [Row.of(t, per_row_n, note=f"first {per_row_n:,} rows of the same DataFrame; one run")
+                 for t in slow.values()]
+        try:  # the JSON change path, as the job ran it before issue 11 (its API may change)
+            from avro_registry_sink.changes import CHANGE_DDL, dump_image
+
+            changes_n = min(n, 50_000 if ctx.quick else 500_000)
+            events = [{k: (str(v) if isinstance(v, Decimal) else v) for k, v in e.items()}
+                      for e in reference_data(ctx, changes_n).to_pylist()]
+            change_rows = [("bench", "orders", 0, "c", 417318403368288260 + i, None, dump_image(e), f"bench:{i}")
+                           for i, e in enumerate(events)]
+            changes = spark.createDataFrame(change_rows, CHANGE_DDL).repartition(2).cache()
+            changes.count()
+            frames.append(changes)
+            del change_rows, events
+            plans = {("bench", "orders", 0): stage_plan}
+            json_runs = interleaved({
+                "mapInArrow identity (change rows)": lambda: write(changes.mapInArrow(identity, changes.schema)),
+                "columnar stage (encode_changes, JSON images)": lambda: write(stage_module.encode_changes(changes, plans)),
+            }, ctx.repeats)
+            json_rows = [Row.of(t, changes_n) for t in json_runs.values()]
+            t_id, t_enc = json_runs.values()
+            json_rows[1].ratio = fmt_ratio(per_round_ratios(t_enc, changes_n, t_id, changes_n)) + " of its identity"
+            rows += json_rows
+        except Exception as exc:  # noqa: BLE001 - reported
+            section.lines.append(f"JSON change path not measured: {type(exc).__name__}: {exc}")
+        section.rows = rows
+        section.lines.insert(0, (
+            f"Both cores (local[*]); rows/s for the whole session. {n:,} cached rows (Parquet, "
+            f"{df.rdd.getNumPartitions()} partitions), Arrow batches of "
+            f"{spark.conf.get('spark.sql.execution.arrow.maxRecordsPerBatch')} rows; identity, to_avro and the stage run "
+            f"in the same rounds ({ctx.options.get('rounds') or ctx.repeats} after a warm-up round); ratios per round. "
+            "`to_avro` gets the columns cast as the Avro schema needs (BIGINT UNSIGNED wrapped into a long, TINYINT as "
+            "int) and makes the same output columns as the stage (topic, TiCDC partition by CRC-32, framed key and "
+            "value, headers)."))
+    finally:
+        for frame in frames:
+            frame.unpersist()
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return section
+
+
 #: The suite: name -> section function. Add entries to extend it.
 SECTIONS: dict[str, Callable[[Context], Section]] = {
     "encoders": bench_encoders,
@@ -732,63 +619,56 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "memory": bench_memory,
     "spark": bench_spark,
     "manager": bench_manager,
+    "e2e": bench_end_to_end,
+    "big": bench_big,
 }
 
 
-# --------------------------------------------------------------------------------------------------
-# Main
-
-
-def _version(module: str) -> str:
-    try:
-        from importlib.metadata import version
-
-        return version(module.replace("_", "-"))
-    except Exception:  # noqa: BLE001
-        return "?"
-
-
-def machine() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    versions = ", ".join(f"{m} {_version(m)}" for m in ("pyarrow", "numpy", "fastavro", "confluent-kafka", "pyspark"))
-    return (f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, Python "
-            f"{platform.python_version()}; {versions}")
+def _ints(text: str | None) -> list[int] | None:
+    return [int(float(x)) for x in text.split(",")] if text else None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=None, help="rows of the reference data (default 1,000,000; quick 200,000)")
-    parser.add_argument("--quick", action="store_true", help="smaller data, fewer repeats, scaling capped at 10^6 rows")
+    parser.add_argument("--quick", action="store_true", help="small sizes, fewer rounds (checks the harness)")
     parser.add_argument("--only", default=None, help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument("--rounds", type=int, default=None, help="timed rounds of the encoder, Spark and end-to-end comparisons")
+    parser.add_argument("--e2e-rows", default=None, help="end-to-end tree sizes, e.g. 1e5,1e6,5e6")
+    parser.add_argument("--e2e-tables", default=None, help="end-to-end table counts, e.g. 1,10,100")
+    parser.add_argument("--e2e-sinks", default=None, help="end-to-end sinks: file,kafka (Kafka at KAFKA_BOOTSTRAP)")
+    parser.add_argument("--big-rows", type=float, default=None, help="rows of the big backlog (default 5e7; quick 2e5)")
+    parser.add_argument("--big-timeout", type=float, default=None, help="seconds before the big run is stopped (default 3600)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="markdown results file (default bench/results.md)")
     args = parser.parse_args(argv)
     rows = args.rows or (200_000 if args.quick else 1_000_000)
-    ctx = Context(rows=rows, quick=args.quick, repeats=3 if args.quick else 5)
+    options = {"rounds": args.rounds, "e2e_rows": _ints(args.e2e_rows), "e2e_tables": _ints(args.e2e_tables),
+               "e2e_sinks": args.e2e_sinks.split(",") if args.e2e_sinks else None,
+               "big_rows": int(args.big_rows) if args.big_rows else None, "big_timeout": args.big_timeout}
+    ctx = Context(rows=rows, quick=args.quick, repeats=args.rounds or (2 if args.quick else 5), options=options)
     names = [n.strip() for n in args.only.split(",")] if args.only else list(SECTIONS)
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
         parser.error(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
     started = time.perf_counter()
-    header = ["# Benchmark results", "", f"- machine: {machine()}",
-              f"- command: `python -m bench.run {' '.join(argv if argv is not None else sys.argv[1:])}`".rstrip(),
-              f"- date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", ""]
+    info = machine()
+    command = f"python -m bench.run {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip()
+    header = ["# Benchmark results", "", f"- machine (read at run time): {describe_machine(info)}",
+              f"- command: `{command}`", f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}", ""]
     print("\n".join(header), flush=True)
     blocks = []
     try:
         for name in names:
             section = SECTIONS[name](ctx)
-            block = section.markdown(ctx.baselines if name == "encoders" else None)
-            blocks.append(block)
-            print(block, flush=True)
+            blocks.append(section.markdown())
+            print(blocks[-1], flush=True)
     finally:
-        for item in _OPEN:
-            item.close()
-        _OPEN.clear()
+        for close in reversed(ctx.cleanup):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+        ctx.cleanup.clear()
     wall = time.perf_counter() - started
     summary = ["## Summary", ""] + [f"- {line}" for line in ctx.summary] + [f"- wall time: {wall:,.0f} s", ""]
     print("\n".join(summary), flush=True)

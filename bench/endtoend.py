@@ -1,0 +1,369 @@
+"""End to end: the product's ``run --available-now`` against the pure-JVM anchor job, and the big backlog.
+
+* :func:`bench_end_to_end`: for each tree (rows x tables) and sink (files, Kafka), rounds of
+  ``anchor, product, anchor, product, ...`` in one SparkSession (the product's own session settings:
+  ``local[*]``, its shuffle partitions; Spark's Kafka and Avro packages loaded once). The product is
+  the CLI command itself (``avro-registry-sink run --source TREE --available-now --csv
+  include-commit-ts=true``), called in-process so both share the session; each run gets a fresh state
+  directory (checkpoint, embedded registry) and output; outputs and topics are deleted between runs,
+  untimed. The per-round ratio is product rows/s over anchor rows/s (target >= 1.0).
+* :func:`bench_big`: the CLI in a subprocess with default settings on a 5x10^7-row tree, its process
+  tree's peak RSS (driver JVM = executors in local mode, plus Python workers) sampled from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from bench.harness import Context, ProcessTreeSampler, Row, Section, fmt_ratio, interleaved, per_round_ratios, timed
+from bench.tree import Tree, storage_tree
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+__all__ = ["bench_big", "bench_end_to_end", "bench_session", "kafka_bootstrap"]
+
+TOPIC_RULE = "{schema}_{table}"
+
+
+def kafka_bootstrap() -> str | None:
+    """The broker to benchmark against (``KAFKA_BOOTSTRAP``), if one answers."""
+    address = os.environ.get("KAFKA_BOOTSTRAP")
+    if not address:
+        return None
+    try:
+        from confluent_kafka.admin import AdminClient
+
+        AdminClient({"bootstrap.servers": address}).list_topics(timeout=10)
+        return address
+    except Exception:  # noqa: BLE001 - no broker: the Kafka rows are skipped and say so
+        return None
+
+
+def bench_session() -> SparkSession:
+    """The session the product's CLI would build (``job_session``), with the Kafka and Avro packages."""
+    from avro_registry_sink.spark.job import _ivy_dir, kafka_package
+    from avro_registry_sink.spark.session import local_session
+    from bench.anchor import avro_package
+
+    return local_session(
+        app_name="avro-registry-sink-bench",
+        master=os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
+        **{"spark.sql.shuffle.partitions": os.environ.get("AVRO_SINK_SHUFFLE_PARTITIONS", "4"),
+           "spark.jars.packages": f"{kafka_package()},{avro_package()}", "spark.jars.ivy": _ivy_dir()},
+    )
+
+
+def _cli(args: list[str]) -> dict[str, Any]:
+    """The CLI in this process; its last JSON line (``{"status": "ok", "rows": ...}``)."""
+    import typer
+
+    from avro_registry_sink.cli import app
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = typer.main.get_command(app).main(args, prog_name="avro-registry-sink", standalone_mode=False)
+    if code not in (None, 0):
+        raise RuntimeError(f"avro-registry-sink {' '.join(args)} exited {code}: {out.getvalue()[-2000:]}")
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def _product_args(tree: Tree, state: Path, sink_uri: str) -> list[str]:
+    return ["run", "--source", str(tree.root), "--available-now", "--progress", "none",
+            "--csv", "include-commit-ts=true", "--state-dir", str(state), "--sink-uri", sink_uri]
+
+
+def _partitions() -> int:
+    from avro_registry_sink.config import SinkConfig
+
+    return SinkConfig().partition_num
+
+
+class _Kafka:
+    """Admin helpers: topics per run, deleted afterwards."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def create(self, topics: list[str], partitions: int, config: dict[str, str] | None = None) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        existing = set(self.admin.list_topics(timeout=30).topics)
+        new = [NewTopic(t, partitions, 1, config=config or {}) for t in topics if t not in existing]
+        for future in self.admin.create_topics(new).values() if new else ():
+            future.result()
+
+    def delete_prefixed(self, prefix: str) -> None:
+        topics = [t for t in self.admin.list_topics(timeout=30).topics if t.startswith(prefix)]
+        if not topics:
+            return
+        for future in self.admin.delete_topics(topics).values():
+            with contextlib.suppress(Exception):
+                future.result()
+        deadline = time.time() + 60
+        while time.time() < deadline and any(t.startswith(prefix) for t in self.admin.list_topics(timeout=30).topics):
+            time.sleep(0.5)
+
+
+def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, registry_url: str,
+                    kafka: _Kafka | None, log: list[dict[str, Any]]) -> dict[str, Callable[[], Any]]:
+    """The two candidates of one configuration as argument-less callables (each run writes a log entry)."""
+    from bench.anchor import anchor_job
+
+    partitions = _partitions()
+    counter = {"n": 0}
+
+    def fresh(name: str) -> Path:
+        counter["n"] += 1
+        path = work / f"{name}-{counter['n']}"
+        path.mkdir(parents=True)
+        return path
+
+    def anchor() -> int:
+        place = fresh("anchor")
+        rule = f"a{counter['n']}_{TOPIC_RULE}"
+        with ProcessTreeSampler() as sampler:
+            if sink == "file":
+                anchor_job(spark, tree, registry_url, sink="file", target=str(place / "out"), partitions=partitions,
+                           topic_rule=rule)
+            else:
+                assert kafka is not None
+                kafka.create([rule.format(schema=t.schema_name, table=t.table) for t in tree.tables], partitions)
+                anchor_job(spark, tree, registry_url, sink="kafka", target=kafka.bootstrap, partitions=partitions,
+                           topic_rule=rule)
+        log.append({"name": "anchor", "cpu": sampler.cpu_seconds, "rows": tree.rows, "place": place,
+                    "prefix": f"a{counter['n']}_"})
+        return tree.rows
+
+    def product() -> int:
+        place = fresh("product")
+        prefix = f"p{counter['n']}_"
+        if sink == "file":
+            uri = f"file://{place / 'out'}?protocol=avro"
+            args = _product_args(tree, place / "state", uri)
+        else:
+            assert kafka is not None
+            uri = f"kafka://{kafka.bootstrap}/?protocol=avro&partition-num={partitions}"
+            args = _product_args(tree, place / "state", uri) + ["--topic-rule", prefix + TOPIC_RULE]
+        with ProcessTreeSampler() as sampler:
+            result = _cli(args)
+        rows = int(result.get("rows", 0))
+        log.append({"name": "product", "cpu": sampler.cpu_seconds, "rows": rows, "place": place, "prefix": prefix,
+                    "result": result})
+        return rows
+
+    return {"pure-JVM anchor": anchor, "product run --available-now": product}
+
+
+def _cleanup(log: list[dict[str, Any]], kafka: _Kafka | None, keep: bool = False) -> None:
+    entry = log[-1]
+    if not keep:
+        shutil.rmtree(entry["place"], ignore_errors=True)
+    if kafka is not None:
+        kafka.delete_prefixed(entry["prefix"])
+
+
+def same_bytes(product_out: Path, anchor_out: Path) -> tuple[bool, int, str]:
+    """Whether both file outputs hold the same records in the same per-partition order; rows compared."""
+    from avro_registry_sink.spark.sinks import read_file_sink
+
+    def strip(topic: str) -> str:  # the anchor's topics carry a run prefix
+        return topic.split("_", 1)[1] if topic.startswith("a") and topic[1:].split("_", 1)[0].isdigit() else topic
+
+    product: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
+    for r in read_file_sink(product_out):
+        product.setdefault((r.topic, r.partition), []).append((r.key, r.value))
+    anchor: dict[tuple[str, int], list[tuple[bytes | None, bytes | None]]] = {}
+    for part in sorted(anchor_out.rglob("part-*.json")):
+        with open(part, encoding="utf-8") as fh:
+            topic = strip(part.parent.name.split("=", 1)[1])
+            for line in fh:
+                raw = json.loads(line)
+                key = bytes.fromhex(raw["key"]) if raw.get("key") else None
+                value = bytes.fromhex(raw["value"]) if raw.get("value") else None
+                anchor.setdefault((topic, int(raw["partition"])), []).append((key, value))
+    rows = sum(len(v) for v in product.values())
+    if product.keys() != anchor.keys():
+        return False, rows, f"topics/partitions differ: {sorted(product)[:3]} vs {sorted(anchor)[:3]}"
+    for k in product:
+        if product[k] != anchor[k]:
+            first = next((i for i, (a, b) in enumerate(zip(product[k], anchor[k])) if a != b), None)
+            return False, rows, f"{k}: {len(product[k])} vs {len(anchor[k])} records, first difference at {first}"
+    return True, rows, ""
+
+
+def bench_end_to_end(ctx: Context) -> Section:
+    """The product's job against the pure-JVM anchor, same files, same session, interleaved rounds."""
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+
+    section = Section("End to end: `run --available-now` vs the pure-JVM Spark job (same files, same session)")
+    opts = ctx.options
+    sizes = opts.get("e2e_rows") or ([20_000] if ctx.quick else [10**5, 10**6, 5 * 10**6])
+    table_counts = opts.get("e2e_tables") or ([1, 10] if ctx.quick else [1, 10, 100])
+    sinks = opts.get("e2e_sinks") or ["file", "kafka"]
+    rounds = opts.get("e2e_rounds") or (1 if ctx.quick else 2)
+    bootstrap = kafka_bootstrap() if "kafka" in sinks else None
+    kafka = _Kafka(bootstrap) if bootstrap else None
+    if "kafka" in sinks and kafka is None:
+        section.lines.append("Kafka rows skipped: no broker at `KAFKA_BOOTSTRAP` (start one with `scripts/kafka.sh`).")
+        sinks = [s for s in sinks if s != "kafka"]
+    spark = bench_session()
+    work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    table_lines = ["| rows | tables | sink | anchor rows/s (median, min-max) | product rows/s (median, min-max) | "
+                   "product / anchor per round (median, min-max) | target | meets target | CPU s per 1M rows: "
+                   "anchor / product |", "|---|---|---|---|---|---|---|---|---|"]
+    verdicts: list[tuple[str, float, bool | None]] = []
+    registry = EmbeddedRegistry()
+    registry_url = registry.start()
+    ctx.cleanup.append(registry.stop)
+    generated: list[str] = []
+    try:
+        # warm-up (JIT, Ivy, Python workers) and the byte check, on the smallest tree, to files
+        small = storage_tree(min(sizes), min(table_counts))
+        log: list[dict[str, Any]] = []
+        warm = _run_candidates(spark, small, "file", work, registry_url, None, log)
+        warm["pure-JVM anchor"]()
+        warm["product run --available-now"]()
+        same, compared, why = same_bytes(log[1]["place"] / "out", log[0]["place"] / "out")
+        product_rows = log[1]["rows"]
+        for entry in log:
+            shutil.rmtree(entry["place"], ignore_errors=True)
+        section.lines.append(
+            f"Same records, same per-partition order, byte for byte (anchor vs product, {small.rows:,} rows, "
+            f"{len(small.tables)} tables, file sink): **{same}** ({compared:,} records" + (f"; {why}" if why else "")
+            + f"; the product reported {product_rows:,} rows).")
+        for rows in sizes:
+            for tables in table_counts:
+                tree = storage_tree(rows, tables)
+                if tree.seconds:
+                    generated.append(f"{rows:,} rows x {tables} tables: {tree.files} files, {tree.bytes / 1e9:,.2f} GB "
+                                     f"in {tree.seconds:,.0f} s")
+                for sink in sinks:
+                    log = []
+                    candidates = _run_candidates(spark, tree, sink, work, registry_url, kafka, log)
+                    timings = interleaved(candidates, rounds, warmup=False,
+                                          between=lambda _name, lg=log: _cleanup(lg, kafka))
+                    anchor_t, product_t = timings["pure-JVM anchor"], timings["product run --available-now"]
+                    ratios = per_round_ratios(product_t, rows, anchor_t, rows)
+                    med = statistics.median(ratios) if ratios else float("nan")
+                    meets = med >= 1.0 if rows >= 10**6 else None
+                    cpu = {name: statistics.median([e["cpu"] for e in log if e["name"] == name]) for name in ("anchor", "product")}
+                    delivered = {e["rows"] for e in log if e["name"] == "product"}
+                    note = "" if delivered == {rows} else f" (product delivered {sorted(delivered)} rows)"
+                    a_row, p_row = Row.of(anchor_t, rows), Row.of(product_t, rows)
+                    table_lines.append(
+                        f"| {rows:,} | {tables} | {sink} | {a_row.rows_per_s:,.0f} ({a_row.spread or '-'}) | "
+                        f"{p_row.rows_per_s:,.0f} ({p_row.spread or '-'}){note} | {fmt_ratio(ratios)} | "
+                        f"{'>= 1.0x' if rows >= 10**6 else ''} | {'' if meets is None else ('yes' if meets else '**no**')} | "
+                        f"{cpu['anchor'] / rows * 1e6:,.0f} / {cpu['product'] / rows * 1e6:,.0f} |")
+                    verdicts.append((f"{rows:,} rows, {tables} tables, {sink}", med, meets))
+                    print(table_lines[-1], flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    targeted = [v for v in verdicts if v[2] is not None]
+    if targeted:
+        met = [v for v in targeted if v[2]]
+        worst = min(targeted, key=lambda v: v[1])
+        ctx.summary.append(
+            f"end-to-end job / pure-JVM anchor (>= 10^6 rows): met in **{len(met)} of {len(targeted)}** configurations "
+            f"(target >= 1.0x each); ratios {', '.join(f'{v[0]}: {v[1]:.2f}x' for v in targeted)}; lowest {worst[1]:.2f}x "
+            f"({worst[0]})")
+    elif verdicts:
+        ctx.summary.append("end-to-end job / pure-JVM anchor (below 10^6 rows, no target): "
+                           + ", ".join(f"{v[0]}: {v[1]:.2f}x" for v in verdicts))
+    section.lines = [
+        *section.lines, "", *table_lines, "",
+        f"{rounds} round(s) per configuration, anchor then product in each round (after one warm-up pair); "
+        "rows/s = rows in the tree / wall seconds of the whole run (the product: the CLI command, session start "
+        "excluded: the session exists; the anchor: registration, read, encode, sort, write). CPU seconds are the "
+        "process tree's (driver JVM with the executors, Python workers) over the run. Kafka: one broker on this "
+        f"machine (`scripts/kafka.sh`), topics of {_partitions()} partitions created in the run, deleted after it.",
+        "Trees: TiCDC CSV (`include-commit-ts=true`), the reference table's 12 columns, 90% inserts, 6% updates, "
+        "4% deletes, files of at most 300,000 rows, cached between runs (`AVRO_SINK_BENCH_CACHE`, default "
+        "`~/.cache/avro-registry-sink/bench-trees`)"
+        + (f"; generated this run: {'; '.join(generated)}" if generated else "") + ".",
+    ]
+    return section
+
+
+# --------------------------------------------------------------------------------------------------
+# The big backlog
+
+
+def bench_big(ctx: Context) -> Section:
+    """A 5x10^7-row tree through the CLI with default settings: completes? peak memory per million rows."""
+    section = Section("Big backlog with default settings (the CLI in a subprocess)")
+    rows = ctx.options.get("big_rows") or (200_000 if ctx.quick else 5 * 10**7)
+    timeout = ctx.options.get("big_timeout") or 3600
+    tree, gen_s = timed(lambda: storage_tree(rows, 1))
+    bootstrap = kafka_bootstrap()
+    work = Path(tempfile.mkdtemp(prefix="bench-big-"))
+    kafka = _Kafka(bootstrap) if bootstrap else None
+    try:
+        if kafka is not None:
+            # the output is as large as the input: the broker keeps about 1 GB per topic (no disk filled)
+            topic = "big_" + TOPIC_RULE.format(schema=tree.schema, table=tree.tables[0].table)
+            kafka.create([topic], _partitions(), {"retention.bytes": str(2**28), "segment.bytes": str(2**26)})
+            uri = f"kafka://{bootstrap}/?protocol=avro"
+            extra = ["--topic-rule", "big_" + TOPIC_RULE]
+            sink = f"Kafka (`{bootstrap}`, topic retention 256 MiB per partition)"
+        else:
+            uri, extra, sink = f"file://{work / 'out'}?protocol=avro", [], "files"
+        args = [sys.executable, "-m", "avro_registry_sink.cli", *_product_args(tree, work / "state", uri), *extra]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AVRO_SINK_SPARK", "AVRO_SINK_SHUFFLE"))}
+        started = time.perf_counter()
+        with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
+            proc = subprocess.Popen(args, stdout=out, stderr=err, env=env)
+            with ProcessTreeSampler(proc.pid, interval=0.5) as sampler:
+                try:
+                    code = proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = None
+        seconds = time.perf_counter() - started
+        stdout = (work / "stdout").read_text(encoding="utf-8", errors="replace")
+        stderr = (work / "stderr").read_text(encoding="utf-8", errors="replace")
+        lines = [line for line in stdout.splitlines() if line.startswith("{")]
+        result = json.loads(lines[-1]) if lines else {}
+        delivered = int(result.get("rows", 0))
+        ok = code == 0 and delivered == rows
+        status = ("completed" if ok else
+                  f"**did not complete** (exit {code if code is not None else f'none: killed after {timeout} s'}, "
+                  f"{delivered:,} rows reported)")
+        peak = sampler.peak_rss
+        section.lines = [
+            "| rows | input | sink | status | wall s | rows/s | peak RSS (driver + executors + Python workers) | "
+            "peak RSS per million rows | CPU s per 1M rows |", "|---|---|---|---|---|---|---|---|---|",
+            f"| {rows:,} | {tree.files} files, {tree.bytes / 1e9:,.1f} GB | {sink} | {status} | {seconds:,.0f} | "
+            f"{rows / seconds:,.0f} | {peak / 2**30:,.2f} GiB | {peak / 2**20 / (rows / 1e6):,.1f} MiB | "
+            f"{sampler.cpu_seconds / rows * 1e6:,.1f} |",
+            "",
+            f"Command: `avro-registry-sink {' '.join(args[3:])}` with no memory or batch settings (Spark's defaults: "
+            f"1 GiB driver heap, local[*]). Peak RSS is the largest sum over the process tree, sampled every 0.5 s. "
+            f"Tree: {'reused from the cache' if not tree.seconds else f'generated in {gen_s:,.0f} s'}.",
+        ]
+        if not ok:
+            tail = " ".join(stderr.strip().splitlines()[-3:])[-600:]
+            section.lines.append(f"Last error output: `{tail}`")
+        ctx.summary.append(f"{rows:,}-row backlog with default settings: **{status}** in {seconds:,.0f} s; peak RSS "
+                           f"{peak / 2**30:,.2f} GiB = **{peak / 2**20 / (rows / 1e6):,.1f} MiB per million rows**")
+        if kafka is not None:
+            kafka.delete_prefixed("big_")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return section

@@ -1,0 +1,351 @@
+"""Timing and reporting for the benchmark suite: interleaved rounds, medians, spread, the machine.
+
+Every comparison runs its candidates in the same rounds (A B A B ...), so a noisy neighbour on a shared
+machine slows all of them alike; a ratio is computed per round (candidate and baseline of one round)
+and reported as its median with the lowest and highest round.
+
+>>> t = Timing("x", [2.0, 1.0, 4.0])
+>>> (t.median, t.low, t.high)
+(2.0, 1.0, 4.0)
+>>> per_round_ratios(Timing("a", [1.0, 2.0]), 100, Timing("b", [2.0, 2.0]), 100)
+[2.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "Context",
+    "ProcessTreeSampler",
+    "Row",
+    "Section",
+    "Timing",
+    "fmt_ratio",
+    "interleaved",
+    "machine",
+    "per_round_ratios",
+    "ratio_cell",
+    "timed",
+    "verdict",
+]
+
+
+@dataclass
+class Timing:
+    """Seconds of one candidate in each timed round (warm-up excluded) and its last result."""
+
+    name: str
+    seconds: list[float]
+    result: Any = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds) if self.seconds else float("nan")
+
+    @property
+    def low(self) -> float:
+        return min(self.seconds) if self.seconds else float("nan")
+
+    @property
+    def high(self) -> float:
+        return max(self.seconds) if self.seconds else float("nan")
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Wall seconds of one call (after a garbage collection) and its result."""
+    gc.collect()
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def interleaved(candidates: dict[str, Callable[[], Any]], repeats: int, warmup: bool = True,
+                between: Callable[[str], Any] | None = None) -> dict[str, Timing]:
+    """Run the candidates in rounds, one after the other in each round (a warm-up round first).
+
+    ``between(name)`` runs after each call, untimed (e.g. deleting a run's output).
+    """
+    timings = {name: Timing(name, []) for name in candidates}
+    for round_ in range(repeats + (1 if warmup else 0)):
+        for name, fn in candidates.items():
+            seconds, result = timed(fn)
+            timings[name].result = result
+            if round_ or not warmup:
+                timings[name].seconds.append(seconds)
+            if between is not None:
+                between(name)
+    return timings
+
+
+def per_round_ratios(candidate: Timing, candidate_rows: int, baseline: Timing, baseline_rows: int) -> list[float]:
+    """Rows/s of the candidate over rows/s of the baseline, round by round."""
+    return [(candidate_rows / c) / (baseline_rows / b) for c, b in zip(candidate.seconds, baseline.seconds) if c and b]
+
+
+def fmt_ratio(ratios: list[float], unit: str = "x") -> str:
+    """``"22.1x (20.3-25.9x)"``: the median ratio and the range over rounds (``unit="%"`` for percentages)."""
+    if not ratios:
+        return "n/a"
+    med, lo, hi = statistics.median(ratios), min(ratios), max(ratios)
+    if unit == "%":
+        return f"{med:.0%}" + (f" ({lo:.0%}-{hi:.0%})" if len(ratios) > 1 else "")
+    return f"{med:,.2f}x" + (f" ({lo:,.2f}-{hi:,.2f}x)" if len(ratios) > 1 else "")
+
+
+def ratio_cell(ratios: list[float], target: float | None, unit: str = "x") -> tuple[str, bool | None]:
+    """The ratio text and whether its median meets ``target`` (``None`` without a target or ratios)."""
+    if not ratios:
+        return "n/a", None
+    return fmt_ratio(ratios, unit), (None if target is None else statistics.median(ratios) >= target)
+
+
+def verdict(meets: bool | None) -> str:
+    """The "meets target" cell: yes / no / n/a (baseline not measured). Reported, never asserted."""
+    return "n/a" if meets is None else ("yes" if meets else "**no**")
+
+
+@dataclass
+class Row:
+    """One line of a section's table: a candidate's median time over ``rows`` rows, with its spread."""
+
+    name: str
+    rows: int
+    seconds: float
+    out_bytes: int = 0
+    note: str = ""
+    ratio: str = ""  # against the target's baseline, e.g. "22.4x (20.1-25.3x)"
+    target: str = ""  # e.g. ">= 20x"; rows with a target get a "meets target" cell
+    meets: bool | None = None  # None: no target, or the baseline could not be measured
+    low: float | None = None  # fastest and slowest round (seconds)
+    high: float | None = None
+
+    @classmethod
+    def of(cls, timing: Timing, rows: int, out_bytes: int = 0, note: str = "") -> Row:
+        return cls(timing.name, rows, timing.median, out_bytes, note, low=timing.low, high=timing.high)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds else float("nan")
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.out_bytes / self.seconds / 1e6 if self.seconds and self.out_bytes else float("nan")
+
+    @property
+    def spread(self) -> str:
+        if self.low is None or self.high is None or self.low == self.high or not self.rows:
+            return ""
+        return f"{self.rows / self.high:,.0f}-{self.rows / self.low:,.0f}"
+
+
+@dataclass
+class Section:
+    """A titled markdown table of :class:`Row` plus free lines."""
+
+    title: str
+    rows: list[Row] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # extra markdown (tables, notes)
+
+    def markdown(self) -> str:
+        out = [f"## {self.title}", ""]
+        if self.rows:
+            heads = ["benchmark", "rows", "rows/s (median)", "rows/s (min-max)", "MB/s"]
+            targets = any(r.ratio or r.target for r in self.rows)
+            if targets:
+                heads += ["ratio (median, min-max over rounds)", "target", "meets target"]
+            heads.append("note")
+            out.append("| " + " | ".join(heads) + " |")
+            out.append("|" + "---|" * len(heads))
+            for r in self.rows:
+                cells = [r.name, f"{r.rows:,}", f"{r.rows_per_s:,.0f}", r.spread,
+                         "" if r.mb_per_s != r.mb_per_s else f"{r.mb_per_s:,.1f}"]
+                if targets:
+                    cells += [r.ratio, r.target, verdict(r.meets) if r.target else ""]
+                cells.append(r.note)
+                out.append("| " + " | ".join(cells) + " |")
+            out.append("")
+        out.extend(self.lines)
+        return "\n".join(out) + "\n"
+
+
+@dataclass
+class Context:
+    """What every section gets: sizes, mode, repeats, and where to put summary lines and shared data."""
+
+    rows: int
+    quick: bool
+    repeats: int
+    options: dict[str, Any] = field(default_factory=dict)  # command-line choices of the end-to-end sections
+    summary: list[str] = field(default_factory=list)
+    shared: dict[Any, Any] = field(default_factory=dict)
+    cleanup: list[Callable[[], Any]] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------
+# The machine, read at run time
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _memory_gib() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def _version(module: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(module.replace("_", "-"))
+    except Exception:  # noqa: BLE001 - reported as unknown
+        return "?"
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, usable cores, memory, OS, Python, Java and library versions of this run."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    java = "?"
+    try:
+        import subprocess
+
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+        java = (out.stderr or out.stdout).splitlines()[0].strip()
+    except Exception:  # noqa: BLE001
+        pass
+    return {
+        "cpu": _cpu_model(),
+        "cores": cores,
+        "memory_gib": _memory_gib(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "java": java,
+        "versions": {m: _version(m) for m in ("pyspark", "pyarrow", "numpy", "fastavro", "confluent-kafka")},
+    }
+
+
+def describe_machine(info: dict[str, Any]) -> str:
+    memory = f", {info['memory_gib']:.0f} GiB" if info.get("memory_gib") else ""
+    versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+    return (f"{info['cores']} cores ({info['cpu']}){memory}, {info['os']}, Python {info['python']}, "
+            f"{info['java']}; {versions}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory and CPU of a process tree
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(_children(p))
+    return out
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        # utime, stime, cutime, cstime (clock ticks): fields 14-17 of stat, 12-15 after the name
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class ProcessTreeSampler:
+    """Peak resident memory (sum over a process and all its descendants) and CPU seconds while running.
+
+    Samples ``/proc`` every ``interval`` seconds in a thread: the peak is the largest sum seen, i.e.
+    Spark's driver/executor JVM plus Python workers (local mode runs executors in the driver JVM).
+    CPU seconds are the tree's user + system time (exited children count once their parent reaps them).
+
+    >>> with ProcessTreeSampler() as s:
+    ...     _ = sum(range(10**5))
+    >>> s.peak_rss > 0
+    True
+    """
+
+    def __init__(self, pid: int | None = None, interval: float = 0.25) -> None:
+        self.pid = pid or os.getpid()
+        self.interval = interval
+        self.peak_rss = 0
+        self.cpu_seconds = 0.0
+        self._cpu: dict[int, float] = {}
+        self._start_cpu: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        pids = _tree(self.pid)
+        self.peak_rss = max(self.peak_rss, sum(_rss_bytes(p) for p in pids))
+        for p in pids:
+            seconds = _cpu_seconds(p)
+            if seconds:
+                self._cpu[p] = seconds
+                self._start_cpu.setdefault(p, seconds if self._thread is None else 0.0)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> ProcessTreeSampler:
+        self._sample()  # processes alive now: count only their CPU from here on
+        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+        self.cpu_seconds = sum(v - self._start_cpu.get(p, 0.0) for p, v in self._cpu.items())
+
+
+def directory_bytes(path: Path) -> int:
+    """Total size of the files under ``path``."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
