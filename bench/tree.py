@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from avro_registry_sink.sources.csv_format import CsvOptions
+from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import TableDef
 from bench.data import SEED, generate, reference_table
