@@ -327,14 +327,77 @@ def _check_subject(client, table: str, subject: str, schema_text: str) -> dict[s
 
 @registry_app.command("serve")
 def registry_serve(
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default; see the warning when exposing it).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
     data: Annotated[Optional[Path], typer.Option(help="SQLite file for durable storage; omit for in-memory.")] = None,
+    users_file: Annotated[Optional[Path], typer.Option("--users-file", help="HTTP basic auth: a file of NAME:PASSWORD lines (also AVRO_SINK_REGISTRY_USERS='name:pw,...').")] = None,
+    user: Annotated[Optional[list[str]], typer.Option("--user", help="HTTP basic auth user NAME:PASSWORD (repeatable; visible in the process list, prefer --users-file).")] = None,
+    tls_cert: Annotated[Optional[Path], typer.Option("--tls-cert", help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option("--tls-key", help="PEM private key of --tls-cert (password in AVRO_SINK_REGISTRY_TLS_KEY_PASSWORD if encrypted).")] = None,
+    tls_client_ca: Annotated[Optional[Path], typer.Option("--tls-client-ca", help="Require client certificates signed by this PEM CA (mutual TLS).")] = None,
+    max_request_bytes: Annotated[Optional[int], typer.Option("--max-request-bytes", help="Largest request body accepted (default 16 MiB); larger ones get 413.")] = None,
+    max_schema_depth: Annotated[Optional[int], typer.Option("--max-schema-depth", help="Deepest JSON nesting of a schema (default 100, at most 300); deeper ones get 422.")] = None,
 ) -> None:
-    """Run the embedded Confluent-compatible schema registry over HTTP."""
-    from avro_registry_sink.registry.embedded import serve
+    """Run the embedded Confluent-compatible schema registry over HTTP(S)."""
+    import os
 
-    serve(host=host, port=port, data=str(data) if data is not None else None)
+    from avro_registry_sink.registry.embedded import (
+        DEFAULT_MAX_REQUEST_BYTES,
+        DEFAULT_MAX_SCHEMA_DEPTH,
+        BasicAuthUsers,
+        TlsFiles,
+        exposure_warning,
+        serve,
+    )
+    from avro_registry_sink.registry.embedded.guard import checked_request_limit
+    from avro_registry_sink.registry.embedded.store import MAX_SCHEMA_DEPTH_LIMIT
+
+    try:
+        passwords: dict[str, str] = {}
+        if users_file is not None:
+            passwords.update(BasicAuthUsers.read_file(users_file))
+        env_users = os.environ.get("AVRO_SINK_REGISTRY_USERS", "").strip()
+        if env_users:
+            entries = [e for e in env_users.split(",") if e.strip()]
+            passwords.update(BasicAuthUsers.parse_entries(entries, source="AVRO_SINK_REGISTRY_USERS"))
+        if user:
+            passwords.update(BasicAuthUsers.parse_entries(user, source="--user"))
+        users = BasicAuthUsers(passwords) if passwords else None
+        tls = None
+        if tls_cert is not None or tls_key is not None:
+            if tls_cert is None or tls_key is None:
+                missing = "--tls-key" if tls_key is None else "--tls-cert"
+                raise _fail(f"Missing option '{missing}': HTTPS needs both --tls-cert and --tls-key.")
+            tls = TlsFiles(
+                str(tls_cert),
+                str(tls_key),
+                client_ca=str(tls_client_ca) if tls_client_ca is not None else None,
+                key_password=os.environ.get("AVRO_SINK_REGISTRY_TLS_KEY_PASSWORD") or None,
+            )
+            tls.check()
+        elif tls_client_ca is not None:
+            raise _fail("Option '--tls-client-ca' needs --tls-cert and --tls-key (client certificates need HTTPS).")
+        limit = checked_request_limit(DEFAULT_MAX_REQUEST_BYTES if max_request_bytes is None else max_request_bytes)
+        depth = DEFAULT_MAX_SCHEMA_DEPTH if max_schema_depth is None else max_schema_depth
+        if not 1 <= depth <= MAX_SCHEMA_DEPTH_LIMIT:
+            raise _fail(f"Invalid value {depth} for option '--max-schema-depth': an integer in 1..{MAX_SCHEMA_DEPTH_LIMIT}.")
+    except AvroSinkError as exc:
+        raise _fail(str(exc)) from None
+    warning = exposure_warning(host, users, tls)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
+    try:
+        serve(
+            host=host,
+            port=port,
+            data=str(data) if data is not None else None,
+            users=users,
+            tls=tls,
+            max_request_bytes=limit,
+            max_schema_depth=depth,
+        )
+    except AvroSinkError as exc:
+        raise _fail(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------------

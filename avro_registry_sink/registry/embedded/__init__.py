@@ -10,7 +10,19 @@ Confluent's REST API over it, ``EmbeddedRegistry``/``serve`` run that app with u
 
 from avro_registry_sink.registry.embedded.app import create_app
 from avro_registry_sink.registry.embedded.canonical import canonical_schema
-from avro_registry_sink.registry.embedded.server import EmbeddedRegistry, serve
-from avro_registry_sink.registry.embedded.store import RegistryStore
+from avro_registry_sink.registry.embedded.guard import DEFAULT_MAX_REQUEST_BYTES, BasicAuthUsers
+from avro_registry_sink.registry.embedded.server import EmbeddedRegistry, TlsFiles, exposure_warning, serve
+from avro_registry_sink.registry.embedded.store import DEFAULT_MAX_SCHEMA_DEPTH, RegistryStore
 
-__all__ = ["EmbeddedRegistry", "RegistryStore", "canonical_schema", "create_app", "serve"]
+__all__ = [
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MAX_SCHEMA_DEPTH",
+    "BasicAuthUsers",
+    "EmbeddedRegistry",
+    "RegistryStore",
+    "TlsFiles",
+    "canonical_schema",
+    "create_app",
+    "exposure_warning",
+    "serve",
+]

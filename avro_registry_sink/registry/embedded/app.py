@@ -8,6 +8,10 @@ parameters are case-insensitive (confluent-kafka-python sends ``True``/``False``
 and query parameters are ignored. Subjects travel percent-encoded and may contain ``/``, so routing
 runs on the raw path and the subject converter decodes its segment.
 
+Safe to expose (:mod:`.guard`): optional basic auth and a request-size limit answer before the body is read.
+Every answer to a bad request is a 4xx with Confluent's error code. Decoding a large body, the store's
+work and encoding a large answer run in worker threads, so the event loop keeps serving other requests.
+
 >>> from avro_registry_sink.registry.embedded import RegistryStore, create_app
 >>> app = create_app(RegistryStore.open(None))
 """
@@ -32,6 +36,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from avro_registry_sink.errors import RegistryError
+from avro_registry_sink.registry.embedded.guard import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    BasicAuthUsers,
+    RequestTooLarge,
+    checked_request_limit,
+    guard_app,
+)
 from avro_registry_sink.registry.embedded.store import RegistryStore
 
 __all__ = ["MEDIA_TYPE", "create_app"]
@@ -46,6 +57,8 @@ _PRODUCED = frozenset({MEDIA_TYPE, "application/vnd.schemaregistry+json", "appli
 _ACCEPT_ANY = frozenset({"*/*", "application/*"})
 # Characters left alone when the raw request path is made routable (existing %XX escapes included).
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+# Bodies and answers larger than this are decoded/encoded in a worker thread rather than on the event loop.
+_THREAD_JSON_BYTES = 64 * 1024
 
 
 class _SubjectConvertor(Convertor[str]):
@@ -91,6 +104,11 @@ def _json(content: Any, status: int = 200) -> Response:
     return JSONResponse(content, status_code=status, media_type=MEDIA_TYPE)
 
 
+def _render(content: Any) -> bytes:
+    # As JSONResponse renders; done in the worker thread for answers that may be large.
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
 def _error(status: int, error_code: int, message: str) -> Response:
     return _json({"error_code": error_code, "message": message}, status)
 
@@ -127,13 +145,19 @@ async def _body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw.strip():
         return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise _HttpError(400, f"Unrecognized JSON in request body: {exc}") from None
+    body = await run_in_threadpool(_decode, raw) if len(raw) > _THREAD_JSON_BYTES else _decode(raw)
     if not isinstance(body, dict):
         raise _HttpError(422, f"Request body must be a JSON object, not {type(body).__name__}")
     return body
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise _HttpError(400, "Unrecognized JSON in request body: nested too deeply") from None
+    except ValueError as exc:  # includes bodies that are not UTF-8
+        raise _HttpError(400, f"Unrecognized JSON in request body: {exc}") from None
 
 
 def _optional_int(body: dict[str, Any], key: str) -> int | None:
@@ -168,6 +192,10 @@ def _endpoint(store: RegistryStore, handler: Handler) -> Callable[[Request], Awa
             return _error(exc.status_code or 500, exc.error_code or exc.status_code or 500, exc.message)
         except _HttpError as exc:
             return _error(exc.status, exc.error_code, exc.message)
+        except RequestTooLarge as exc:  # a body without Content-Length ran past the limit while read
+            return _error(413, 413, str(exc))
+        except RecursionError:  # the depth limits keep this out of reach; never a 500 all the same
+            return _error(422, 42201, "Invalid schema: nested too deeply")
         except Exception as exc:  # the registry answers 500 with a body rather than dropping the connection
             log.exception("embedded registry: %s %s failed", request.method, request.url.path)
             return _error(500, 500, f"Internal error: {type(exc).__name__}: {exc}")
@@ -178,6 +206,15 @@ def _endpoint(store: RegistryStore, handler: Handler) -> Callable[[Request], Awa
 def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
     # The store is synchronous (SQLite, a lock); keep it off the event loop.
     return run_in_threadpool(fn, *args, **kwargs)
+
+
+async def _call_json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Response:
+    """``fn``'s result as the JSON answer, computed and encoded in a worker thread."""
+
+    def work() -> bytes:
+        return _render(fn(*args, **kwargs))
+
+    return Response(await run_in_threadpool(work), media_type=MEDIA_TYPE)
 
 
 def _schema_id(request: Request) -> int:
@@ -209,7 +246,7 @@ async def _cluster_id(request: Request, store: RegistryStore) -> Response:
 
 async def _register(request: Request, store: RegistryStore) -> Response:
     body = await _body(request)
-    result = await _call(
+    return await _call_json(
         store.register,
         request.path_params["subject"],
         **_schema_args(body),
@@ -217,23 +254,21 @@ async def _register(request: Request, store: RegistryStore) -> Response:
         version=_optional_int(body, "version"),
         normalize=_flag(request, "normalize"),
     )
-    return _json(result)
 
 
 async def _lookup(request: Request, store: RegistryStore) -> Response:
     body = await _body(request)
-    result = await _call(
+    return await _call_json(
         store.lookup,
         request.path_params["subject"],
         **_schema_args(body),
         normalize=_flag(request, "normalize"),
         deleted=_flag(request, "deleted"),
     )
-    return _json(result)
 
 
 async def _list_subjects(request: Request, store: RegistryStore) -> Response:
-    result = await _call(
+    return await _call_json(
         store.list_subjects,
         prefix=request.query_params.get("subjectPrefix") or None,
         deleted=_flag(request, "deleted"),
@@ -241,11 +276,10 @@ async def _list_subjects(request: Request, store: RegistryStore) -> Response:
         offset=_int_param(request, "offset", 0),
         limit=_int_param(request, "limit", -1),
     )
-    return _json(result)
 
 
 async def _list_versions(request: Request, store: RegistryStore) -> Response:
-    result = await _call(
+    return await _call_json(
         store.list_versions,
         request.path_params["subject"],
         deleted=_flag(request, "deleted"),
@@ -254,17 +288,15 @@ async def _list_versions(request: Request, store: RegistryStore) -> Response:
         offset=_int_param(request, "offset", 0),
         limit=_int_param(request, "limit", -1),
     )
-    return _json(result)
 
 
 async def _get_version(request: Request, store: RegistryStore) -> Response:
-    result = await _call(
+    return await _call_json(
         store.get_version,
         request.path_params["subject"],
         request.path_params["version"],
         deleted=_flag(request, "deleted"),
     )
-    return _json(result)
 
 
 async def _get_version_schema(request: Request, store: RegistryStore) -> Response:
@@ -278,28 +310,24 @@ async def _get_version_schema(request: Request, store: RegistryStore) -> Respons
 
 
 async def _referenced_by(request: Request, store: RegistryStore) -> Response:
-    result = await _call(store.referenced_by, request.path_params["subject"], request.path_params["version"])
-    return _json(result)
+    return await _call_json(store.referenced_by, request.path_params["subject"], request.path_params["version"])
 
 
 async def _delete_version(request: Request, store: RegistryStore) -> Response:
-    result = await _call(
+    return await _call_json(
         store.delete_version,
         request.path_params["subject"],
         request.path_params["version"],
         permanent=_flag(request, "permanent"),
     )
-    return _json(result)
 
 
 async def _delete_subject(request: Request, store: RegistryStore) -> Response:
-    result = await _call(store.delete_subject, request.path_params["subject"], permanent=_flag(request, "permanent"))
-    return _json(result)
+    return await _call_json(store.delete_subject, request.path_params["subject"], permanent=_flag(request, "permanent"))
 
 
 async def _get_schema(request: Request, store: RegistryStore) -> Response:
-    result = await _call(store.get_schema, _schema_id(request), fetch_max_id=_flag(request, "fetchMaxId"))
-    return _json(result)
+    return await _call_json(store.get_schema, _schema_id(request), fetch_max_id=_flag(request, "fetchMaxId"))
 
 
 async def _get_schema_text(request: Request, store: RegistryStore) -> Response:
@@ -308,18 +336,16 @@ async def _get_schema_text(request: Request, store: RegistryStore) -> Response:
 
 
 async def _schema_subjects(request: Request, store: RegistryStore) -> Response:
-    result = await _call(store.subjects_for_id, _schema_id(request), deleted=_flag(request, "deleted"))
-    return _json(result)
+    return await _call_json(store.subjects_for_id, _schema_id(request), deleted=_flag(request, "deleted"))
 
 
 async def _schema_versions(request: Request, store: RegistryStore) -> Response:
-    result = await _call(store.versions_for_id, _schema_id(request), deleted=_flag(request, "deleted"))
-    return _json(result)
+    return await _call_json(store.versions_for_id, _schema_id(request), deleted=_flag(request, "deleted"))
 
 
 async def _compatibility(request: Request, store: RegistryStore) -> Response:
     body = await _body(request)
-    result = await _call(
+    return await _call_json(
         store.check_compatibility,
         request.path_params["subject"],
         **_schema_args(body),
@@ -327,47 +353,40 @@ async def _compatibility(request: Request, store: RegistryStore) -> Response:
         normalize=_flag(request, "normalize"),
         verbose=_flag(request, "verbose"),
     )
-    return _json(result)
 
 
 async def _get_config(request: Request, store: RegistryStore) -> Response:
-    result = await _call(
+    return await _call_json(
         store.get_config, request.path_params.get("subject"), default_to_global=_flag(request, "defaultToGlobal")
     )
-    return _json(result)
 
 
 async def _put_config(request: Request, store: RegistryStore) -> Response:
     body = await _body(request)
     # PUT takes "compatibility" (GET answers "compatibilityLevel"); newer clients may send either.
     level = body.get("compatibility", body.get("compatibilityLevel"))
-    result = await _call(store.set_config, request.path_params.get("subject"), level, normalize=body.get("normalize"))
-    return _json(result)
+    return await _call_json(store.set_config, request.path_params.get("subject"), level, normalize=body.get("normalize"))
 
 
 async def _delete_config(request: Request, store: RegistryStore) -> Response:
-    result = await _call(store.delete_config, request.path_params.get("subject"))
-    return _json(result)
+    return await _call_json(store.delete_config, request.path_params.get("subject"))
 
 
 async def _get_mode(request: Request, store: RegistryStore) -> Response:
-    result = await _call(
+    return await _call_json(
         store.get_mode, request.path_params.get("subject"), default_to_global=_flag(request, "defaultToGlobal")
     )
-    return _json(result)
 
 
 async def _put_mode(request: Request, store: RegistryStore) -> Response:
     body = await _body(request)
-    result = await _call(
+    return await _call_json(
         store.set_mode, request.path_params.get("subject"), body.get("mode"), force=_flag(request, "force")
     )
-    return _json(result)
 
 
 async def _delete_mode(request: Request, store: RegistryStore) -> Response:
-    result = await _call(store.delete_mode, request.path_params["subject"])
-    return _json(result)
+    return await _call_json(store.delete_mode, request.path_params["subject"])
 
 
 _SUBJECT = "{subject:registry_subject}"
@@ -411,17 +430,27 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     return _error(exc.status_code, exc.status_code, f"HTTP {exc.status_code} {phrase}")
 
 
-def create_app(store: RegistryStore) -> Starlette:
+def create_app(
+    store: RegistryStore,
+    *,
+    users: BasicAuthUsers | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> Starlette:
     """A Starlette app serving Confluent's Schema Registry REST API from ``store``.
 
-    The caller owns ``store`` (close it after the server stops).
+    With ``users`` every request needs HTTP basic auth (401 otherwise); bodies above ``max_request_bytes``
+    are refused with 413 before they are read. The caller owns ``store`` (close it after the server stops).
     """
+    max_request_bytes = checked_request_limit(max_request_bytes)
     # Starlette dispatches one path to the first route whose methods match, and 405 only when none does,
     # so the same path may appear once per method.
     routes = [Route(path, _endpoint(store, handler), methods=methods) for path, handler, methods in _ROUTES]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(_RawPathMiddleware)],
+        middleware=[
+            Middleware(guard_app, users=users, max_request_bytes=max_request_bytes),  # type: ignore[arg-type]
+            Middleware(_RawPathMiddleware),
+        ],
         exception_handlers={HTTPException: _http_exception},
     )
     app.state.store = store

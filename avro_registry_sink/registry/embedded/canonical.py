@@ -10,12 +10,13 @@ parser's message.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SchemaParseError", "SchemaParser", "canonical_schema", "dumps_compact", "freeze_value",
-           "normalize_schema", "plain_symbol", "show_value", "type_to_json", "write_canonical"]
+__all__ = ["SchemaParseError", "SchemaParser", "canonical_schema", "dumps_compact", "freeze_value", "json_depth",
+           "load_schema_json", "normalize_schema", "plain_symbol", "show_value", "type_to_json", "write_canonical"]
 
 # ---------------------------------------------------------------------------------------------------
 # Avro parsing and canonical text, as Java's Schema.Parser and Schema.toString() do it.
@@ -86,6 +87,56 @@ class _Type:
     @property
     def is_named(self) -> bool:
         return self.kind in ("record", "enum", "fixed")
+
+
+def json_depth(value: object) -> int:
+    """Nesting levels of JSON containers in ``value`` (``"string"`` is 0, ``{"type": "string"}`` 1); no recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[object] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def _refuse_constant(name: str) -> float:
+    raise SchemaParseError(f"Non-finite number {name} is not valid JSON (NaN and Infinity cannot be a default)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise SchemaParseError(f"Number {text} is out of the range of a double")
+    return value
+
+
+def load_schema_json(text: str, *, max_depth: int | None = None, finite: bool = False) -> object:
+    """``json.loads`` for schema text, refusing what recursive code must not see.
+
+    Deeper than ``max_depth`` container levels raises :class:`SchemaParseError` (so does nesting too deep for
+    the JSON decoder itself); with ``finite``, ``NaN``/``Infinity`` and numbers beyond a double's range do too.
+    """
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float) if finite else json.loads(text)
+    except RecursionError:
+        raise SchemaParseError(f"JSON nested too deeply (the limit is {max_depth} levels)") from None
+    except SchemaParseError:
+        raise
+    except ValueError as exc:
+        raise SchemaParseError(f"Invalid JSON: {exc}") from None
+    if max_depth is not None and isinstance(data, (dict, list)) and text.count("{") + text.count("[") > max_depth:
+        depth = json_depth(data)
+        if depth > max_depth:
+            raise SchemaParseError(f"The schema is nested {depth} JSON levels deep; the limit is {max_depth}")
+    return data
 
 
 def show_value(node: object) -> str:
@@ -274,6 +325,11 @@ class SchemaParser:
                     default = float(default)
                 except ValueError:
                     pass
+            if self.validate_defaults and _is_non_finite(default):
+                raise SchemaParseError(
+                    f"Invalid default for field {fname}: {default} is not a finite number "
+                    "(NaN and Infinity have no JSON form)"
+                )
             if self.validate_defaults and default is not _MISSING and not _is_valid_default(fnode, default):
                 raise SchemaParseError(
                     f"Invalid default for field {fname}: {show_value(default)} not a {write_canonical(fnode)}"
@@ -331,6 +387,20 @@ def _parse_aliases(node: Mapping[str, Any]) -> list[str]:
         if alias not in out:  # Java keeps aliases in a LinkedHashSet
             out.append(alias)
     return out
+
+
+def _is_non_finite(value: object) -> bool:
+    """True if ``value`` holds a NaN or an infinity anywhere (a default may be an array, map or record)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _is_integral(value: object) -> bool:

@@ -42,13 +42,82 @@ def _rebind(fn: Any, namespace: dict[str, Any]) -> Any:
     return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
+def _indexed_lookup_writer_field(writer_schema: Any, reader_field: Any) -> Any:
+    # The checker's own lookup rebuilds ``fields_dict`` (a property) for every reader field, which makes a
+    # record of n fields cost n^2; the index is built once per writer record and kept on it.
+    index = writer_schema.__dict__.get("_fields_by_name")
+    if index is None:
+        index = {f.name: f for f in writer_schema.fields}
+        writer_schema.__dict__["_fields_by_name"] = index
+    found = index.get(reader_field.name)
+    if found is not None:
+        return found
+    aliases = reader_field.props.get("aliases")
+    if not isinstance(aliases, list):
+        return None
+    for alias in aliases:
+        found = index.get(alias)
+        if found is not None:
+            return found
+    return None
+
+
+def _make_field_objects(field_data: Any, names: Any, validate_names: bool = True) -> list[Any]:
+    """Apache Avro's ``RecordSchema.make_field_objects`` with a set for the duplicate-name check.
+
+    Avro's own keeps the names seen in a list, so building a record of n fields costs n^2 (minutes for a
+    wide record, under the registry's lock). Same fields, same errors, in the same order.
+    """
+    field_objects = []
+    seen: set[Any] = set()
+    for field in field_data:
+        if not callable(getattr(field, "get", None)):
+            raise avro.errors.SchemaParseException(f"Not a valid field: {field}")
+        new_field = avro.schema.Field(
+            field.get("type"),
+            field.get("name"),
+            "default" in field,
+            field.get("default"),
+            field.get("order"),
+            names,
+            field.get("doc"),
+            avro.schema.get_other_props(field, avro.schema.FIELD_RESERVED_PROPS),
+            validate_names=validate_names,
+        )
+        if new_field.name in seen:
+            raise avro.errors.SchemaParseException(f"Field name {new_field.name} already in use.")
+        seen.add(new_field.name)
+        field_objects.append(new_field)
+    return field_objects
+
+
+avro.schema.RecordSchema.make_field_objects = staticmethod(_make_field_objects)  # type: ignore[method-assign]
+
 _CHECKER_NS: dict[str, Any] = dict(vars(_avro_compat))
 _CHECKER_NS["incompatible"] = _recording_incompatible
+_CHECKER_NS["lookup_writer_field"] = _indexed_lookup_writer_field
 for _fn_name in ("type_mismatch", "check_schema_names", "check_fixed_size", "check_reader_enum_contains_writer_enum"):
     _CHECKER_NS[_fn_name] = _rebind(getattr(_avro_compat, _fn_name), _CHECKER_NS)
 
 
 class _RecordingChecker(_avro_compat.ReaderWriterCompatibilityChecker):
+    def get_compatibility(
+        self, reader: Any, writer: Any, reference_token: str = "/", location: list[str] | None = None
+    ) -> Any:
+        # Same memoisation as the checker's, keyed by the (reader, writer) identities as a tuple: its
+        # ``id(reader) ^ id(writer)`` hash collides for neighbouring objects, which made wide records slow.
+        key = (id(reader), id(writer))
+        memo = self.memoize_map
+        if key in memo:
+            result = memo[key]
+            if result.compatibility is _avro_compat.SchemaCompatibilityType.recursion_in_progress:
+                result = _avro_compat.CompatibleResult
+            return result
+        memo[key] = _avro_compat.SchemaCompatibilityResult()
+        result = self.calculate_compatibility(reader, writer, (location or []) + [reference_token])
+        memo[key] = result
+        return result
+
     calculate_compatibility = _rebind(
         _avro_compat.ReaderWriterCompatibilityChecker.calculate_compatibility, _CHECKER_NS
     )

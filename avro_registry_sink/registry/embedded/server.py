@@ -4,33 +4,112 @@
 >>> with EmbeddedRegistry() as registry:          # binds a free port on 127.0.0.1
 ...     registry.url.startswith("http://127.0.0.1:")
 True
+
+Loopback is the default bind. To expose the registry, give it users (HTTP basic auth), a certificate
+(:class:`TlsFiles`, HTTPS, optionally requiring client certificates) and keep the request-size and
+schema-depth limits; :func:`exposure_warning` says what is missing when binding elsewhere.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
+import ssl
 import threading
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.registry.embedded.app import create_app
+from avro_registry_sink.registry.embedded.guard import DEFAULT_MAX_REQUEST_BYTES, BasicAuthUsers
 from avro_registry_sink.registry.embedded.store import RegistryStore
 
-__all__ = ["DEFAULT_PORT", "EmbeddedRegistry", "serve"]
+__all__ = ["DEFAULT_PORT", "EmbeddedRegistry", "TlsFiles", "exposure_warning", "serve"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8081  # Confluent Schema Registry's
 _START_TIMEOUT = 15.0
 
 
-def _url(host: str, port: int) -> str:
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files for HTTPS: the server's certificate chain and key; ``client_ca`` makes client certificates
+    signed by that CA required (mutual TLS). ``key_password`` decrypts an encrypted key (never shown)."""
+
+    certfile: str
+    keyfile: str
+    client_ca: str | None = None
+    key_password: str | None = field(default=None, repr=False)
+
+    def check(self) -> None:
+        """Load the files once, so a wrong path or key fails here with a clear error (not in the server thread)."""
+        for option, path in (("--tls-cert", self.certfile), ("--tls-key", self.keyfile), ("--tls-client-ca", self.client_ca)):
+            if path is not None and not Path(path).is_file():
+                raise ConfigError(f"Invalid value {path!r} for option '{option}': no such file.", option=option)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(self.certfile, self.keyfile, password=self.key_password)
+            if self.client_ca is not None:
+                context.load_verify_locations(self.client_ca)
+        except (ssl.SSLError, ValueError) as exc:
+            raise ConfigError(
+                f"Cannot use the TLS files (certificate {self.certfile!r}, key {self.keyfile!r}"
+                + (f", client CA {self.client_ca!r}" if self.client_ca else "")
+                + f"): {getattr(exc, 'reason', None) or exc}. They must be PEM, the key must match the certificate "
+                "(and its password be given when it is encrypted).",
+                option="--tls-cert",
+            ) from None
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "ssl_certfile": self.certfile,
+            "ssl_keyfile": self.keyfile,
+            "ssl_keyfile_password": self.key_password,
+        }
+        if self.client_ca is not None:
+            options.update(ssl_ca_certs=self.client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+        return options
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warning(host: str, users: BasicAuthUsers | None, tls: TlsFiles | None) -> str | None:
+    """What is unsafe about serving on ``host`` with these settings, or None (loopback, or auth over TLS)."""
+    if is_loopback(host):
+        return None
+    if users is None:
+        return (
+            f"the registry listens on {host} without authentication: anyone who can reach it can register, change "
+            "and delete schemas (give --users-file or AVRO_SINK_REGISTRY_USERS, and --tls-cert/--tls-key)"
+        )
+    if tls is None:
+        return (
+            f"the registry listens on {host} with basic auth over plain HTTP: passwords cross the network in clear "
+            "text (give --tls-cert and --tls-key)"
+        )
+    return None
+
+
+def _url(host: str, port: int, scheme: str = "http") -> str:
     try:
         is_v6 = ipaddress.ip_address(host).version == 6
     except ValueError:
         is_v6 = False
-    return f"http://[{host}]:{port}" if is_v6 else f"http://{host}:{port}"
+    return f"{scheme}://[{host}]:{port}" if is_v6 else f"{scheme}://{host}:{port}"
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -58,8 +137,10 @@ class EmbeddedRegistry:
     """A Confluent-compatible schema registry served from a daemon thread.
 
     ``data`` is a SQLite file (kept across restarts) or None for memory. ``port=0`` binds a free port;
-    ``start()`` returns once the server accepts connections and gives its URL. Options like
-    ``incompatible_error_code=40901`` go to :class:`RegistryStore`.
+    ``start()`` returns once the server accepts connections and gives its URL. ``users`` turns on HTTP basic
+    auth, ``tls`` serves HTTPS (the URL is then ``https://``), ``max_request_bytes`` bounds request bodies
+    (413 beyond). Store options like ``incompatible_error_code=40901`` or ``max_schema_depth=50`` go to
+    :class:`RegistryStore`.
     """
 
     def __init__(
@@ -69,12 +150,18 @@ class EmbeddedRegistry:
         port: int = 0,
         *,
         log_level: str = "warning",
+        users: BasicAuthUsers | None = None,
+        tls: TlsFiles | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         **store_options: Any,
     ) -> None:
         self.data = data
         self.host = host
         self.port = port
         self.log_level = log_level
+        self.users = users
+        self.tls = tls
+        self.max_request_bytes = max_request_bytes
         self.store_options = store_options
         self.url: str | None = None
         self.store: RegistryStore | None = None
@@ -86,11 +173,18 @@ class EmbeddedRegistry:
         """Serve in a daemon thread; returns the base URL (``http://host:port``)."""
         if self._thread is not None:
             raise RuntimeError(f"the embedded registry is already running at {self.url}")
+        if self.tls is not None:
+            self.tls.check()
+        warning = exposure_warning(self.host, self.users, self.tls)
+        if warning:
+            log.warning("%s", warning)
         self.store = RegistryStore.open(self.data, **self.store_options)
         try:
             self._socket = _bind(self.host, self.port)
             port = self._socket.getsockname()[1]
-            self._server = uvicorn.Server(_uvicorn_config(create_app(self.store), self.log_level))
+            app = create_app(self.store, users=self.users, max_request_bytes=self.max_request_bytes)
+            tls_options = self.tls.uvicorn_options() if self.tls is not None else {}
+            self._server = uvicorn.Server(_uvicorn_config(app, self.log_level, **tls_options))
             self._thread = threading.Thread(
                 target=self._server.run,
                 kwargs={"sockets": [self._socket]},
@@ -106,7 +200,7 @@ class EmbeddedRegistry:
         except BaseException:
             self.stop()
             raise
-        self.url = _url(self.host, port)
+        self.url = _url(self.host, port, "https" if self.tls is not None else "http")
         return self.url
 
     def stop(self) -> None:
@@ -141,11 +235,21 @@ def serve(
     data: str | None = None,
     *,
     log_level: str = "info",
+    users: BasicAuthUsers | None = None,
+    tls: TlsFiles | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     **store_options: Any,
 ) -> None:
-    """Serve the registry in the foreground until interrupted (``avro-registry-sink registry serve``)."""
+    """Serve the registry in the foreground until interrupted (``avro-registry-sink registry serve``).
+
+    Options as :class:`EmbeddedRegistry`; the caller reports :func:`exposure_warning` if it wants to.
+    """
+    if tls is not None:
+        tls.check()
     store = RegistryStore.open(data, **store_options)
     try:
-        uvicorn.Server(_uvicorn_config(create_app(store), log_level, host=host, port=port)).run()
+        app = create_app(store, users=users, max_request_bytes=max_request_bytes)
+        tls_options = tls.uvicorn_options() if tls is not None else {}
+        uvicorn.Server(_uvicorn_config(app, log_level, host=host, port=port, **tls_options)).run()
     finally:
         store.close()

@@ -13,6 +13,13 @@ their original order, ``{"type":"string"}`` printed as ``"string"``, name+namesp
 name), hashed with MD5. A hash miss gets a second chance inside the subject: an *equivalent* live version
 (same schema with custom properties in another order) is returned too.
 
+Parsing a schema and checking its compatibility is CPU work proportional to its size, so it runs without the
+store's lock: a request copies what it reads (its references, the versions it compares with) under the lock,
+works on that copy, and a registration commits only if nothing was written in between (else it tries again,
+and finally does everything under the lock). Reads of other subjects and ids never wait for a large schema.
+Request schemas deeper than ``max_schema_depth`` JSON levels, and new schemas holding NaN or Infinity, are
+refused as invalid (42201) before any recursive code sees them.
+
 State (:mod:`.state`) lives in memory in both backends; the SQLite backend writes every mutation through in one
 transaction before it is applied, and reloads when another connection changed the file::
 
@@ -24,6 +31,7 @@ transaction before it is applied, and reloads when another connection changed th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import threading
@@ -60,6 +68,7 @@ from avro_registry_sink.registry.embedded.canonical import (
     SchemaParser,
     dumps_compact,
     freeze_value,
+    load_schema_json,
     normalize_schema,
     show_value,
     type_to_json,
@@ -84,6 +93,8 @@ from avro_registry_sink.registry.embedded.state import (
 __all__ = [
     "COMPATIBILITY_LEVELS",
     "DEFAULT_COMPATIBILITY",
+    "DEFAULT_MAX_SCHEMA_DEPTH",
+    "MAX_SCHEMA_DEPTH_LIMIT",
     "MODES",
     "RegistryStore",
 ]
@@ -108,6 +119,13 @@ DEFAULT_MODE = "READWRITE"
 CONTEXT = "."
 MAX_VERSION = 2**31 - 1
 _MAX_OLD_SCHEMA_CHARS = 10 * 1024  # Confluent truncates {oldSchema: ...} beyond this
+_MAX_ECHOED_SCHEMA_CHARS = 10 * 1024  # an invalid schema is quoted in the error up to this length
+#: JSON nesting levels a request's schema may have (a record nested in a record takes three).
+DEFAULT_MAX_SCHEMA_DEPTH = 100
+#: The highest configurable depth: deeper, the recursive parsers and Avro's checker could run out of stack.
+MAX_SCHEMA_DEPTH_LIMIT = 300
+# Optimistic attempts of a registration (work done without the lock) before it holds the lock throughout.
+_OPTIMISTIC_ATTEMPTS = 3
 
 _MSG_INVALID_LEVEL = (
     "Invalid compatibility level. Valid values are none, backward, forward, full, backward_transitive, "
@@ -166,8 +184,37 @@ class _Parsed:
     text: str
     references: tuple[Reference, ...]
     digest: str
-    equivalence: object
     checker: avro.schema.Schema
+
+    @functools.cached_property
+    def equivalence(self) -> object:
+        # Only needed when the digest misses; costly for large schemas, so computed on first use.
+        return (freeze_value(json.loads(self.text)), self.references)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A stored version a request compares with, and the schemas its references need (copied under the lock)."""
+
+    version: Version
+    schema: StoredSchema
+    deps: tuple[StoredSchema, ...]
+
+
+@dataclass(frozen=True)
+class _View:
+    """What a registration, lookup or compatibility check reads, copied under the lock.
+
+    ``generation`` is the store's write counter at the time: a registration planned on this view commits only
+    if it is unchanged.
+    """
+
+    generation: int
+    refs: tuple[Reference, ...]
+    deps: tuple[StoredSchema, ...]
+    normalize: bool
+    level: str
+    candidates: tuple[_Candidate, ...]
 
 
 class _JavaNames(avro.name.Names):
@@ -259,16 +306,24 @@ class RegistryStore:
         *,
         default_compatibility: str = DEFAULT_COMPATIBILITY,
         incompatible_error_code: int = 409,
+        max_schema_depth: int = DEFAULT_MAX_SCHEMA_DEPTH,
     ) -> None:
         if incompatible_error_code not in (409, 40901):
             raise ValueError(f"incompatible_error_code must be 409 or 40901, not {incompatible_error_code!r}")
+        if isinstance(max_schema_depth, bool) or not isinstance(max_schema_depth, int) or not (
+            1 <= max_schema_depth <= MAX_SCHEMA_DEPTH_LIMIT
+        ):
+            raise ValueError(f"max_schema_depth must be an integer in 1..{MAX_SCHEMA_DEPTH_LIMIT}, not {max_schema_depth!r}")
+        self._max_schema_depth = max_schema_depth
         self._backend = backend or MemoryBackend()
         self._default_compatibility = _level(default_compatibility)
         self._incompatible_error_code = incompatible_error_code
         self._lock = threading.RLock()
         self._state = self._backend.load()
-        self._checker_cache: dict[int, avro.schema.Schema] = {}
-        self._equivalence_cache: dict[int, object] = {}
+        self._generation = 0  # bumped by every applied write and every reload
+        # Keyed by (id, digest): entries stay right even if an id is ever reused for other content.
+        self._checker_cache: dict[tuple[int, str], avro.schema.Schema] = {}
+        self._equivalence_cache: dict[tuple[int, str], object] = {}
 
     @classmethod
     def open(cls, data: str | None = None, **options: Any) -> RegistryStore:
@@ -293,9 +348,15 @@ class RegistryStore:
         self.close()
 
     # -- plumbing ----------------------------------------------------------------------------------
+    @property
+    def max_schema_depth(self) -> int:
+        """JSON nesting levels a request's schema may have."""
+        return self._max_schema_depth
+
     def _refresh(self) -> None:
         if self._backend.is_stale():
             self._state = self._backend.load()
+            self._generation += 1
             self._checker_cache.clear()
             self._equivalence_cache.clear()
 
@@ -311,9 +372,65 @@ class RegistryStore:
                 self._refresh()
                 ops, result = fn(self._state)
                 self._backend.persist(ops)
-            for op in ops:
-                self._state.apply(op)
+            self._apply(ops)
             return result
+
+    def _apply(self, ops: Sequence[Op]) -> None:
+        for op in ops:
+            self._state.apply(op)
+        if ops:
+            self._generation += 1
+
+    def _view(
+        self, st: State, subject: str, references: object, normalize: bool, candidates: Sequence[Version]
+    ) -> _View:
+        """Copy what a request's parse and compatibility check read (call under the lock)."""
+        refs = self._resolve_references(st, references, subject)
+        wanted = self._normalize_wanted(st, subject, normalize)
+        if wanted:
+            refs = tuple(sorted(set(refs), key=lambda r: (r.name, r.subject, r.version)))
+        return _View(
+            generation=self._generation,
+            refs=refs,
+            deps=tuple(self._dependencies(st, refs)),
+            normalize=wanted,
+            level=self._effective_config(st, subject)["compatibilityLevel"],
+            candidates=tuple(
+                _Candidate(v, st.schemas[v.schema_id], tuple(self._dependencies(st, st.schemas[v.schema_id].references)))
+                for v in candidates
+            ),
+        )
+
+    def _optimistic_write(
+        self,
+        prepare: Callable[[State], _View],
+        plan: Callable[[_View], T],
+        commit: Callable[[State, T], tuple[list[Op], Any]],
+    ) -> Any:
+        """``plan`` (the CPU work) runs without the lock on a view ``prepare`` copied under it; ``commit``
+        applies it if nothing was written meanwhile. After a few lost races everything runs under the lock."""
+        for _ in range(_OPTIMISTIC_ATTEMPTS):
+            with self._lock:
+                self._refresh()
+                view = prepare(self._state)
+            planned = plan(view)
+            with self._lock:
+                with self._backend.transaction():
+                    self._refresh()
+                    if self._generation != view.generation:
+                        continue
+                    ops, result = commit(self._state, planned)
+                    self._backend.persist(ops)
+                self._apply(ops)
+                return result
+        return self._write(lambda st: commit(st, plan(prepare(st))))
+
+    def _read_planned(self, prepare: Callable[[State], _View], plan: Callable[[_View], T]) -> T:
+        """A read whose CPU work (``plan``) runs without the lock on a view copied under it."""
+        with self._lock:
+            self._refresh()
+            view = prepare(self._state)
+        return plan(view)
 
     def _mode(self, st: State, subject: str | None) -> str:
         if subject is not None and subject in st.mode:
@@ -383,29 +500,39 @@ class RegistryStore:
 
     def _parse(
         self,
-        st: State,
         text: object,
         *,
+        refs: tuple[Reference, ...],
+        deps: Sequence[StoredSchema],
         schema_type: object = None,
-        references: object = None,
         normalize: bool = False,
         validate: bool = True,
+        from_request: bool = True,
         subject: str | None = None,
-        resolved: tuple[Reference, ...] | None = None,
     ) -> _Parsed:
+        """Parse ``text`` (its references already resolved to ``deps``); needs no state, so no lock.
+
+        ``from_request``: the text came from a client, so the depth limit applies (and, with ``validate``,
+        non-finite numbers are refused); stored texts passed those checks when they were registered.
+        """
         kind = "AVRO" if schema_type is None else schema_type
         if not isinstance(kind, str) or kind.upper() != "AVRO":
             raise _invalid_schema(f"Invalid schema type {kind}", subject=subject)
-        if not isinstance(text, str) or not text.strip():
+        if text is not None and not isinstance(text, str):
+            raise _invalid_schema(
+                f'Invalid schema: "schema" must be a string holding the schema\'s JSON text, not {show_value(text)[:200]}',
+                subject=subject,
+            )
+        if not text or not text.strip():
             raise _invalid_schema("Empty schema", subject=subject)
-        refs = resolved if resolved is not None else self._resolve_references(st, references, subject)
-        if normalize:
-            refs = tuple(sorted(set(refs), key=lambda r: (r.name, r.subject, r.version)))
-        deps = self._dependencies(st, refs)
         try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise _invalid_schema(self._invalid_detail(text, refs, f"Invalid JSON: {exc}"), subject=subject) from None
+            data = load_schema_json(
+                text,
+                max_depth=self._max_schema_depth if from_request else None,
+                finite=from_request and validate,
+            )
+        except SchemaParseError as exc:
+            raise _invalid_schema(self._invalid_detail(text, refs, str(exc)), subject=subject) from None
         parser = SchemaParser(validate_defaults=False)
         top_level: list[str] = []
         # Names and symbols were validated the Java way (Unicode letters allowed); Python's ASCII-only
@@ -431,67 +558,78 @@ class RegistryStore:
             checker = _make_checker_schema(checker_json, checker_names)
         except (SchemaParseError, avro.errors.AvroException) as exc:
             raise _invalid_schema(self._invalid_detail(text, refs, str(exc)), subject=subject) from None
-        except RecursionError:
+        except RecursionError:  # not reachable within MAX_SCHEMA_DEPTH_LIMIT; a 422 all the same
             detail = self._invalid_detail(text, refs, "schema nested too deeply")
             raise _invalid_schema(detail, subject=subject) from None
-        return _Parsed(
-            text=canonical,
-            references=refs,
-            digest=_digest(canonical, refs),
-            equivalence=(freeze_value(json.loads(canonical)), refs),
-            checker=checker,
+        return _Parsed(text=canonical, references=refs, digest=_digest(canonical, refs), checker=checker)
+
+    def _parse_request(
+        self, view: _View, text: object, *, schema_type: object, validate: bool = True, subject: str
+    ) -> _Parsed:
+        return self._parse(
+            text,
+            refs=view.refs,
+            deps=view.deps,
+            schema_type=schema_type,
+            normalize=view.normalize,
+            validate=validate,
+            subject=subject,
         )
 
     @staticmethod
     def _invalid_detail(text: str, refs: Sequence[Reference], detail: str) -> str:
+        if len(text) > _MAX_ECHOED_SCHEMA_CHARS:
+            text = f"<{len(text)} characters, starting> {text[:_MAX_ECHOED_SCHEMA_CHARS]}"
         return f"Invalid schema {text} with refs {[r.to_json() for r in refs]} of type AVRO, details: {detail}"
 
-    def _stored_checker(self, st: State, schema_id: int) -> avro.schema.Schema:
-        cached = self._checker_cache.get(schema_id)
+    def _stored_checker(self, candidate: _Candidate) -> avro.schema.Schema:
+        stored = candidate.schema
+        key = (stored.id, stored.digest)
+        cached = self._checker_cache.get(key)
         if cached is None:
-            stored = st.schemas[schema_id]
-            cached = self._parse(st, stored.text, validate=False, resolved=stored.references).checker
-            self._checker_cache[schema_id] = cached
+            cached = self._parse(
+                stored.text, refs=stored.references, deps=candidate.deps, validate=False, from_request=False
+            ).checker
+            self._checker_cache[key] = cached
         return cached
 
-    def _stored_equivalence(self, schema_id: int, stored: StoredSchema) -> object:
-        cached = self._equivalence_cache.get(schema_id)
+    def _stored_equivalence(self, stored: StoredSchema) -> object:
+        key = (stored.id, stored.digest)
+        cached = self._equivalence_cache.get(key)
         if cached is None:
             cached = (freeze_value(json.loads(stored.text)), stored.references)
-            self._equivalence_cache[schema_id] = cached
+            self._equivalence_cache[key] = cached
         return cached
 
-    def _match(self, st: State, candidates: Sequence[Version], parsed: _Parsed) -> Version | None:
+    def _match(self, candidates: Sequence[_Candidate], parsed: _Parsed) -> _Candidate | None:
         """Confluent's lookup: same canonical hash, else an equivalent version (newest first)."""
-        for v in reversed(candidates):
-            if st.schemas[v.schema_id].digest == parsed.digest:
-                return v
-        for v in reversed(candidates):
-            if self._stored_equivalence(v.schema_id, st.schemas[v.schema_id]) == parsed.equivalence:
-                return v
+        for c in reversed(candidates):
+            if c.schema.digest == parsed.digest:
+                return c
+        for c in reversed(candidates):
+            if self._stored_equivalence(c.schema) == parsed.equivalence:
+                return c
         return None
 
     def _normalize_wanted(self, st: State, subject: str, normalize: bool) -> bool:
         return normalize or bool(self._effective_config(st, subject).get("normalize", False))
 
     # -- compatibility -----------------------------------------------------------------------------
-    def _incompatibilities(
-        self, st: State, subject: str, parsed: _Parsed, level: str, against: Sequence[Version]
-    ) -> list[str]:
+    def _incompatibilities(self, parsed: _Parsed, level: str, against: Sequence[_Candidate]) -> list[str]:
         """Confluent's validator: latest or all (newest → oldest, first failure wins); [] if compatible."""
         if level == "NONE" or not against:
             return []
         targets = list(reversed(against)) if level.endswith("_TRANSITIVE") else [against[-1]]
         for old in targets:
-            old_checker = self._stored_checker(st, old.schema_id)
+            old_checker = self._stored_checker(old)
             messages: list[str] = []
             if level.startswith(("FORWARD", "FULL")):
                 messages += differences(old_checker, parsed.checker, ("old", "new"))
             if level.startswith(("BACKWARD", "FULL")):
                 messages += differences(parsed.checker, old_checker, ("new", "old"))
             if messages:
-                old_text = st.schemas[old.schema_id].text
-                messages.append(f"{{oldSchemaVersion: {old.version}}}")
+                old_text = old.schema.text
+                messages.append(f"{{oldSchemaVersion: {old.version.version}}}")
                 if len(old_text) <= _MAX_OLD_SCHEMA_CHARS:
                     messages.append(f"{{oldSchema: '{old_text}'}}")
                 else:
@@ -524,20 +662,22 @@ class RegistryStore:
         schema_id = schema_id if schema_id is not None and schema_id >= 0 else None
         version = version if version is not None and version > 0 else None
 
-        def mutate(st: State) -> tuple[list[Op], dict[str, Any]]:
-            parsed = self._parse(
-                st,
-                schema,
-                schema_type=schema_type,
-                references=references,
-                normalize=self._normalize_wanted(st, subject, normalize),
-                subject=subject,
-            )
-            all_versions = st.versions(subject, deleted=True)
-            live = [v for v in all_versions if not v.deleted]
-            existing = self._match(st, live, parsed)
+        def prepare(st: State) -> _View:
+            return self._view(st, subject, references, normalize, st.versions(subject, deleted=False))
+
+        def plan(view: _View) -> tuple[_Parsed, _Candidate | None, list[str]]:
+            parsed = self._parse_request(view, schema, schema_type=schema_type, subject=subject)
+            existing = self._match(view.candidates, parsed)
+            reasons = [] if existing is not None else self._incompatibilities(parsed, view.level, view.candidates)
+            return parsed, existing, reasons
+
+        def commit(
+            st: State, planned: tuple[_Parsed, _Candidate | None, list[str]]
+        ) -> tuple[list[Op], dict[str, Any]]:
+            parsed, existing, reasons = planned
             if existing is not None:  # idempotent: no mode check, no compatibility check, no new version
-                return [], self._registered(st, existing)
+                return [], self._registered(existing)
+            all_versions = st.versions(subject, deleted=True)
             mode = self._mode(st, subject)
             if mode in _READ_ONLY_MODES:
                 raise _read_only(subject)
@@ -548,8 +688,6 @@ class RegistryStore:
             next_version = max((v.version for v in all_versions), default=0) + 1
             if version is not None and version != next_version:
                 raise _invalid_schema("Version is not one more than previous version", subject=subject)
-            level = self._effective_config(st, subject)["compatibilityLevel"]
-            reasons = self._incompatibilities(st, subject, parsed, level, live)
             if reasons:
                 raise IncompatibleSchema(
                     f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
@@ -570,7 +708,7 @@ class RegistryStore:
             ops.append(PutVersion(new_version))
             return ops, {"id": new_id, "version": next_version, "schema": parsed.text}
 
-        return self._write(mutate)
+        return self._optimistic_write(prepare, plan, commit)  # type: ignore[no-any-return]
 
     def _import(
         self, st: State, subject: str, parsed: _Parsed, schema_id: int | None, version: int | None
@@ -602,8 +740,17 @@ class RegistryStore:
         ops.append(PutVersion(Version(subject, version, schema_id)))
         return ops, {"id": schema_id, "version": version, "schema": parsed.text}
 
-    def _registered(self, st: State, v: Version) -> dict[str, Any]:
-        return {"id": v.schema_id, "version": v.version, "schema": st.schemas[v.schema_id].text}
+    @staticmethod
+    def _registered(c: _Candidate) -> dict[str, Any]:
+        return {"id": c.version.schema_id, "version": c.version.version, "schema": c.schema.text}
+
+    @staticmethod
+    def _candidate_json(c: _Candidate) -> dict[str, Any]:
+        v = c.version
+        out: dict[str, Any] = {"subject": v.subject, "version": v.version, "id": v.schema_id, "schema": c.schema.text}
+        if c.schema.references:
+            out["references"] = [r.to_json() for r in c.schema.references]
+        return out
 
     def _version_json(self, st: State, v: Version) -> dict[str, Any]:
         stored = st.schemas[v.schema_id]
@@ -625,25 +772,20 @@ class RegistryStore:
         """``POST /subjects/{subject}``: the version of ``subject`` holding ``schema``."""
         _check_subject(subject)
 
-        def read(st: State) -> dict[str, Any]:
+        def prepare(st: State) -> _View:
             candidates = st.versions(subject, deleted=deleted)
             if not candidates:
                 raise _subject_not_found(subject)
-            parsed = self._parse(
-                st,
-                schema,
-                schema_type=schema_type,
-                references=references,
-                normalize=self._normalize_wanted(st, subject, normalize),
-                validate=False,
-                subject=subject,
-            )
-            found = self._match(st, candidates, parsed)
+            return self._view(st, subject, references, normalize, candidates)
+
+        def plan(view: _View) -> dict[str, Any]:
+            parsed = self._parse_request(view, schema, schema_type=schema_type, validate=False, subject=subject)
+            found = self._match(view.candidates, parsed)
             if found is None:
                 raise _schema_not_found()
-            return self._version_json(st, found)
+            return self._candidate_json(found)
 
-        return self._read(read)
+        return self._read_planned(prepare, plan)
 
     # -- schemas by id -----------------------------------------------------------------------------
     def _schema_by_id(self, st: State, schema_id: int) -> StoredSchema:
@@ -896,36 +1038,36 @@ class RegistryStore:
         _check_subject(subject)
         number = None if version is None else _parse_version_id(version)
 
-        def read(st: State) -> dict[str, Any]:
+        def prepare(st: State) -> _View:
             live = st.versions(subject, deleted=False)
             if version is not None and number is not None and not any(v.version == number for v in live):
                 raise _version_not_found(subject, number)
-            try:
-                parsed = self._parse(
-                    st,
-                    schema,
-                    schema_type=schema_type,
-                    references=references,
-                    normalize=self._normalize_wanted(st, subject, normalize),
-                    subject=subject,
-                )
-            except RegistryError as exc:
-                if verbose and exc.error_code == 42201:
-                    return {"is_compatible": False, "messages": [exc.message]}
-                raise
-            level = self._effective_config(st, subject)["compatibilityLevel"]
+            return self._view(st, subject, references, normalize, live)
+
+        def plan(view: _View) -> dict[str, Any]:
+            parsed = self._parse_request(view, schema, schema_type=schema_type, subject=subject)
+            level = view.level
             if version is None:
-                against = live
+                against = view.candidates
             else:
-                against = [v for v in live if v.version == number] if number is not None else live[-1:]
+                against = (
+                    tuple(c for c in view.candidates if c.version.version == number)
+                    if number is not None
+                    else view.candidates[-1:]
+                )
                 level = level.removesuffix("_TRANSITIVE")
-            messages = self._incompatibilities(st, subject, parsed, level, against)
+            messages = self._incompatibilities(parsed, level, against)
             out: dict[str, Any] = {"is_compatible": not messages}
             if verbose:
                 out["messages"] = messages
             return out
 
-        return self._read(read)
+        try:
+            return self._read_planned(prepare, plan)
+        except RegistryError as exc:
+            if verbose and exc.error_code == 42201:  # an invalid schema or reference is an answer here
+                return {"is_compatible": False, "messages": [exc.message]}
+            raise
 
     # -- config ------------------------------------------------------------------------------------
     @staticmethod
