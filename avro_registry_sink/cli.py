@@ -38,8 +38,10 @@ DdlOpt = Annotated[Path, typer.Option("--ddl", help="File with CREATE TABLE stat
 RegistryOpt = Annotated[Optional[str], typer.Option("--registry", help="Schema registry URL(s), comma-separated; default: the embedded registry.")]
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
+def _fail(message: str, code: int = 2, secrets: Any = ()) -> typer.Exit:
+    from avro_registry_sink.redact import redact_text
+
+    typer.echo(f"error: {redact_text(' '.join(message.split()), secrets)}", err=True)
     return typer.Exit(code)
 
 
@@ -59,7 +61,11 @@ def build_config(
         "avro-bigint-unsigned-handling-mode": bigint_mode,
         "schema-registry": registry,
     }
-    return load_config(config_file=config_file, sink_uri=sink_uri, overrides=overrides)
+    from avro_registry_sink.redact import remember
+
+    config = load_config(config_file=config_file, sink_uri=sink_uri, overrides=overrides)
+    remember(config)  # its passwords and tokens are masked in every message from here on
+    return config
 
 
 def build_router(config: SinkConfig, topic_rule: str | None):
@@ -497,6 +503,7 @@ def run(
 
     from avro_registry_sink.config import default_state_dir
     from avro_registry_sink.progress import make_progress
+    from avro_registry_sink.redact import remember
     from avro_registry_sink.spark.job import JobOptions, job_session, run_job
     from avro_registry_sink.spark.sources import parse_source
 
@@ -514,6 +521,7 @@ def run(
             cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
                 update={"embedded_data": str(state / "registry.db")})})
         spec = parse_source(source)
+        remember(spec.kafka)
         spec.check()
         table_defs = tuple(read_tables(tables)) if tables is not None else ()
         options = JobOptions(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_va
 
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options
+from avro_registry_sink.redact import redact_url
 
 
 class DecimalMode(str, Enum):
@@ -105,7 +106,7 @@ class RegistryConfig(BaseModel):
     def _check_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for url in value:
             if urlsplit(url).scheme not in ("http", "https"):
-                raise ValueError(f"schema-registry URL {url!r} must start with http:// or https://")
+                raise ValueError(f"schema-registry URL {redact_url(url)!r} must start with http:// or https://")
         return value
 
     @property
@@ -233,9 +234,9 @@ def registry_config_from_url(url: str, base: RegistryConfig | None = None) -> Re
         split = urlsplit(part)
         if split.scheme not in ("http", "https") or not split.hostname:
             raise ConfigError(
-                f"Invalid value {part!r} for option 'schema-registry': expected an http:// or https:// URL.",
+                f"Invalid value {redact_url(part)!r} for option 'schema-registry': expected an http:// or https:// URL.",
                 option="schema-registry",
-                value=part,
+                value=redact_url(part),
             )
         if split.username is not None:
             username = unquote(split.username)
@@ -259,9 +260,9 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
     scheme = split.scheme.lower()
     if scheme not in ("kafka", "file"):
         raise ConfigError(
-            f"Invalid sink URI {uri!r}: the scheme must be kafka:// or file://, not {split.scheme!r}.",
+            f"Invalid sink URI {redact_url(uri)!r}: the scheme must be kafka:// or file://, not {split.scheme!r}.",
             option="sink-uri",
-            value=uri,
+            value=redact_url(uri),
         )
     query = dict(parse_qsl(split.query, keep_blank_values=True))
     update: dict[str, Any] = {"scheme": scheme}
@@ -273,7 +274,7 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
         # TiCDC ignores user-info in a Kafka URI (credentials go in sasl-user / sasl-password).
         brokers = tuple(b for b in split.netloc.rpartition("@")[2].split(",") if b)
         if not brokers:
-            raise ConfigError(f"Invalid sink URI {uri!r}: no Kafka broker address.", option="sink-uri", value=uri)
+            raise ConfigError(f"Invalid sink URI {redact_url(uri)!r}: no Kafka broker address.", option="sink-uri", value=redact_url(uri))
         update["brokers"] = brokers
         topic = unquote(split.path.lstrip("/"))
         update["default_topic"] = topic or None

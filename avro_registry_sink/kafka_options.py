@@ -10,8 +10,8 @@ with TiCDC's rules and messages; the renderers translate the model for the three
 
 * :func:`librdkafka_conf` - confluent-kafka's producer, admin client and consumer;
 * :func:`spark_kafka_options` - Spark's Kafka source and sink (the Java client, ``kafka.``-prefixed):
-  PEM material is passed inline (``ssl.truststore.certificates``, ``ssl.keystore.key``), so executors need
-  no files, and SASL goes in ``sasl.jaas.config``;
+  PEM material is passed inline (``ssl.truststore.certificates``, ``ssl.keystore.key`` - the key decrypted
+  with ``key-password`` on the driver), so executors need no files, and SASL goes in ``sasl.jaas.config``;
 * :func:`topic_settings` - what a created topic gets.
 
 Secrets (``sasl-password``, ``key-password``, ``sasl-oauth-client-secret``) are :class:`SecretStr` and are
@@ -428,7 +428,8 @@ _JAAS_MODULES = {
 
 
 def _pkcs8(key_pem: bytes, password: SecretStr | None) -> str:
-    """The private key as PKCS#8 PEM (the only form the Java client reads), encrypted iff it was."""
+    """The private key as unencrypted PKCS#8 PEM, the form every Java client reads (some JDKs cannot open
+    PBES2-encrypted keys); it travels only inline in the client's settings, masked as a password there."""
     from cryptography.hazmat.primitives import serialization
 
     secret = _reveal(password).encode() if password is not None else None
@@ -437,9 +438,8 @@ def _pkcs8(key_pem: bytes, password: SecretStr | None) -> str:
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"Cannot read the TLS private key of option 'key' ({type(exc).__name__}): wrong "
                           "'key-password', or not a PEM private key.", option="key") from None
-    encryption = (serialization.BestAvailableEncryption(secret) if secret
-                  else serialization.NoEncryption())
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption).decode()
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
 
 
 def spark_kafka_options(opts: KafkaOptions, role: str = "producer") -> dict[str, str]:
@@ -464,8 +464,6 @@ def spark_kafka_options(opts: KafkaOptions, role: str = "producer") -> dict[str,
             conf["ssl.keystore.type"] = "PEM"
             conf["ssl.keystore.certificate.chain"] = Path(opts.cert).read_text()  # type: ignore[arg-type]
             conf["ssl.keystore.key"] = _pkcs8(Path(opts.key).read_bytes(), opts.key_password)  # type: ignore[arg-type]
-            if opts.key_password is not None:
-                conf["ssl.key.password"] = _reveal(opts.key_password)
         if opts.insecure_skip_verify:
             # The Java client can only skip the host name check; the chain is still verified.
             conf["ssl.endpoint.identification.algorithm"] = ""

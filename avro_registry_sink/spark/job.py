@@ -41,6 +41,7 @@ from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
+from avro_registry_sink.redact import redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
@@ -607,6 +608,9 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
                 "spark.jars.packages set to it (job_session(kafka=True) does).",
                 option="source",
             )
+        from avro_registry_sink.kafka_client import connect
+
+        connect(",".join(spec.brokers), spec.kafka)  # wrong credentials / CA fail here, in seconds
     return changelog_stream(spark, spec, max_offsets_per_trigger=options.max_offsets_per_trigger,
                             max_files_per_trigger=options.max_files_per_trigger)
 
@@ -638,6 +642,8 @@ def run_job(
         ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
     sink = sink or build_sink(options.sink, spark, producer=options.kafka_producer,
                               default_dir=options.checkpoint.parent / "output")
+    if isinstance(sink, KafkaSink):
+        sink.check()
     stream = _stream(spark, options)
     with _registry_for(options, registry) as client:
         manager = SchemaManager(client, router, options.sink.encoding,
@@ -682,8 +688,9 @@ def run_job(
             if isinstance(error, AvroSinkError):
                 raise error
             batch = f"batch {processor.failed_batch}" if processor.failed_batch is not None else "the query"
+            cause = redact_text(' '.join(str(error).split()), secret_values(options.sink, options.source.kafka))
             raise JobFailed(
-                f"The streaming job failed in {batch}: {' '.join(str(error).split())[:2000]} Nothing of that batch "
+                f"The streaming job failed in {batch}: {cause[:2000]} Nothing of that batch "
                 f"was committed; a rerun with checkpoint {str(options.checkpoint)!r} resumes from it.",
                 batch=processor.failed_batch,
             ) from error

@@ -26,6 +26,10 @@ DEFAULT_CONF: dict[str, str] = {
     # Arrow batches of 64k rows (Spark: 10k) amortise the per-batch cost of the Python stages
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
     "spark.sql.session.timeZone": "UTC",
+    # Spark masks settings and data-source options whose name or value matches these (in plans, the UI and
+    # its logs): its defaults plus the Kafka client's SASL login line and inline PEM private keys.
+    "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|private key|keystore\.key",
+    "spark.sql.redaction.options.regex": r"(?i)url|secret|password|token|jaas|private key|keystore\.key",
 }
 
 #: Spark's JVM logging: errors only (``AVRO_SINK_SPARK_LOG4J`` names another log4j2 properties file).

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
 
 from avro_registry_sink.errors import AvroSinkError, ConfigError
-from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, librdkafka_conf, spark_kafka_options
+from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
+from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
+from avro_registry_sink.redact import redact_text, secret_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -237,12 +239,13 @@ def _produce_partition(conf: Mapping[str, Any]) -> Any:
     def produce(rows: Iterable[Any]) -> None:
         from confluent_kafka import KafkaException, Producer
 
-        producer = Producer(dict(conf))
+        secrets = secret_values(conf)
+        producer = Producer({**conf, "logger": kafka_logger(conf=conf)})
         failures: list[str] = []
 
         def delivered(err: Any, msg: Any) -> None:
             if err is not None and len(failures) < 5:
-                failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+                failures.append(redact_text(f"{msg.topic()}[{msg.partition()}]: {err}", secrets))
 
         for row in rows:
             headers = [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in row["headers"] or []]
@@ -256,7 +259,8 @@ def _produce_partition(conf: Mapping[str, Any]) -> Any:
                 except BufferError:
                     producer.poll(0.5)  # local queue full: let deliveries drain
                 except KafkaException as exc:
-                    raise KafkaSinkError(f"Cannot produce to topic {row['topic']!r}: {exc}", topic=row["topic"]) from None
+                    raise KafkaSinkError(redact_text(f"Cannot produce to topic {row['topic']!r}: {exc}", secrets),
+                                         topic=row["topic"]) from None
             producer.poll(0)
         remaining = producer.flush(120)
         if remaining:
@@ -330,15 +334,11 @@ class KafkaSink:
     def prepare(self, topics: Mapping[str, int]) -> dict[str, int]:
         """Create missing topics (``partitions`` each, broker default replication); return real counts."""
         from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import NewTopic
 
         if not topics:
             return {}
-        admin = AdminClient({"bootstrap.servers": self.brokers, **librdkafka_conf(self.kafka, "admin")})
-        try:
-            metadata = admin.list_topics(timeout=self.admin_timeout)
-        except KafkaException as exc:
-            raise KafkaSinkError(f"Cannot reach Kafka at {self.brokers}: {exc}", brokers=self.brokers) from None
+        admin, metadata = connect(self.brokers, self.kafka)
         missing = [t for t in topics if t not in metadata.topics]
         if missing and not self.kafka.auto_create_topic:
             raise KafkaSinkError(f"`auto-create-topic` is false, and {missing[0]} not found on {self.brokers} "
@@ -357,7 +357,8 @@ class KafkaSink:
                 except KafkaException as exc:
                     if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
                         continue
-                    raise KafkaSinkError(f"Cannot create topic {topic!r} on {self.brokers}: {exc}", topic=topic) from None
+                    raise KafkaSinkError(redact_text(f"Cannot create topic {topic!r} on {self.brokers}: {exc}",
+                                                     secret_values(self.kafka)), topic=topic) from None
         counts: dict[str, int] = {}
         for _ in range(50):
             metadata = admin.list_topics(timeout=self.admin_timeout)
@@ -371,6 +372,10 @@ class KafkaSink:
 
             time.sleep(0.2)
         raise KafkaSinkError(f"Topics {sorted(set(topics) - set(counts))} did not appear on {self.brokers}.")
+
+    def check(self) -> None:
+        """Connect once (before any batch): wrong credentials or an untrusted CA fail here, within seconds."""
+        connect(self.brokers, self.kafka)
 
     # -- records --------------------------------------------------------------------------------
 
@@ -390,13 +395,13 @@ class KafkaSink:
             try:
                 writer.save()
             except Exception as exc:  # py4j: the Kafka producer's own error is somewhere in the Java chain
-                raise KafkaSinkError(
+                raise KafkaSinkError(redact_text(
                     f"Writing batch {batch_id} to Kafka at {self.brokers} failed: {_kafka_cause(exc)}. The batch is "
-                    "not committed; a restart retries it.", brokers=self.brokers,
-                ) from exc
+                    "not committed; a restart retries it.", secret_values(self.kafka)), brokers=self.brokers,
+                ) from None
         else:
-            conf: dict[str, Any] = {"bootstrap.servers": self.brokers, **ORDERED_PRODUCER,
-                                    **librdkafka_conf(self.kafka, "producer")}
+            conf: dict[str, Any] = {**client_conf(self.brokers, self.kafka, "producer"), **ORDERED_PRODUCER}
+            conf.pop("logger")  # executors make their own (a logger does not travel)
             if self.max_request:
                 conf["message.max.bytes"] = self.max_request
             conf.update(self.options)

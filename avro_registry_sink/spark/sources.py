@@ -40,6 +40,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import ConfigError, SourceError
+from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
+from avro_registry_sink.redact import redact_url
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import complete_table, pick_version
 
@@ -101,6 +103,7 @@ class SourceSpec:
     brokers: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
     options: Mapping[str, str] = field(default_factory=dict)
+    kafka: KafkaOptions = DEFAULT_KAFKA  # TLS/SASL of a Kafka source: the URI's query with TiCDC's names
 
     @property
     def is_storage(self) -> bool:
@@ -137,25 +140,27 @@ def parse_source(text: str) -> SourceSpec:
     if scheme in ("storage", "file", "local"):
         path = unquote(split.netloc + split.path) if scheme != "file" else unquote(split.path)
         if not path:
-            raise ConfigError(f"Invalid source {text!r}: no directory.", option="source", value=text)
+            raise ConfigError(f"Invalid source {redact_url(text)!r}: no directory.", option="source", value=redact_url(text))
         return SourceSpec(kind="storage", transport="file", path=str(Path(path).resolve()), options=query)
     kind, _, transport = scheme.partition("+")
     if kind not in _FORMATS or transport not in ("kafka", "file"):
         raise ConfigError(
-            f"Invalid source {text!r}: expected storage:///dir (or a plain directory), canal-json+kafka://host:port/topic, "
+            f"Invalid source {redact_url(text)!r}: expected storage:///dir (or a plain directory), canal-json+kafka://host:port/topic, "
             "canal-json+file:///dir, debezium-json+kafka://host:port/topic or debezium-json+file:///dir.",
-            option="source", value=text,
+            option="source", value=redact_url(text),
         )
     if transport == "kafka":
-        brokers = tuple(b for b in split.netloc.split(",") if b)
+        brokers = tuple(b for b in split.netloc.rpartition("@")[2].split(",") if b)
         topics = tuple(t for t in unquote(split.path.lstrip("/")).split(",") if t)
         if not brokers or not topics:
-            raise ConfigError(f"Invalid source {text!r}: name the brokers and at least one topic.", option="source",
-                              value=text)
-        return SourceSpec(kind=kind, transport="kafka", brokers=brokers, topics=topics, options=query)
+            raise ConfigError(f"Invalid source {redact_url(text)!r}: name the brokers and at least one topic.",
+                              option="source", value=redact_url(text))
+        return SourceSpec(kind=kind, transport="kafka", brokers=brokers, topics=topics,
+                          options={k: v for k, v in query.items() if k not in KAFKA_KEYS},
+                          kafka=kafka_options(query))
     path = unquote(split.netloc + split.path)
     if not path:
-        raise ConfigError(f"Invalid source {text!r}: no directory.", option="source", value=text)
+        raise ConfigError(f"Invalid source {redact_url(text)!r}: no directory.", option="source", value=redact_url(text))
     return SourceSpec(kind=kind, transport="file", path=str(Path(path).resolve()), options=query)
 
 
@@ -396,6 +401,7 @@ def changelog_stream(
             .option("subscribe", ",".join(spec.topics))
             .option("startingOffsets", spec.options.get("startingOffsets", "earliest"))
             .option("failOnDataLoss", spec.options.get("failOnDataLoss", "true"))
+            .options(**spark_kafka_options(spec.kafka, "consumer"))
         )
         if max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", int(max_offsets_per_trigger))

@@ -217,3 +217,32 @@ def stop_apicurio() -> None:
     done = _script("apicurio.sh", "stop", timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"scripts/apicurio.sh stop failed:\n{done.stderr[-4000:]}")
+
+
+@dataclass(frozen=True)
+class SecureListeners:
+    """The broker's TLS and SASL listeners (``scripts/kafka.sh`` writes them to ``run/listeners.json``)."""
+
+    plaintext: str
+    tls: str
+    sasl: str
+    ca: str
+    cert: str
+    key: str
+    key_encrypted: str
+    key_password: str
+    sasl_user: str
+    sasl_password: str
+
+
+def ensure_kafka_listeners(stop_at_exit: bool = True) -> SecureListeners:
+    """The secure listeners of the broker :func:`ensure_kafka` gives (``KAFKA_LISTENERS_FILE`` names another
+    ``listeners.json``, for a broker started with another ``KAFKA_CACHE``)."""
+    import json
+
+    ensure_kafka(stop_at_exit)
+    path = Path(os.environ.get("KAFKA_LISTENERS_FILE") or REPO / ".cache" / "kafka" / "run" / "listeners.json")
+    if not path.is_file():
+        raise RuntimeError(f"{path} does not exist: the broker was not started by scripts/kafka.sh (set "
+                           "KAFKA_LISTENERS_FILE, or unset KAFKA_BOOTSTRAP so the tests start it)")
+    return SecureListeners(**json.loads(path.read_text(encoding="utf-8")))

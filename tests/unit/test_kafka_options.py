@@ -153,9 +153,10 @@ def test_traditional_and_encrypted_keys_become_pkcs8_for_java(tmp_path: Path) ->
     locked = make_tls_files(tmp_path / "e", key_password="Pw-1", traditional_key=True)
     opts = kafka_options({**_tls_params(locked), "key-password": "Pw-1"})
     spark = spark_kafka_options(opts)
-    assert spark["kafka.ssl.keystore.key"].startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----")
-    assert spark["kafka.ssl.key.password"] == "Pw-1"
-    serialization.load_pem_private_key(spark["kafka.ssl.keystore.key"].encode(), b"Pw-1")
+    assert spark["kafka.ssl.keystore.key"].startswith("-----BEGIN PRIVATE KEY-----")  # decrypted on the driver
+    assert "kafka.ssl.key.password" not in spark
+    assert serialization.load_pem_private_key(spark["kafka.ssl.keystore.key"].encode(), None).public_key() == (
+        serialization.load_pem_private_key(locked.key.read_bytes(), b"Pw-1").public_key())
     assert librdkafka_conf(opts)["ssl.key.password"] == "Pw-1"
     with pytest.raises(ConfigError, match="wrong 'key-password'") as err:
         spark_kafka_options(kafka_options({**_tls_params(locked), "key-password": "Sentinel-wrong"}))
