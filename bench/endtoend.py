@@ -26,7 +26,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from bench.harness import Context, ProcessTreeSampler, Row, Section, fmt_ratio, interleaved, per_round_ratios, timed
+from bench.harness import (
+    Context,
+    ProcessTreeSampler,
+    Row,
+    Section,
+    fmt_ratio,
+    interleaved,
+    per_round_ratios,
+    stage_breakdown,
+    timed,
+)
 from bench.tree import Tree, storage_tree
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,18 +61,38 @@ def kafka_bootstrap() -> str | None:
         return None
 
 
+#: Where the bench session writes Spark's event log (read by :func:`~bench.harness.stage_breakdown`).
+EVENT_DIR = Path(tempfile.gettempdir()) / f"bench-spark-events-{os.getpid()}"
+
+
 def bench_session() -> SparkSession:
-    """The session the product's CLI would build (``job_session``), with the Kafka and Avro packages."""
+    """The session the product's CLI would build (``job_session``), with the Kafka and Avro packages and
+    Spark's event log on (stage times for the "where the time goes" table)."""
     from avro_registry_sink.spark.job import _ivy_dir, kafka_package
     from avro_registry_sink.spark.session import local_session
     from bench.anchor import avro_package
 
+    EVENT_DIR.mkdir(parents=True, exist_ok=True)
     return local_session(
         app_name="avro-registry-sink-bench",
         master=os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
         **{"spark.sql.shuffle.partitions": os.environ.get("AVRO_SINK_SHUFFLE_PARTITIONS", "4"),
-           "spark.jars.packages": f"{kafka_package()},{avro_package()}", "spark.jars.ivy": _ivy_dir()},
+           "spark.jars.packages": f"{kafka_package()},{avro_package()}", "spark.jars.ivy": _ivy_dir(),
+           "spark.eventLog.enabled": "true", "spark.eventLog.dir": EVENT_DIR.as_uri(),
+           "spark.eventLog.compress": "false"},
     )
+
+
+def _where_time_goes(entry: dict[str, Any], top: int = 4) -> str:
+    """``"41 s: foreachPartition at sinks.py:166 55%, ...; outside Spark stages 12%"`` for one run."""
+    wall_ms = (entry["end"] - entry["start"]) * 1000
+    stages = stage_breakdown(EVENT_DIR, entry["start"] * 1000 - 1, entry["end"] * 1000 + 1)
+    inside = sum(e["wall_ms"] for e in stages)
+    parts = [f"{e['name']} {e['wall_ms'] / wall_ms:.0%}" for e in stages[:top]]
+    if len(stages) > top:
+        parts.append(f"{len(stages) - top} other stage kinds {sum(e['wall_ms'] for e in stages[top:]) / wall_ms:.0%}")
+    return (f"{wall_ms / 1000:,.1f} s: " + ", ".join(parts)
+            + f"; outside Spark stages (driver) {max(wall_ms - inside, 0) / wall_ms:.0%}")
 
 
 def _cli(args: list[str]) -> dict[str, Any]:
@@ -137,6 +167,7 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
     def anchor() -> int:
         place = fresh("anchor")
         rule = f"a{counter['n']}_{TOPIC_RULE}"
+        start = time.time()
         with ProcessTreeSampler() as sampler:
             if sink == "file":
                 anchor_job(spark, tree, registry_url, sink="file", target=str(place / "out"), partitions=partitions,
@@ -147,7 +178,7 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
                 anchor_job(spark, tree, registry_url, sink="kafka", target=kafka.bootstrap, partitions=partitions,
                            topic_rule=rule)
         log.append({"name": "anchor", "cpu": sampler.cpu_seconds, "rows": tree.rows, "place": place,
-                    "prefix": f"a{counter['n']}_"})
+                    "prefix": f"a{counter['n']}_", "start": start, "end": time.time()})
         return tree.rows
 
     def product() -> int:
@@ -160,11 +191,16 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
             assert kafka is not None
             uri = f"kafka://{kafka.bootstrap}/?protocol=avro&partition-num={partitions}"
             args = _product_args(tree, place / "state", uri) + ["--topic-rule", prefix + TOPIC_RULE]
+        start = time.time()
+        error = None
         with ProcessTreeSampler() as sampler:
-            result = _cli(args)
+            try:
+                result = _cli(args)
+            except Exception as exc:  # noqa: BLE001 - a failed run is a result (reported in the table)
+                result, error = {}, " ".join(f"{type(exc).__name__}: {exc}".split())
         rows = int(result.get("rows", 0))
         log.append({"name": "product", "cpu": sampler.cpu_seconds, "rows": rows, "place": place, "prefix": prefix,
-                    "result": result})
+                    "result": result, "start": start, "end": time.time(), "error": error})
         return rows
 
     return {"pure-JVM anchor": anchor, "product run --available-now": product}
@@ -217,6 +253,7 @@ def bench_end_to_end(ctx: Context) -> Section:
     table_counts = opts.get("e2e_tables") or ([1, 10] if ctx.quick else [1, 10, 100])
     sinks = opts.get("e2e_sinks") or ["file", "kafka"]
     rounds = opts.get("e2e_rounds") or (1 if ctx.quick else 2)
+    deadline = opts.get("deadline")  # epoch seconds: configurations not started by then are listed as not run
     bootstrap = kafka_bootstrap() if "kafka" in sinks else None
     kafka = _Kafka(bootstrap) if bootstrap else None
     if "kafka" in sinks and kafka is None:
@@ -228,6 +265,9 @@ def bench_end_to_end(ctx: Context) -> Section:
                    "product / anchor per round (median, min-max) | target | meets target | CPU s per 1M rows: "
                    "anchor / product |", "|---|---|---|---|---|---|---|---|---|"]
     verdicts: list[tuple[str, float, bool | None]] = []
+    breakdown = ["| rows | tables | sink | product: wall, then the share of each Spark stage kind | "
+                 "anchor: wall, then the share of each Spark stage kind |", "|---|---|---|---|---|"]
+    not_run: list[str] = []
     registry = EmbeddedRegistry()
     registry_url = registry.start()
     ctx.cleanup.append(registry.stop)
@@ -239,7 +279,10 @@ def bench_end_to_end(ctx: Context) -> Section:
         warm = _run_candidates(spark, small, "file", work, registry_url, None, log)
         warm["pure-JVM anchor"]()
         warm["product run --available-now"]()
-        same, compared, why = same_bytes(log[1]["place"] / "out", log[0]["place"] / "out")
+        try:
+            same, compared, why = same_bytes(log[1]["place"] / "out", log[0]["place"] / "out")
+        except Exception as exc:  # noqa: BLE001 - e.g. the product run failed: no output
+            same, compared, why = False, 0, f"{type(exc).__name__}: {exc}; product run error: {log[1].get('error')}"
         product_rows = log[1]["rows"]
         for entry in log:
             shutil.rmtree(entry["place"], ignore_errors=True)
@@ -254,6 +297,10 @@ def bench_end_to_end(ctx: Context) -> Section:
                     generated.append(f"{rows:,} rows x {tables} tables: {tree.files} files, {tree.bytes / 1e9:,.2f} GB "
                                      f"in {tree.seconds:,.0f} s")
                 for sink in sinks:
+                    label = f"{rows:,} rows, {tables} tables, {sink}"
+                    if deadline is not None and time.time() > deadline:
+                        not_run.append(label)
+                        continue
                     log = []
                     candidates = _run_candidates(spark, tree, sink, work, registry_url, kafka, log)
                     timings = interleaved(candidates, rounds, warmup=False,
@@ -264,14 +311,22 @@ def bench_end_to_end(ctx: Context) -> Section:
                     meets = med >= 1.0 if rows >= 10**6 else None
                     cpu = {name: statistics.median([e["cpu"] for e in log if e["name"] == name]) for name in ("anchor", "product")}
                     delivered = {e["rows"] for e in log if e["name"] == "product"}
+                    failures = [e["error"] for e in log if e.get("error")]
                     note = "" if delivered == {rows} else f" (product delivered {sorted(delivered)} rows)"
+                    if failures:
+                        note += f" **failed**: {failures[0][:300]}"
+                        meets = False if rows >= 10**6 else None
+                    last = {e["name"]: e for e in log}
+                    with contextlib.suppress(Exception):  # the breakdown is extra information
+                        breakdown.append(f"| {rows:,} | {tables} | {sink} | {_where_time_goes(last['product'])} | "
+                                         f"{_where_time_goes(last['anchor'])} |")
                     a_row, p_row = Row.of(anchor_t, rows), Row.of(product_t, rows)
                     table_lines.append(
                         f"| {rows:,} | {tables} | {sink} | {a_row.rows_per_s:,.0f} ({a_row.spread or '-'}) | "
                         f"{p_row.rows_per_s:,.0f} ({p_row.spread or '-'}){note} | {fmt_ratio(ratios)} | "
                         f"{'>= 1.0x' if rows >= 10**6 else ''} | {'' if meets is None else ('yes' if meets else '**no**')} | "
                         f"{cpu['anchor'] / rows * 1e6:,.0f} / {cpu['product'] / rows * 1e6:,.0f} |")
-                    verdicts.append((f"{rows:,} rows, {tables} tables, {sink}", med, meets))
+                    verdicts.append((label, med, meets))
                     print(table_lines[-1], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -286,8 +341,11 @@ def bench_end_to_end(ctx: Context) -> Section:
     elif verdicts:
         ctx.summary.append("end-to-end job / pure-JVM anchor (below 10^6 rows, no target): "
                            + ", ".join(f"{v[0]}: {v[1]:.2f}x" for v in verdicts))
+    if not_run:
+        ctx.summary.append(f"end-to-end configurations not run (time budget of this run): {'; '.join(not_run)}")
     section.lines = [
         *section.lines, "", *table_lines, "",
+        *([f"Not run (the run's deadline passed first): {'; '.join(not_run)}.", ""] if not_run else []),
         f"{rounds} round(s) per configuration, anchor then product in each round (after one warm-up pair); "
         "rows/s = rows in the tree / wall seconds of the whole run (the product: the CLI command, session start "
         "excluded: the session exists; the anchor: registration, read, encode, sort, write). CPU seconds are the "
@@ -297,6 +355,9 @@ def bench_end_to_end(ctx: Context) -> Section:
         "4% deletes, files of at most 300,000 rows, cached between runs (`AVRO_SINK_BENCH_CACHE`, default "
         "`~/.cache/avro-registry-sink/bench-trees`)"
         + (f"; generated this run: {'; '.join(generated)}" if generated else "") + ".",
+        "", "Where the time goes (the last round of each configuration; Spark's event log: stage kinds by call "
+        "site, wall time from submission to completion as a share of the run; time outside any stage is driver "
+        "work: listing, schema resolution, registry, planning):", "", *breakdown,
     ]
     return section
 
@@ -310,7 +371,7 @@ def bench_big(ctx: Context) -> Section:
     section = Section("Big backlog with default settings (the CLI in a subprocess)")
     rows = ctx.options.get("big_rows") or (200_000 if ctx.quick else 5 * 10**7)
     timeout = ctx.options.get("big_timeout") or 3600
-    tree, gen_s = timed(lambda: storage_tree(rows, 1))
+    gen_s, tree = timed(lambda: storage_tree(rows, 1))
     bootstrap = kafka_bootstrap()
     work = Path(tempfile.mkdtemp(prefix="bench-big-"))
     kafka = _Kafka(bootstrap) if bootstrap else None

@@ -349,3 +349,57 @@ class ProcessTreeSampler:
 def directory_bytes(path: Path) -> int:
     """Total size of the files under ``path``."""
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+# --------------------------------------------------------------------------------------------------
+# Where Spark's time goes: stages from the event log
+
+
+def stage_breakdown(event_dir: Path, start_ms: float, end_ms: float) -> list[dict[str, Any]]:
+    """Spark stages submitted in ``[start_ms, end_ms]`` (epoch ms), from the session's event log, summed by name.
+
+    Each entry: ``name`` (the stage's operators, e.g. ``Scan csv > Project > Exchange``), ``stages``,
+    ``wall_ms`` (submission to completion), ``task_ms`` (executor run time of all tasks: both cores) and
+    ``cpu_ms`` (executor CPU time; Python workers' time is in ``task_ms`` only).
+    """
+    import json
+
+    out: dict[str, dict[str, Any]] = {}
+    for log in sorted(p for p in Path(event_dir).rglob("*") if p.is_file()):
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if '"SparkListenerStageCompleted"' not in line:
+                    continue
+                try:
+                    info = json.loads(line)["Stage Info"]
+                except (ValueError, KeyError):
+                    continue  # the line being written
+                submitted, completed = info.get("Submission Time"), info.get("Completion Time")
+                if submitted is None or completed is None or not start_ms <= submitted <= end_ms:
+                    continue
+                metrics = {a.get("Name"): a.get("Value") for a in info.get("Accumulables", [])}
+                name = _stage_label(info)
+                entry = out.setdefault(name, {"name": name, "stages": 0, "wall_ms": 0.0, "task_ms": 0.0, "cpu_ms": 0.0})
+                entry["stages"] += 1
+                entry["wall_ms"] += completed - submitted
+                entry["task_ms"] += float(metrics.get("internal.metrics.executorRunTime") or 0)
+                entry["cpu_ms"] += float(metrics.get("internal.metrics.executorCpuTime") or 0) / 1e6
+    return sorted(out.values(), key=lambda e: -e["wall_ms"])
+
+
+def _stage_label(info: dict[str, Any]) -> str:
+    """A stage's operators (the scopes of its RDDs, oldest first), e.g. ``InMemoryTableScan > MapInArrow > Exchange``."""
+    import json
+    import re
+
+    names: list[str] = []
+    for rdd in sorted(info.get("RDD Info", []), key=lambda r: r.get("RDD ID", 0)):
+        scope = rdd.get("Scope")
+        name = json.loads(scope).get("name") if scope else rdd.get("Name", "")
+        if name == "PythonRDD" or rdd.get("Name") == "PythonRDD":
+            name = "Python RDD"
+        name = re.sub(r"\s*\(\d+\)$", "", name or "")
+        if name and name not in ("WholeStageCodegen", "map", "mapPartitions", "mapPartitionsInternal", "SQLExecutionRDD")\
+                and name not in names:
+            names.append(name)
+    return " > ".join(names) or info.get("Stage Name", "?")

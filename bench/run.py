@@ -628,6 +628,19 @@ def _ints(text: str | None) -> list[int] | None:
     return [int(float(x)) for x in text.split(",")] if text else None
 
 
+def _deadline(text: str | None) -> float | None:
+    """Epoch seconds of the next UTC ``HH:MM``."""
+    if not text:
+        return None
+    import calendar
+
+    hours, minutes = (int(x) for x in text.split(":"))
+    now = time.time()
+    today = time.gmtime(now)
+    at = calendar.timegm((today.tm_year, today.tm_mon, today.tm_mday, hours, minutes, 0))
+    return at if at > now else at + 86_400
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=None, help="rows of the reference data (default 1,000,000; quick 200,000)")
@@ -637,13 +650,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-rows", default=None, help="end-to-end tree sizes, e.g. 1e5,1e6,5e6")
     parser.add_argument("--e2e-tables", default=None, help="end-to-end table counts, e.g. 1,10,100")
     parser.add_argument("--e2e-sinks", default=None, help="end-to-end sinks: file,kafka (Kafka at KAFKA_BOOTSTRAP)")
+    parser.add_argument("--e2e-rounds", type=int, default=None, help="end-to-end rounds per configuration (default 2; quick 1)")
+    parser.add_argument("--deadline", default=None, help="UTC HH:MM after which no new end-to-end configuration starts")
     parser.add_argument("--big-rows", type=float, default=None, help="rows of the big backlog (default 5e7; quick 2e5)")
     parser.add_argument("--big-timeout", type=float, default=None, help="seconds before the big run is stopped (default 3600)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="markdown results file (default bench/results.md)")
     args = parser.parse_args(argv)
     rows = args.rows or (200_000 if args.quick else 1_000_000)
     options = {"rounds": args.rounds, "e2e_rows": _ints(args.e2e_rows), "e2e_tables": _ints(args.e2e_tables),
-               "e2e_sinks": args.e2e_sinks.split(",") if args.e2e_sinks else None,
+               "e2e_sinks": args.e2e_sinks.split(",") if args.e2e_sinks else None, "e2e_rounds": args.e2e_rounds,
+               "deadline": _deadline(args.deadline),
                "big_rows": int(args.big_rows) if args.big_rows else None, "big_timeout": args.big_timeout}
     ctx = Context(rows=rows, quick=args.quick, repeats=args.rounds or (2 if args.quick else 5), options=options)
     names = [n.strip() for n in args.only.split(",")] if args.only else list(SECTIONS)
