@@ -1,10 +1,12 @@
 """``DEFAULT`` clauses -> the default value TiDB stores (``ColumnInfo.GetDefaultValue()``), per column type.
 
 Literals and expressions are evaluated with sqlglot's parser (``CURRENT_TIMESTAMP(3)``, ``NOW()``, ``-1.5``,
-``b'101'``, ``_binary'..'``); the result is coerced as TiDB coerces it: integers and decimals at the
-column's scale, BIT and binary strings as bytes, temporal values normalised at the column's fsp, ENUM/SET
-members checked. TIMESTAMP string defaults are taken as UTC (a DDL file does not say which session time
-zone it ran in).
+``b'101'``, ``_binary'..'``); the result is what TiDB's DDL (``getDefaultValue``) stores: integers
+normalised, DECIMAL as the literal was written (TiDB checks the value against the column but stores the
+evaluated literal, so ``DEFAULT 1.5`` on DECIMAL(10,2) stays ``"1.5"`` and ``DEFAULT 0`` stays ``"0"``),
+BIT and binary strings as bytes (BINARY(n) padded with zero bytes to n), temporal values normalised at the
+column's fsp, ENUM/SET members checked. TIMESTAMP string defaults are taken as UTC (a DDL file does not
+say which session time zone it ran in).
 """
 
 from __future__ import annotations
@@ -141,14 +143,16 @@ def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "
     ``kind`` is ``"null"``, ``"bool"``, ``"num"`` (number text as written), ``"str"`` (string value),
     ``"bytes"`` (``x'..'``/``0x..``/``b'..'``/``_binary'..'``), ``"now"`` (``value`` = fsp) or ``"expr"``
     (``value`` = expression text, kept as written). Rules: integers normalized (``'5'`` -> ``"5"``,
-    ``TRUE`` -> ``"1"``, ``1.5`` -> ``"2"``); DECIMAL to the column scale (``1.5`` in DECIMAL(10,2) ->
-    ``"1.50"``); FLOAT/DOUBLE numbers as written; BIT -> minimal big-endian bytes; binary-charset strings
-    -> bytes (UTF-8 of a string literal); hex on a text column -> decoded text; DATETIME/TIMESTAMP ->
+    ``TRUE`` -> ``"1"``, ``1.5`` -> ``"2"``); DECIMAL as written, the way TiDB prints the evaluated literal
+    (``1.5`` in DECIMAL(10,2) -> ``"1.5"``, ``1.50`` -> ``"1.50"``, ``.5`` -> ``"0.5"``, ``1e3`` -> ``"1000"``,
+    ``'2.25'`` -> ``"2.25"``; a value too large for the column is refused); FLOAT/DOUBLE numbers as written;
+    BIT -> minimal big-endian bytes; binary-charset strings -> bytes (UTF-8 of a string literal; BINARY(n)
+    padded with zero bytes to n); hex on a text column -> decoded text; DATETIME/TIMESTAMP ->
     ``YYYY-MM-DD HH:MM:SS[.fsp]``, DATE -> ``YYYY-MM-DD``, TIME -> ``HH:MM:SS[.fsp]``; YEAR -> 4 digits;
     ``NOW()``/``CURRENT_TIMESTAMP(3)``/``LOCALTIME`` -> ``"CURRENT_TIMESTAMP"`` / ``"CURRENT_TIMESTAMP(3)"``.
 
     >>> default_value(ColumnDef(name="p", type=MySQLType.DECIMAL, precision=10, scale=2), "num", "1.5")
-    '1.50'
+    '1.5'
     >>> default_value(ColumnDef(name="b", type=MySQLType.BIT, length=10), "num", "682")
     b'\\x02\\xaa'
     """
@@ -165,10 +169,7 @@ def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "
             raise _bad_default(column, value, table, "negative value for an UNSIGNED column")
         return text
     if t is MySQLType.DECIMAL:
-        number = _to_decimal(column, kind, value, table)
-        quantum = Decimal(1).scaleb(-(column.scale or 0))
-        rounded = number.quantize(quantum, rounding=ROUND_HALF_UP)
-        return format(abs(rounded) if rounded == 0 else rounded, "f")
+        return _decimal_text(column, kind, value, table)
     if t in (MySQLType.FLOAT, MySQLType.DOUBLE):
         if kind in ("num", "str"):
             text = str(value).strip()
@@ -191,10 +192,14 @@ def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "
         return _temporal_text(column, text, table)
     if column.binary:
         if kind == "bytes":
-            return bytes(value)  # type: ignore[call-overload]
-        if kind == "bool":
-            return b"1" if value else b"0"
-        return str(value).encode("utf-8")
+            data = bytes(value)  # type: ignore[call-overload]
+        elif kind == "bool":
+            data = b"1" if value else b"0"
+        else:
+            data = str(value).encode("utf-8")
+        if t is MySQLType.BINARY:  # fixed width: TiDB pads the stored default as it pads values
+            data = data.ljust(column.length or 1, b"\0")
+        return data
     if t is MySQLType.ENUM and kind in ("num", "bool"):
         index = int(_int_text(_to_decimal(column, kind, value, table)))
         if not 1 <= index <= len(column.elements):
@@ -206,6 +211,39 @@ def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "
             raise _bad_default(column, value, table, "SET bitmask out of range")
         return ",".join(e for i, e in enumerate(column.elements) if mask >> i & 1)
     return _text(column, kind, value, table)
+
+
+def _decimal_literal_text(text: str) -> str:
+    """A numeric literal as TiDB prints the datum it evaluates to: exact literals keep their fraction digits
+    (``1.50``) without leading zeros (``007.5`` -> ``7.5``, ``.5`` -> ``0.5``); literals with an exponent are
+    doubles, printed in positional form (``1e3`` -> ``1000``)."""
+    body = text.strip()
+    sign = "-" if body.startswith("-") else ""
+    body = body.lstrip("+-")
+    if "e" in body.lower():
+        positional = format(Decimal(repr(float(body))), "f")
+        if "." in positional:
+            positional = positional.rstrip("0").rstrip(".")
+        digits = positional
+    else:
+        whole, dot, fraction = body.partition(".")
+        digits = (whole.lstrip("0") or "0") + (f".{fraction}" if dot and fraction else "")
+    if sign and Decimal(digits) == 0:
+        sign = ""
+    return sign + digits
+
+
+def _decimal_text(column: ColumnDef, kind: str, value: object, table: str) -> str:
+    number = _to_decimal(column, kind, value, table)
+    precision, scale = column.precision or 10, column.scale or 0
+    whole_digits = len(str(abs(int(number)))) if abs(number) >= 1 else 0
+    if whole_digits > precision - scale:
+        raise _bad_default(column, value, table, f"out of range for {precision - scale} digits before the point")
+    if kind == "num":
+        return _decimal_literal_text(str(value))
+    if kind == "str":
+        return str(value)  # TiDB stores the string as written once it has checked it is a number
+    return _int_text(number)  # TRUE/FALSE, x'..'/b'..' (TiDB stores their integer value)
 
 
 def _text(column: ColumnDef, kind: str, value: object, table: str) -> str:

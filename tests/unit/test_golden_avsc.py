@@ -64,3 +64,16 @@ def test_golden_files_are_valid_avro(rel: str) -> None:
     schema = json.loads((GOLDEN / rel).read_text())
     fastavro.parse_schema(schema)
     assert schema["type"] == "record" and schema["namespace"].startswith("default.")
+
+
+def test_decimal_defaults_are_tidbs_literal_not_padded_to_the_scale() -> None:
+    """TiDB stores ``DEFAULT 1.5`` on DECIMAL(10,2) as "1.5" (and ``DEFAULT 0`` as "0"); TiCDC copies that
+    text into the schema, where it shows in string mode (precise DECIMAL columns carry no default)."""
+    golden = GOLDEN / "string-extension" / "defaults.literals-value.avsc"
+    fields = {f["name"]: f for f in json.loads(golden.read_text())["fields"]}
+    expected = {"price": "1.5", "zero": "0", "padded": "1.50", "quoted": "2.25", "fraction": "0.5",
+                "negative": "-0.5", "exponent": "1000", "flag": "1"}
+    assert {name: fields[name]["default"] for name in expected} == expected
+    assert fields["code"]["default"] == "YWIAAA=="  # BINARY(4) 'ab': padded with zero bytes, base64
+    precise = {f["name"]: f for f in json.loads((GOLDEN / "default" / "defaults.literals-value.avsc").read_text())["fields"]}
+    assert "default" not in precise["price"] and precise["fraction"]["default"] is None

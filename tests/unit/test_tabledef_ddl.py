@@ -289,15 +289,24 @@ DEFAULT_CASES = [
     ("INT UNSIGNED", "'007'", "7"),
     ("BOOL", "TRUE", "1"),
     ("BIGINT UNSIGNED", "18446744073709551615", "18446744073709551615"),
-    # DECIMAL: to the column scale
-    ("DECIMAL(10,2)", "1.5", "1.50"),
-    ("DECIMAL(10,2)", "'1.555'", "1.56"),
-    ("DECIMAL(10,2)", "-0.001", "0.00"),
-    ("DECIMAL(10,2)", "1e3", "1000.00"),
+    # DECIMAL: the literal as written, as TiDB prints the evaluated literal (not padded to the scale)
+    ("DECIMAL(10,2)", "1.5", "1.5"),
+    ("DECIMAL(10,2)", "0", "0"),
+    ("DECIMAL(10,2)", "1.50", "1.50"),
+    ("DECIMAL(10,2)", "'1.555'", "1.555"),
+    ("DECIMAL(10,2)", "'0.00'", "0.00"),
+    ("DECIMAL(10,2)", "-0.001", "-0.001"),
+    ("DECIMAL(10,2)", "-0", "0"),
+    ("DECIMAL(10,2)", "1e3", "1000"),
+    ("DECIMAL(10,2)", "1.5e-3", "0.0015"),
+    ("DECIMAL(10,2)", "007.5", "7.5"),
     ("DECIMAL", "'12'", "12"),
-    ("DECIMAL(5)", "2.5", "3"),
-    ("DECIMAL(10,4)", "-1.5", "-1.5000"),
-    ("DECIMAL(10,2)", ".5", "0.50"),
+    ("DECIMAL(5)", "2.5", "2.5"),
+    ("DECIMAL(10,4)", "-1.5", "-1.5"),
+    ("DECIMAL(10,2)", ".5", "0.5"),
+    ("DECIMAL(10,2)", "TRUE", "1"),
+    ("DECIMAL(10,2)", "x'0a'", "10"),
+    ("DECIMAL(20,0) UNSIGNED", "18446744073709551616", "18446744073709551616"),
     # FLOAT/DOUBLE: as written
     ("FLOAT", "1.5", "1.5"),
     ("DOUBLE", "'3.14'", "3.14"),
@@ -320,7 +329,9 @@ DEFAULT_CASES = [
     ("VARBINARY(8)", "b'0100000101000010'", b"AB"),
     ("BLOB", "'é'", "é".encode()),
     ("VARCHAR(8) CHARACTER SET binary", "'ab'", b"ab"),
-    ("BINARY(4)", "_binary'ab'", b"ab"),
+    ("BINARY(4)", "_binary'ab'", b"ab\0\0"),
+    ("BINARY(2)", "x'ff'", b"\xff\0"),
+    ("BINARY", "''", b"\0"),
     # ENUM/SET
     ("ENUM('a','b')", "'b'", "b"),
     ("ENUM('a','b')", "2", "b"),
@@ -375,6 +386,9 @@ def test_default(type_text: str, default: str, expected: str | bytes | None) -> 
         ("SET('a')", "4", "bitmask"),
         ("VARCHAR(4)", "x'ff'", "UTF-8"),
         ("YEAR", "1800", "YEAR"),
+        ("DECIMAL(4,2)", "123", "out of range"),
+        ("DECIMAL(10,2)", "'1.5x'", "not a number"),
+        ("DECIMAL(10,2)", "'NaN'", "not a number|not a finite"),
     ],
 )
 def test_invalid_default_names_table_and_column(type_text: str, default: str, reason: str) -> None:
@@ -517,7 +531,7 @@ def test_shop_sql_example() -> None:
     assert [c.name for c in tables["shop.order_items"].handle_key_columns()] == ["order_id", "line_no"]
     orders = tables["shop.orders"]
     assert orders.column("id").unsigned and orders.column("amount").default == "0.00"
-    assert orders.column("discount").default == "0.0500"
+    assert orders.column("discount").default == "0.05"  # as written, not padded to the scale
     assert orders.column("flags").default == b"\x01"
     assert orders.column("created_at").default == "CURRENT_TIMESTAMP(3)"
     events = tables["crm.events"]
