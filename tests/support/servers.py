@@ -89,7 +89,7 @@ class _Starting:
 _starting: dict[str, _Starting] = {}
 
 
-def _begin(name: str, stop_at_exit: bool) -> None:
+def _begin(name: str, stop_at_exit: bool, env: dict[str, str] | None = None) -> None:
     """Launch ``scripts/<name> start`` without waiting (unless already launched); arrange the stop at exit.
 
     The stop is registered now, before the start is done, so an interrupted session stops the server too
@@ -107,6 +107,7 @@ def _begin(name: str, stop_at_exit: bool) -> None:
         stdout=stdout,
         stderr=stderr,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     _starting[name] = _Starting(process, stdout, stderr)
     if not was_running and stop_at_exit and name not in _stop_registered:
@@ -162,9 +163,10 @@ def _finish(name: str, unavailable: tuple[str, ...] = ()) -> str:
     return lines[-1].strip()
 
 
-def _start(name: str, stop_at_exit: bool, unavailable: tuple[str, ...] = ()) -> str:
+def _start(name: str, stop_at_exit: bool, unavailable: tuple[str, ...] = (),
+           env: dict[str, str] | None = None) -> str:
     """Run ``scripts/<name> start`` (or wait for the one launched before) and return the address it prints."""
-    _begin(name, stop_at_exit)
+    _begin(name, stop_at_exit, env)
     return _finish(name, unavailable)
 
 
@@ -246,3 +248,34 @@ def ensure_kafka_listeners(stop_at_exit: bool = True) -> SecureListeners:
         raise RuntimeError(f"{path} does not exist: the broker was not started by scripts/kafka.sh (set "
                            "KAFKA_LISTENERS_FILE, or unset KAFKA_BOOTSTRAP so the tests start it)")
     return SecureListeners(**json.loads(path.read_text(encoding="utf-8")))
+
+
+def ensure_connect(bootstrap: str, stop_at_exit: bool = True) -> str:
+    """REST URL (``http://127.0.0.1:<port>``) of a Kafka Connect standalone worker reading from ``bootstrap``.
+
+    ``CONNECT_URL`` if set, else ``scripts/connect.sh start`` (port ``CONNECT_PORT``, default 18083): Apicurio's
+    Avro converter and Debezium's JDBC sink are installed as plugins; connectors are added through the REST API.
+    """
+    url = os.environ.get("CONNECT_URL", "").strip()
+    if url:
+        return url.rstrip("/")
+    return _start("connect.sh", stop_at_exit, env={"KAFKA_BOOTSTRAP": bootstrap})
+
+
+def start_in_background(name: str, env: dict[str, str] | None = None) -> None:
+    """Launch ``scripts/<name> start`` without waiting; the next ``ensure_*`` of that server waits for it."""
+    _begin(name, True, env)
+
+
+def ensure_postgres(stop_at_exit: bool = True) -> str:
+    """``postgresql://postgres@127.0.0.1:<port>/postgres`` of a local PostgreSQL: ``POSTGRES_URL`` if set, else
+    ``scripts/postgres.sh start`` (Debian's package, installed when missing; port ``POSTGRES_PORT``, default 15432)."""
+    url = os.environ.get("POSTGRES_URL", "").strip()
+    return url or _start("postgres.sh", stop_at_exit)
+
+
+def ensure_mariadb(stop_at_exit: bool = True) -> str:
+    """``mariadb://sink:sink@127.0.0.1:<port>/downstream`` of a local MariaDB: ``MARIADB_URL`` if set, else
+    ``scripts/mariadb.sh start`` (Debian's package, installed when missing; port ``MARIADB_PORT``, default 13306)."""
+    url = os.environ.get("MARIADB_URL", "").strip()
+    return url or _start("mariadb.sh", stop_at_exit)
