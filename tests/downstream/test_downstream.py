@@ -24,7 +24,7 @@ from typing import Any, Callable
 import pytest
 
 from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions, parse_sink_uri
-from avro_registry_sink.sources.csv_format import CsvOptions
+from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.table import ColumnDef
