@@ -198,7 +198,7 @@ def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "
         else:
             data = str(value).encode("utf-8")
         if t is MySQLType.BINARY:  # fixed width: TiDB pads the stored default as it pads values
-            data = data.ljust(column.length or 1, b"\0")
+            data = data.ljust(1 if column.length is None else column.length, b"\0")
         return data
     if t is MySQLType.ENUM and kind in ("num", "bool"):
         index = int(_int_text(_to_decimal(column, kind, value, table)))

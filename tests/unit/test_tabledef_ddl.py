@@ -735,6 +735,8 @@ def _columns(draw: st.DrawFn, name: str) -> ColumnDef:
         kw["length"] = draw(st.integers(1, 1000) if variable else st.none() | st.integers(0, 255))
         kw["binary"] = type_ in BINARY_TYPES
         default = draw(st.binary(max_size=6)) if kw["binary"] else draw(_TEXT)
+        if type_ is T.BINARY:  # TiDB pads a BINARY(n) default with zero bytes to n
+            default = default.ljust(1 if kw["length"] is None else kw["length"], b"\0")
     elif type_ in (T.TEXT, T.BLOB):
         kw["length"] = draw(st.none() | st.integers(1, 70000))
         kw["binary"] = type_ in BINARY_TYPES
