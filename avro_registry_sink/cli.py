@@ -504,7 +504,7 @@ def run(
     from avro_registry_sink.config import default_state_dir
     from avro_registry_sink.progress import make_progress
     from avro_registry_sink.redact import remember
-    from avro_registry_sink.spark.job import JobOptions, job_session, run_job
+    from avro_registry_sink.spark.job import JobOptions, check_kafka, job_session, run_job
     from avro_registry_sink.spark.sources import parse_source
 
     state = state_dir or default_state_dir()
@@ -541,6 +541,10 @@ def run(
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     _quiet_spark_warnings()
+    try:
+        check_kafka(options)  # before Spark's start: a wrong password or CA fails in seconds
+    except AvroSinkError as exc:
+        raise _fail(str(exc), code=1) from None
     spark = job_session(kafka=spec.is_kafka or cfg.scheme == "kafka")
     try:
         result = run_job(spark, options, progress=reporter)

@@ -22,8 +22,8 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 from pydantic import BaseModel, SecretStr
 
-__all__ = ["MASK", "RedactFilter", "is_secret_name", "redact_mapping", "redact_text", "redact_url", "remember",
-           "secret_values"]
+__all__ = ["MASK", "RedactFilter", "guard_loggers", "is_secret_name", "redact_mapping", "redact_text", "redact_url",
+           "remember", "secret_values"]
 
 MASK = "***"
 
@@ -38,6 +38,7 @@ _SECRET_PAIR = re.compile(
     r"(?P<eq>\s*[=:]\s*)(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^&\s,;'\"}]+)",
     re.IGNORECASE,
 )
+_PEM_KEY = re.compile(r"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.DOTALL)
 _MIN_SECRET = 3  # shorter known values would mask ordinary words
 
 # The secrets of the settings this process runs with (see :func:`remember`). Process-wide on purpose: an
@@ -119,6 +120,7 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         encoded = quote(value, safe="")
         if encoded != value:
             text = text.replace(encoded, MASK)
+    text = _PEM_KEY.sub(MASK, text)
     text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
     return _SECRET_PAIR.sub(lambda m: f"{m.group('name')}{m.group('eq')}{MASK}", text)
 
@@ -149,3 +151,12 @@ class RedactFilter(logging.Filter):
         record.msg = redact_text(record.getMessage(), self.secrets)
         record.args = ()
         return True
+
+
+def guard_loggers(*names: str) -> None:
+    """Put a :class:`RedactFilter` on the named loggers (once each): e.g. py4j's, whose debug records carry
+    every value sent to the JVM, Kafka client settings included."""
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactFilter) for f in logger.filters):
+            logger.addFilter(RedactFilter())

@@ -41,7 +41,7 @@ from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
-from avro_registry_sink.redact import redact_text, secret_values
+from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
@@ -71,6 +71,7 @@ __all__ = [
     "JobResult",
     "build_router",
     "build_sink",
+    "check_kafka",
     "ensure_spark_kafka",
     "job_session",
     "kafka_package",
@@ -593,6 +594,18 @@ def _registry_for(options: JobOptions, registry: Any) -> Iterator[Any]:
         yield client
 
 
+def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) -> None:
+    """Connect to the Kafka clusters of the source and the sink (whichever are Kafka): wrong credentials, an
+    untrusted CA or a listener of the wrong kind raise ``KafkaConnectionError`` within seconds. The CLI calls
+    it before Spark starts; :func:`run_job` before the stream starts."""
+    from avro_registry_sink.kafka_client import connect
+
+    if source and options.source.is_kafka:
+        connect(",".join(options.source.brokers), options.source.kafka)
+    if sink and options.sink.scheme == "kafka":
+        connect(",".join(options.sink.brokers), options.sink.kafka)
+
+
 def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
     spec = options.source
     spec.check()
@@ -608,9 +621,7 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
                 "spark.jars.packages set to it (job_session(kafka=True) does).",
                 option="source",
             )
-        from avro_registry_sink.kafka_client import connect
-
-        connect(",".join(spec.brokers), spec.kafka)  # wrong credentials / CA fail here, in seconds
+        check_kafka(options, sink=False)
     return changelog_stream(spark, spec, max_offsets_per_trigger=options.max_offsets_per_trigger,
                             max_files_per_trigger=options.max_files_per_trigger)
 
@@ -636,6 +647,7 @@ def run_job(
     everything before that batch is committed.
     """
     _check_checkpoint(options)
+    guard_loggers("py4j.clientserver", "py4j.java_gateway")  # their debug records carry the Kafka settings
     progress = progress or NullProgress()
     router = router or build_router(options.sink, options.topic_rule)
     if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
@@ -643,7 +655,7 @@ def run_job(
     sink = sink or build_sink(options.sink, spark, producer=options.kafka_producer,
                               default_dir=options.checkpoint.parent / "output")
     if isinstance(sink, KafkaSink):
-        sink.check()
+        sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts
     stream = _stream(spark, options)
     with _registry_for(options, registry) as client:
         manager = SchemaManager(client, router, options.sink.encoding,
