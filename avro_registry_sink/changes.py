@@ -122,6 +122,8 @@ def load_image(text: str | None, table: TableDef) -> dict[str, Any] | None:
     if text is None:
         return None
     raw = json.loads(text)
+    if not isinstance(raw, dict):
+        raise ValueError(f"a row image must be a JSON object, not {type(raw).__name__}")
     binary = {c.name for c in table.columns if c.binary}
     if binary:
         for name in binary & raw.keys():

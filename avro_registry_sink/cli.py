@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from avro_registry_sink.config import SinkConfig, load_config
-from avro_registry_sink.errors import AvroSinkError, RegistryUnavailable
+from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryUnavailable
 
 app = typer.Typer(
     name="avro-registry-sink",
@@ -417,6 +417,26 @@ ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|non
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
 
 
+def _bad_row_budget(text: str | None) -> dict[str, Any]:
+    """``--max-bad-rows``: ``100`` (rows) or ``5%`` (of the batch's rows) -> JobOptions fields."""
+    if text is None:
+        return {}
+    value = text.strip()
+    try:
+        if value.endswith("%"):
+            ratio = float(value[:-1]) / 100
+            if not 0 <= ratio <= 1:
+                raise ValueError
+            return {"max_bad_ratio": ratio}
+        count = int(value)
+        if count < 0:
+            raise ValueError
+        return {"max_bad_rows": count}
+    except ValueError:
+        raise ConfigError(f"Invalid value {text!r} for option '--max-bad-rows': expected a row count (100) or a "
+                          "percentage of the batch (5%).", option="max-bad-rows", value=text) from None
+
+
 def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     """CsvOptions from the settings file's [sink.csv] (or [csv]) table, overridden by --csv KEY=VALUE."""
     from pydantic import ValidationError
@@ -487,6 +507,7 @@ def run(
     trigger_interval: Annotated[str, typer.Option("--trigger-interval", help="Micro-batch interval when continuous.")] = "10 seconds",
     max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1)] = None,
     max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1)] = None,
+    max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     producer: Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")] = "auto",
     progress: ProgressOpt = "auto",
     state_dir: StateDirOpt = None,
@@ -536,6 +557,7 @@ def run(
             csv_options=_csv_settings(csv, config),
             tables=table_defs,
             kafka_producer=producer,
+            **_bad_row_budget(max_bad_rows),
         )
         reporter = make_progress(progress)
     except (AvroSinkError, ValueError) as exc:

@@ -361,12 +361,13 @@ def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | Non
     return "dml", database, table, commit_ts
 
 
-def derive_table(message: str, source: str) -> TableDef | None:
-    """A best-effort definition from one DML message (``mysqlType``/``sqlType``/``pkNames``), or ``None``."""
+def derive_table(message: str, source: str, *, previous: TableDef | None = None) -> TableDef | None:
+    """A best-effort definition from one DML message (``mysqlType``/``sqlType``/``pkNames``), or ``None``;
+    ``previous`` fills in what the message cannot say (see ``tabledef.canal.table_from_canal``)."""
     from avro_registry_sink.tabledef.canal import table_from_canal
 
     try:
-        return table_from_canal(load_message(message, source))
+        return table_from_canal(load_message(message, source), previous=previous)
     except Exception:  # noqa: BLE001 - the parse stage reports the table as unknown
         return None
 

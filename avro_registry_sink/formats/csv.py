@@ -56,6 +56,7 @@ from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDe
 __all__ = [
     "LAYOUT_SETTINGS",
     "BinaryEncodingMethod",
+    "CsvColumns",
     "CsvField",
     "CsvOptions",
     "CsvRecord",
@@ -67,6 +68,7 @@ __all__ = [
     "is_binary_column",
     "iter_records",
     "parse_csv",
+    "read_columns",
     "resolve_layout",
 ]
 
@@ -714,3 +716,180 @@ def _rows_to_events(
         else:
             events.append(event(row, Op.DELETE, None, row.values))
     return events
+
+
+# --------------------------------------------------------------------------------------------------
+# Whole files, vectorized: pyarrow.csv -> typed Arrow columns
+
+
+@dataclass(frozen=True)
+class CsvColumns:
+    """A CSV file parsed into columns: the table's values (text, binary decoded), one row per change.
+
+    ``op_codes`` are 0 insert / 1 update / 2 delete; ``lines`` the line each change's record starts on
+    (exact when no quoted value spans lines, else the record's position, which keeps file order).
+    """
+
+    values: Any  # pyarrow.RecordBatch of the table's columns
+    op_codes: Any  # numpy uint8
+    commit_ts: Any  # numpy int64
+    lines: Any  # numpy int64
+    exact_lines: bool
+
+
+def _fits_arrow(options: CsvOptions) -> bool:
+    """What pyarrow.csv can read exactly as TiCDC writes it: quote mode, a one-character delimiter,
+    CRLF or LF records. Escape mode (backslash escapes ``\\n``, ``\\r`` and the delimiter, which Arrow's
+    escape character would turn into the bare letter) and multi-character delimiters are not."""
+    return (len(options.delimiter) == 1 and len(options.quote) == 1 and options.terminator in ("\r\n", "\n")
+            and not options.output_handle_key)
+
+
+def read_columns(data: bytes, table: TableDef, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> CsvColumns | None:
+    """Parse a whole CSV data file with ``pyarrow.csv`` into typed columns, without a Python object per value.
+
+    Returns ``None`` when the file needs :func:`parse_csv` (the reference, record by record): settings
+    Arrow cannot express (see :func:`_fits_arrow`), a header line, invalid UTF-8, a record of the wrong
+    width, or any value the reference would refuse (an op other than I/U/D, a row of another table, an
+    integer or float that is not TiCDC's text, binary text that is not base64, an UPDATE pair that does not
+    pair up). The reference then reports each bad record on its own; a file that parses here gives the very
+    values the reference gives (see ``tests/unit/test_format_csv_columns.py``).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pv
+
+    if not _fits_arrow(options) or data.startswith(HEADER_PREFIX.encode()):
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    meta = options.meta_columns
+    names = [f"f{i}" for i in range(meta + len(table.columns))]
+    invalid: list[Any] = []
+
+    def skip(row: Any) -> str:
+        invalid.append(row)
+        return "skip"
+
+    try:
+        parsed = pv.read_csv(
+            pa.py_buffer(data),
+            read_options=pv.ReadOptions(column_names=names, use_threads=False, block_size=max(1 << 20, len(data) + 1)),
+            parse_options=pv.ParseOptions(delimiter=options.delimiter, quote_char=options.quote, double_quote=True,
+                                          escape_char=False, newlines_in_values=True, ignore_empty_lines=True,
+                                          invalid_row_handler=skip),
+            convert_options=pv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                              null_values=[options.null], strings_can_be_null=True,
+                                              quoted_strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if invalid:
+        return None
+    n = parsed.num_rows
+    column = [parsed.column(i).combine_chunks() for i in range(len(names))]
+    op = column[0]
+    if op.null_count or not pc.all(pc.is_in(op, pa.array(["I", "U", "D"]))).as_py() if n else False:
+        return None
+    if n and (column[1].null_count or column[2].null_count
+              or not pc.all(pc.equal(column[1], table.table)).as_py()
+              or not pc.all(pc.equal(column[2], table.schema_name)).as_py()):
+        return None
+    i = 3
+    ts = np.zeros(n, np.int64)
+    if options.include_commit_ts:
+        text = column[i]
+        if n and (text.null_count or not pc.all(pc.match_substring_regex(text, r"^[0-9]+$")).as_py()):
+            return None
+        try:
+            ts = text.cast(pa.uint64()).cast(pa.int64()).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        i += 1
+    is_update = np.zeros(n, bool)
+    if options.output_old_value:
+        flag = column[i]
+        if n and (flag.null_count or not pc.all(pc.is_in(flag, pa.array(["true", "false"]))).as_py()):
+            return None
+        is_update = pc.equal(flag, "true").to_numpy(zero_copy_only=False)
+        i += 1
+    values = []
+    for col, arr in zip(table.columns, column[i:]):
+        arr = _typed_column(col, arr, options)
+        if arr is None:
+            return None
+        values.append(arr)
+    codes = np.select([pc.equal(op, "U").to_numpy(zero_copy_only=False),
+                       pc.equal(op, "D").to_numpy(zero_copy_only=False)], [1, 2], 0).astype(np.uint8) if n \
+        else np.zeros(0, np.uint8)
+    exact = data.count(b"\n") + (0 if data.endswith(b"\n") else 1) == n
+    lines = np.arange(1, n + 1, dtype=np.int64)
+    batch = pa.RecordBatch.from_arrays(values, names=[c.name for c in table.columns])
+    if is_update.any():
+        paired = _pair_updates(batch, codes, ts, is_update, table)
+        if paired is None:
+            return None
+        batch, codes, ts, lines = paired
+    return CsvColumns(batch, codes, ts, lines, exact)
+
+
+def _typed_column(col: ColumnDef, arr: Any, options: CsvOptions) -> Any:
+    """One column's text as the encoder takes it, checked as :func:`decode_value` checks it; ``None``
+    when some value needs the reference's per-record error."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if col.type in _INT_TYPES:
+        pattern = r"^[0-9]+$" if col.unsigned or col.type is MySQLType.BIT else r"^-?[0-9]+$"
+        if arr.null_count < len(arr) and not pc.all(pc.match_substring_regex(arr, pattern)).as_py():
+            return None
+        return arr
+    if col.type in _FLOAT_TYPES:
+        if arr.null_count < len(arr) and not pc.all(pc.match_substring_regex(arr, "^" + _FLOAT_TEXT.pattern + "$")).as_py():
+            return None
+        try:
+            return arr.cast(pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+    if is_binary_column(col):
+        if options.binary_encoding_method is not BinaryEncodingMethod.BASE64:
+            return None
+        from avro_registry_sink.columnar import decode_base64
+
+        return decode_base64(arr)
+    return arr
+
+
+def _pair_updates(batch: Any, codes: Any, ts: Any, is_update: Any, table: TableDef) -> tuple[Any, ...] | None:
+    """``output-old-value``: each UPDATE is a ``D`` row (old values) then an ``I`` row (new values), both
+    flagged. The pair becomes one UPDATE (the ``I`` row), or a DELETE of the old key and an INSERT when the
+    handle key changed (as TiCDC's MQ sinks split it); ``None`` when the rows do not pair up."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(codes)
+    old = np.flatnonzero(is_update & (codes == 2))
+    new = old + 1
+    if (new >= n).any() or not (is_update[new[new < n]] & (codes[new[new < n]] == 0)).all():
+        return None
+    if int(is_update.sum()) != 2 * old.size or (ts[old] != ts[new]).any():
+        return None
+    same_key = np.ones(old.size, bool)
+    for name in table.handle_key_names() or ():
+        arr = batch.column(name)
+        a, b = arr.take(pa.array(old)), arr.take(pa.array(new))
+        equal = pc.fill_null(pc.equal(a, b), False).to_numpy(zero_copy_only=False)
+        both_null = (pc.is_null(a).to_numpy(zero_copy_only=False) & pc.is_null(b).to_numpy(zero_copy_only=False))
+        same_key &= equal | both_null
+    codes = codes.copy()
+    codes[new[same_key]] = 1  # the new-value row is the UPDATE
+    keep = np.ones(n, bool)
+    keep[old[same_key]] = False  # its old-value row goes (a changed key keeps it: the DELETE of the old key)
+    rows = np.flatnonzero(keep)
+    lines = np.arange(1, n + 1, dtype=np.int64)
+    lines[new] = lines[old]  # the change is located at its first row, as the reference does
+    return batch.take(pa.array(rows)), codes[rows], ts[rows], lines[rows]

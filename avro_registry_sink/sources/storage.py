@@ -233,6 +233,40 @@ class StorageLayout:
             out[key] = table
         return out
 
+    def table_versions_and_errors(
+        self,
+    ) -> tuple[dict[tuple[str, str, int], TableDef], dict[tuple[str, str, int], SourceError]]:
+        """:meth:`table_versions`, except that a schema file that cannot be read or trusted stops only its
+        own (schema, table, version): it is returned among the errors, keyed like the definitions."""
+        out: dict[tuple[str, str, int], TableDef] = {}
+        broken: dict[tuple[str, str, int], SourceError] = {}
+        for relpath, parts in self._walk():
+            m = _SCHEMA_NAME.fullmatch(parts[-1])
+            if not m or len(parts) not in (3, 4) or parts[-2] != "meta":
+                continue
+            key = (parts[0], parts[1] if len(parts) == 4 else "", int(m.group("version")))
+            entry = self._schema_cache.get(relpath)
+            if entry is None:
+                try:
+                    entry = self._load_schema_file(relpath, parts, key[2], m.group("crc"))
+                except SourceError as exc:
+                    broken[key] = exc
+                    continue
+                self._schema_cache[relpath] = entry
+            schema_file, table = entry
+            if table is None:
+                continue
+            if key in out and out[key] != table:
+                broken[key] = SourceError(
+                    f"{schema_file.relpath}: two different schema files for {key[0]}.{key[1]} version {key[2]}.",
+                    source=schema_file.relpath, reason="conflicting schema files",
+                )
+                continue
+            out[key] = table
+        for key in broken:
+            out.pop(key, None)
+        return dict(sorted(out.items(), key=lambda item: (item[0][2], item[0][0], item[0][1]))), broken
+
     def ddl_events(self) -> list[DdlEvent]:
         """The DDLs recorded in schema files (``Query`` not empty), ordered by commit ts.
 

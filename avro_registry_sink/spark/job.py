@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from urllib.parse import unquote, urlsplit
 
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
@@ -46,6 +47,7 @@ from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
     ORDER_COLUMNS,
+    PARSED_DDL,
     SourceSpec,
     changelog_messages,
     changelog_stream,
@@ -54,6 +56,7 @@ from avro_registry_sink.spark.sources import (
     parse_storage_files,
     peek_changelog,
     resolve_storage_files,
+    source_error_json,
     storage_stream,
 )
 from avro_registry_sink.table import TableDef
@@ -65,6 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.formats.csv import CsvOptions
 
 __all__ = [
+    "BadInputBudgetExceeded",
     "DEFAULT_TOPIC_RULE",
     "JobFailed",
     "JobOptions",
@@ -106,6 +110,8 @@ class JobOptions:
     tables: tuple[TableDef, ...] = ()  # user definitions: complete schema files, seed changelog tables
     kafka_producer: str = "auto"  # "spark" | "confluent" | "auto"
     output_partitions: int | None = None  # Spark partitions of the encode/write stage
+    max_bad_rows: int | None = None  # a batch with more dead-lettered rows fails (None: no limit)
+    max_bad_ratio: float | None = None  # ... or with more than this share of its rows dead-lettered
     query_name: str | None = None
 
 
@@ -252,6 +258,48 @@ def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], partitions: int) -
     )
 
 
+def _csv_explicit(options: Any) -> set[str]:
+    """TiCDC's names of the CSV settings the user gave (the others may be detected from the data)."""
+    if options is None:
+        return set()
+    fields = type(options).model_fields
+    return {fields[name].alias or name for name in options.model_fields_set}
+
+
+class BadInputBudgetExceeded(AvroSinkError):
+    """More rows of a batch were dead-lettered than ``--max-bad-rows`` allows; the batch was not committed."""
+
+
+def _check_parsed(errors: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Split the parse stage's rows into dead letters and notes; a misconfiguration fails the batch."""
+    from avro_registry_sink.spark.sources import MISCONFIGURATION_REASON, NOTE_REASON
+
+    wrong = [e for e in errors if e.get("reason") == MISCONFIGURATION_REASON]
+    if wrong:
+        setting = wrong[0].get("setting") or "source"
+        raise ConfigError(wrong[0]["message"] + (f" ({len(wrong)} such rows or files)" if len(wrong) > 1 else ""),
+                          option=setting if setting in ("tables", "source") else "csv", value=setting)
+    notes = sorted({e["message"] for e in errors if e.get("reason") == NOTE_REASON})
+    return [e for e in errors if e.get("reason") != NOTE_REASON], notes
+
+
+def _check_budget(options: JobOptions, errors: list[dict[str, Any]], delivered: int) -> None:
+    """Fail the batch (before anything is written) when it dead-letters more rows than allowed."""
+    count, ratio = options.max_bad_rows, options.max_bad_ratio
+    if not errors or (count is None and ratio is None):
+        return
+    total = delivered + len(errors)
+    over = (count is not None and len(errors) > count) or (ratio is not None and len(errors) > ratio * total)
+    if over:
+        limit = f"{count} rows" if count is not None else f"{ratio:.2%} of the batch"
+        raise BadInputBudgetExceeded(
+            f"{len(errors)} of {total} rows of the batch are bad input (first: {errors[0].get('message')}), over the "
+            f"--max-bad-rows budget of {limit}; nothing of the batch was written or committed. Fix the input or "
+            "the settings (or raise the budget) and rerun.",
+            option="max-bad-rows",
+        )
+
+
 # --------------------------------------------------------------------------------------------------
 # foreachBatch
 
@@ -278,6 +326,10 @@ class _BatchProcessor:
         self._file_numbers: dict[str, int] | None = None
         self._pending_numbers: dict[str, int] = {}
         self._warnings: list[str] = []
+        self._held_files: dict[str, str] | None = None
+        self._peeked: DataFrame | None = None
+        self._pending_held: dict[str, str] | None = None
+        self._broken_reported: set[str] = set()
         self._lock = threading.Lock()
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
@@ -346,7 +398,8 @@ class _BatchProcessor:
         parsed, plans, early_errors, inputs, cleanup = prepared
         try:
             errors = early_errors + [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
-            report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings)
+            errors, notes = _check_parsed(errors)
+            report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings + notes)
             self._warnings = []
             if plans:
                 partitions = self._topics(plans)
@@ -356,15 +409,21 @@ class _BatchProcessor:
                 encoded = _encode(changes, stage_plans, partitions_out).persist()
                 cleanup.append(encoded)
                 records, failed = self._materialize(encoded, plans, report)  # encoded into the cache, counted
+                _check_parsed(failed)
+                failed = self._with_raw(spark, failed)
                 errors.extend(failed)
                 report.errors += len(failed)
+                _check_budget(self.options, errors, report.rows)
                 self.sink.write(records, batch_id)
                 report.new_schemas = self._new_schemas(plans)
                 self.plans.update(plans)
+            if not plans:
+                _check_budget(self.options, errors, 0)
             if errors:
                 report.dead_letter = str(self._dead_letter(batch_id, errors))
                 self.bad_input.extend(errors)
             self._save_file_numbers()
+            self._save_held()
             report.seconds = round(time.time() - started, 3)
             self.totals.add(report)
             self.progress.batch(report, self.totals)
@@ -423,11 +482,16 @@ class _BatchProcessor:
 
     def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame) -> Any:
         paths = [row[0] for row in batch_df.select("path").collect()]
-        if not paths:
+        held_before = self._held()
+        if not paths and not held_before:
             return None
         assert self.layout is not None
-        files = resolve_storage_files(self.layout, paths, self.hints, self._completed)
-        self._warnings = self._late_files(files)
+        root = self.layout.root.resolve()
+        retried = [(root / relpath).as_uri() for relpath in held_before]
+        files = resolve_storage_files(self.layout, paths + retried, self.hints, self._completed)
+        retried_now = set(held_before) - set(files.held)
+        self._warnings = [w for w in self._late_files(files) if w.split(" ", 1)[0] not in retried_now]
+        self._warnings.extend(self._hold(files))
         try:
             plans = self.manager.prepare_batch(files.tables.values())
         except NoHandleKey as exc:
@@ -440,11 +504,119 @@ class _BatchProcessor:
                 table=table,
             ) from exc
         early = [json.loads(e) for e in files.errors]
-        relpaths = [(relpath,) for relpath, _, _ in files.files]
-        slices = max(1, min(len(relpaths), spark.sparkContext.defaultParallelism * 2))
-        files_df = spark.createDataFrame(relpaths, "relpath STRING").repartition(slices)
-        parsed = parse_storage_files(files_df, str(self.layout.root), files, self.options.csv_options).persist()
-        return parsed, plans, early, len(paths), [parsed]
+        uris = [(root / relpath).as_uri() for relpath, _, _ in files.files]
+        parsed = None
+        if uris:
+            slices = max(1, min(len(uris), spark.sparkContext.defaultParallelism * 2))
+            files_df = spark.read.format("binaryFile").load(uris).select("path", "content").repartition(slices)
+            explicit = frozenset(_csv_explicit(self.options.csv_options))
+            parsed = parse_storage_files(files_df, str(root), files, self.options.csv_options, explicit).persist()
+        else:
+            parsed = spark.createDataFrame([], PARSED_DDL)
+        return parsed, plans, early, len(paths) + len(retried_now), [parsed]
+
+    def _with_raw(self, spark: SparkSession, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Dead-letter records for rows the encode stage set aside, with the raw bytes of their input row.
+
+        The stage sees parsed rows, not input bytes; the few rows it refuses get theirs here: from the
+        batch's messages (changelogs), or from their data file's record at that line (storage)."""
+        from avro_registry_sink.formats.dead_letter import dead_letter_record
+        from avro_registry_sink.spark.sources import location_of
+
+        if not failed:
+            return failed
+        raw: dict[str, bytes] = {}
+        sources = sorted({str(f.get("source")) for f in failed})
+        fmt = self.options.source.kind
+        if self.layout is None and self._peeked is not None:
+            from pyspark.sql import functions as F
+
+            rows = self._peeked.filter(F.col("source").isin(sources)).select("source", "message").collect()
+            raw = {r["source"]: r["message"].encode("utf-8") for r in rows if r["message"] is not None}
+        elif self.layout is not None:
+            raw = self._storage_raw(spark, sources)
+        out = []
+        for record in failed:
+            source = str(record.get("source"))
+            where = location_of(source)
+            file = where.get("file") or ""
+            kind = fmt if self.layout is None else ("csv" if file.endswith(".csv") else "canal-json")
+            fields = {k: v for k, v in record.items() if k not in ("source", "reason", "message")}
+            fields.update(where)
+            out.append(dead_letter_record(fmt=kind, source=source, reason=str(record.get("reason")),
+                                          message=str(record.get("message")), raw=raw.get(source), **fields))
+        return out
+
+    def _storage_raw(self, spark: SparkSession, sources: list[str]) -> dict[str, bytes]:
+        from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, decode_text, iter_records
+        from avro_registry_sink.spark.sources import location_of
+
+        assert self.layout is not None
+        root = self.layout.root.resolve()
+        lines: dict[str, set[int]] = {}
+        for source in sources:
+            where = location_of(source)
+            if where.get("file") and where.get("line"):
+                lines.setdefault(where["file"], set()).add(int(where["line"]))
+        if not lines:
+            return {}
+        contents = spark.read.format("binaryFile").load([(root / f).as_uri() for f in lines]).select("path", "content")
+        out: dict[str, bytes] = {}
+        for row in contents.collect():
+            relpath = os.path.relpath(unquote(urlsplit(row["path"]).path), root).replace(os.sep, "/")
+            wanted = lines.get(relpath, set())
+            text = decode_text(bytes(row["content"]))
+            if relpath.endswith(".csv"):
+                for record in iter_records(text, self.options.csv_options or DEFAULT_CSV_OPTIONS):
+                    if record.line in wanted:
+                        out[f"{relpath}:{record.line}"] = text[record.start:record.end].encode("utf-8", "surrogateescape")
+            else:
+                for number, line in enumerate(text.split("\n"), start=1):
+                    if number in wanted:
+                        out[f"{relpath}:{number}"] = line.rstrip("\r").encode("utf-8", "surrogateescape")
+        return out
+
+    # -- held data files (no usable schema file yet) ---------------------------------------------------
+
+    def _held_path(self) -> Path:
+        return self.options.checkpoint / "held-files.json"
+
+    def _held(self) -> dict[str, str]:
+        """Data files waiting for their schema file (relpath -> reason), as the last batch left them."""
+        if self._held_files is None:
+            path = self._held_path()
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            self._held_files = dict(data.get("held", {}))
+            self._broken_reported = set(data.get("broken_reported", []))
+        return dict(self._held_files)
+
+    def _hold(self, files: Any) -> list[str]:
+        """Remember this batch's held files (saved with the batch) and say what waits and why; a broken
+        schema file is reported once."""
+        self._pending_held = dict(files.held)
+        warnings = []
+        new = sorted(set(files.held) - set(self._held_files or {}))
+        for relpath in new:
+            warnings.append(f"{relpath}: held, not read: {files.held[relpath]} It is retried with every later batch.")
+        if files.held and not new:
+            warnings.append(f"{len(files.held)} data file(s) still held, waiting for their schema files.")
+        for relpath, reason in sorted(files.broken.items()):
+            if relpath not in self._broken_reported:
+                self._broken_reported.add(relpath)
+                warnings.append(f"{reason} Only that table version waits; other tables go on.")
+        return warnings
+
+    def _save_held(self) -> None:
+        if self._pending_held is None:
+            return
+        self._held_files = self._pending_held
+        self._pending_held = None
+        path = self._held_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(path.name + ".tmp")
+        temp.write_text(json.dumps({"held": self._held_files, "broken_reported": sorted(self._broken_reported)},
+                                   indent=1), encoding="utf-8")
+        os.replace(temp, path)
 
     def _late_files(self, files: Any) -> list[str]:
         """Files older (by number) than one an earlier batch took from the same directory.
@@ -491,12 +663,12 @@ class _BatchProcessor:
         assert self.catalog is not None
         spec = self.options.source
         fmt = spec.kind
-        peeked = peek_changelog(changelog_messages(batch_df, spec), fmt).persist()
+        peeked = self._peeked = peek_changelog(changelog_messages(batch_df, spec), fmt).persist()
         cleanup: list[Any] = [peeked]
         # One pass for the driver: per kind and table the count, the commit-ts range and the first message
         # (to describe a table nothing else describes).
         order = F.struct("commit_ts", "order_file", "order_line")
-        summary = peeked.groupBy("kind", "schema", "table").agg(
+        summary = peeked.groupBy("kind", "schema", "table", "shape").agg(
             F.count(F.lit(1)).alias("n"),
             F.min("commit_ts").alias("low"),
             F.max("commit_ts").alias("high"),
@@ -525,20 +697,28 @@ class _BatchProcessor:
                         if isinstance(event, DdlEvent):
                             changed |= self.catalog.apply(event)
                 except SourceError as exc:
-                    early.append({"source": row["source"], "reason": str(exc.context.get("reason") or exc.message),
-                                  "message": exc.message})
-        for row in stats:
+                    early.append(json.loads(source_error_json(exc, fmt=fmt, raw=row["message"])))
+        for row in sorted(stats, key=lambda r: (r["schema"], r["table"], r["low"] or 0)):
             key = (row["schema"], row["table"])
             if key not in self.catalog.known():
                 inferred = infer_table(fmt, row["first"], row["first_source"])
                 if inferred is not None:
                     changed |= self.catalog.add(inferred.model_copy(update={"version": 0}))
+            elif row["shape"] and key not in self.hints:
+                # No DDL told us the table changed, but its messages did (canal-json's mysqlType): a new
+                # version from the first message of the new shape, instead of dead-lettering valid rows.
+                current = self.catalog.latest(*key)
+                if current is not None and row["shape"] != ",".join(sorted(c.name.lower() for c in current.columns)):
+                    inferred = infer_table(fmt, row["first"], row["first_source"], previous=current)
+                    if inferred is not None and row["low"] is not None:
+                        changed |= self.catalog.add(inferred.model_copy(update={"version": int(row["low"])}))
         if changed:
             self.catalog.save()
-        tables: list[TableDef] = []
+        tables: dict[tuple[str, str, int], TableDef] = {}
         for row in stats:
-            tables.extend(self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]))
-        plans = self.manager.prepare_batch(tables)
+            for table in self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]):
+                tables[(table.schema_name, table.table, table.version)] = table
+        plans = self.manager.prepare_batch(tables.values())
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
         parsed = parse_changelog(peeked, fmt, history).persist()
         cleanup.append(parsed)

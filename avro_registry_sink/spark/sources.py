@@ -53,6 +53,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "MESSAGES_DDL",
+    "MISCONFIGURATION_REASON",
+    "NOTE_REASON",
     "ORDER_COLUMNS",
     "PARSED_DDL",
     "PEEKED_DDL",
@@ -61,11 +63,13 @@ __all__ = [
     "changelog_messages",
     "changelog_stream",
     "infer_table",
+    "location_of",
     "parse_changelog",
     "parse_source",
     "parse_storage_files",
     "peek_changelog",
     "resolve_storage_files",
+    "source_error_json",
     "storage_stream",
 ]
 
@@ -77,12 +81,12 @@ PARSED_DDL = (
 ORDER_COLUMNS = ("order_version", "order_file", "order_line")
 
 #: Raw changelog messages of a batch (Kafka records or lines of files).
-MESSAGES_DDL = "message STRING, source STRING, order_file STRING, order_line BIGINT"
+MESSAGES_DDL = "message STRING, source STRING, order_file STRING, order_line BIGINT, error STRING"
 
 #: The peek stage: what each message is, before any table definition is needed.
 PEEKED_DDL = (
     "message STRING, source STRING, order_file STRING, order_line BIGINT, kind STRING, schema STRING, "
-    "table STRING, commit_ts BIGINT, error STRING"
+    "table STRING, commit_ts BIGINT, error STRING, shape STRING"
 )
 
 _FORMATS = ("canal-json", "debezium-json")
@@ -175,7 +179,7 @@ def _path_of(uri: str) -> str:
     return uri
 
 
-def _location(source: str) -> dict[str, Any]:
+def location_of(source: str) -> dict[str, Any]:
     """``relpath:line`` -> file and line; ``topic/partition@offset`` -> topic, partition and offset."""
     head, at, tail = source.rpartition("@")
     if at and tail.isdigit() and "/" in head:
@@ -194,7 +198,7 @@ def _error_json(location: str, reason: str, message: str, *, fmt: str | None = N
     ``schema.table``."""
     from avro_registry_sink.formats.dead_letter import dead_letter_json
 
-    fields: dict[str, Any] = {**_location(location), **{k: v for k, v in extra.items() if v is not None}}
+    fields: dict[str, Any] = {**location_of(location), **{k: v for k, v in extra.items() if v is not None}}
     if table and "schema" not in fields and "." in table:
         fields["schema"], fields["table"] = table.split(".", 1)
     elif table:
@@ -202,14 +206,17 @@ def _error_json(location: str, reason: str, message: str, *, fmt: str | None = N
     return dead_letter_json(fmt=fmt, source=location, reason=reason, message=message, raw=raw, **fields)
 
 
-def _source_error_json(err: SourceError, *, fmt: str | None = None, **extra: Any) -> str:
+def source_error_json(err: SourceError, *, fmt: str | None = None, **extra: Any) -> str:
+    """The dead-letter record (JSON) of a :class:`SourceError`, its location, reason and raw bytes."""
     ctx = err.context
     location = str(ctx.get("source") or "")
     line = ctx.get("line")
     if line and not location.endswith(f":{line}"):
         location = f"{location}:{line}"
-    table = ctx.get("table")
-    return _error_json(location, str(ctx.get("reason") or err.message), err.message, fmt=fmt, raw=ctx.get("raw"),
+    table = extra.pop("table", None) or ctx.get("table")
+    raw = ctx.get("raw") if ctx.get("raw") is not None else extra.pop("raw", None)
+    extra.pop("raw", None)
+    return _error_json(location, str(ctx.get("reason") or err.message), err.message, fmt=fmt, raw=raw,
                        table=table if isinstance(table, str) else None, column=ctx.get("column"), **extra)
 
 
@@ -221,7 +228,7 @@ def _line_of(source: str) -> int:
 def _arrow_schema(ddl: str) -> Any:
     import pyarrow as pa
 
-    types = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32()}
+    types = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(), "BINARY": pa.binary()}
     fields = []
     for part in ddl.split(","):
         name, kind = part.split()
@@ -294,6 +301,8 @@ class StorageFiles:
     tables: dict[tuple[str, str, int], TableDef]
     errors: list[str]  # error JSON for files that cannot be read at all
     numbers: dict[str, int] = field(default_factory=dict)  # newest file number per data directory
+    held: dict[str, str] = field(default_factory=dict)  # relpath -> why it waits (no usable schema file yet)
+    broken: dict[str, str] = field(default_factory=dict)  # schema file relpath -> why it cannot be used
 
 
 def resolve_storage_files(
@@ -304,28 +313,38 @@ def resolve_storage_files(
 ) -> StorageFiles:
     """Locate a batch's files in the storage tree and pick each one's table definition (driver side).
 
+    A data file whose table version has no schema file yet, or whose schema file cannot be read, is
+    *held* (``held``: relpath -> reason) rather than read or dropped: the job retries it with later
+    batches. A broken schema file stops only its own table version (``broken``); other tables go on.
+
     ``completed`` (owned by the caller, kept across batches) remembers each version's definition after
     :func:`complete_table`, so every batch hands the schema manager the very same object and it recognises
     a known table version by identity instead of comparing definitions field by field.
     """
     completed = {} if completed is None else completed
     root = str(layout.root.resolve())
-    tables_all = layout.table_versions()
+    tables_all, broken_keys = layout.table_versions_and_errors()
     hints = hints or {}
     files = []
     tables: dict[tuple[str, str, int], TableDef] = {}
     errors: list[str] = []
     numbers: dict[str, int] = {}
+    held: dict[str, str] = {}
+    broken = {str(exc.context.get("source") or ""): exc.message for exc in broken_keys.values()}
     for uri in sorted(set(paths)):
         relpath = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
         data_file = _data_file(layout, relpath)
         if data_file is None:
             errors.append(_error_json(relpath, "not a data file", f"{relpath}: not a storage-sink data file path."))
             continue
+        bad_schema = broken_keys.get((data_file.schema, data_file.table, data_file.version))
+        if bad_schema is not None:
+            held[relpath] = f"its table version's schema file cannot be used: {bad_schema.message}"
+            continue
         try:
             table = layout.table_for(data_file, tables_all)
         except SourceError as exc:
-            errors.append(_source_error_json(exc))
+            held[relpath] = exc.message
             continue
         key = (table.schema_name, table.table, table.version)
         hint = hints.get((table.schema_name, table.table))
@@ -338,7 +357,12 @@ def resolve_storage_files(
         files.append((relpath, key, order))
         directory = relpath.rpartition("/")[0]
         numbers[directory] = max(numbers.get(directory, 0), data_file.number)
-    return StorageFiles(files=files, tables=tables, errors=errors, numbers=numbers)
+    return StorageFiles(files=files, tables=tables, errors=errors, numbers=numbers, held=held, broken=broken)
+
+
+#: Reasons of rows the driver does not dead-letter: a note (what was detected) or a batch-stopping error.
+NOTE_REASON = "note"
+MISCONFIGURATION_REASON = "misconfiguration"
 
 
 def parse_storage_files(
@@ -346,36 +370,63 @@ def parse_storage_files(
     root: str,
     files: StorageFiles,
     csv_options: CsvOptions | None,
+    explicit: frozenset[str] = frozenset(),
 ) -> DataFrame:
-    """Executor stage: ``files_df`` (column ``relpath``) -> :data:`PARSED_DDL` rows."""
+    """Executor stage: ``files_df`` (Spark ``binaryFile`` rows: ``path``, ``content``) -> :data:`PARSED_DDL` rows.
+
+    Files are read from the bytes Spark hands over (never opened by path here). CSV files are parsed
+    with the layout :func:`~avro_registry_sink.formats.csv.resolve_layout` finds (``explicit`` names the
+    settings the user gave: those win, and a file that contradicts them gives a
+    :data:`MISCONFIGURATION_REASON` row that fails the batch); what was detected comes as a
+    :data:`NOTE_REASON` row.
+    """
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     tables = dict(files.tables)
-    root = str(root)
+    root = str(Path(root).resolve())
     options = csv_options
 
     def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvSettingsError, decode_text, resolve_layout
         from avro_registry_sink.sources.storage import StorageLayout, read_data_file
 
         layout = StorageLayout(root)
 
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
-                for relpath in batch.column(0).to_pylist():
+                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                    relpath = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
+                    if relpath not in by_relpath:
+                        continue
                     key, order = by_relpath[relpath]
                     table = tables[key]
                     data_file = _data_file(layout, relpath)
+                    file_options = options
                     try:
-                        events, errors = read_data_file(data_file, table, options)
+                        if data_file.format == "csv":
+                            file_options, note = resolve_layout(decode_text(content), table,
+                                                                options or DEFAULT_CSV_OPTIONS, explicit=explicit,
+                                                                source=relpath)
+                            if note:
+                                yield _error_row(_error_json(relpath, NOTE_REASON, f"{relpath}: {note}", fmt="csv"),
+                                                 (order[0], order[1], 0), table.schema_name, table.table, relpath)
+                        events, errors = read_data_file(data_file, table, file_options, data=content)
+                    except CsvSettingsError as exc:
+                        yield _error_row(source_error_json(exc, fmt="csv"), (order[0], order[1], 0),
+                                         table.schema_name, table.table, relpath)
+                        continue
                     except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
                         events, errors = [], [SourceError(f"{relpath}: cannot be read: {type(exc).__name__}: {exc}",
-                                                          source=relpath, line=0, reason=f"{type(exc).__name__}: {exc}")]
+                                                          source=relpath, line=0, reason=f"{type(exc).__name__}: {exc}",
+                                                          raw=content)]
+                    fmt = "csv" if data_file.format == "csv" else "canal-json"
                     for event in events:
                         for part in split_key_change(event, table):
                             yield _event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
                     for err in errors:
                         line = int(err.context.get("line") or 0)
-                        yield _error_row(_source_error_json(err), (order[0], order[1], line),
-                                         table.schema_name, table.table, relpath)
+                        yield _error_row(source_error_json(err, fmt=fmt, schema=table.schema_name, table=table.table,
+                                                            table_version=table.version),
+                                         (order[0], order[1], line), table.schema_name, table.table, relpath)
 
         yield from _batches(rows(), PARSED_DDL)
 
@@ -440,7 +491,11 @@ def _split_messages(text: str) -> list[tuple[int, str]]:
 
 
 def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
-    """A batch of the raw stream as :data:`MESSAGES_DDL` rows (executor side for files)."""
+    """A batch of the raw stream as :data:`MESSAGES_DDL` rows.
+
+    Files are read by Spark (``binaryFile``) and split on the executors; a line that is not UTF-8 becomes
+    an ``error`` row of its own (with its raw bytes), the other lines of the file are read.
+    """
     from pyspark.sql import functions as F
 
     if spec.is_kafka:
@@ -449,31 +504,84 @@ def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
             F.format_string("%s/%d@%d", "topic", "partition", "offset").alias("source"),
             F.format_string("%s/%010d", "topic", "partition").alias("order_file"),
             F.col("offset").alias("order_line"),
+            F.lit(None).cast("string").alias("error"),
         )
     root = str(Path(spec.path or ".").resolve())
+    fmt = spec.kind
+    spark = batch_df.sparkSession
+    uris = [row[0] for row in batch_df.select("path").collect()]
+    if not uris:
+        return spark.createDataFrame([], MESSAGES_DDL)
+    files = spark.read.format("binaryFile").load(uris).select("path", "content")
 
     def split(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
-                for uri in batch.column(0).to_pylist():
-                    path = _path_of(uri)
-                    name = os.path.relpath(path, root).replace(os.sep, "/")
-                    try:
-                        with open(path, "rb") as fh:
-                            text = fh.read().decode("utf-8")
-                    except (OSError, UnicodeDecodeError):
-                        yield (None, f"{name}:0", name, 0)  # reported by the peek as an empty message
-                        continue
+                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                    name = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
+                    text = content.decode("utf-8", "surrogateescape")
                     for line, message in _split_messages(text):
-                        yield (message, f"{name}:{line}", name, line)
+                        source = f"{name}:{line}"
+                        if any("\udc80" <= ch <= "\udcff" for ch in message):
+                            yield (None, source, name, line, _error_json(
+                                source, "invalid UTF-8", f"{source}: invalid UTF-8 bytes in the message.", fmt=fmt,
+                                raw=message.encode("utf-8", "surrogateescape")))
+                            continue
+                        yield (message, source, name, line, None)
 
         yield from _batches(rows(), MESSAGES_DDL)
 
-    return batch_df.select("path").mapInArrow(split, MESSAGES_DDL)
+    return files.mapInArrow(split, MESSAGES_DDL)
+
+
+#: Keys of a saved Kafka message (``kcat -J``, Kafka UI / Conduktor exports): ``{"key": ..., "value": ...}``.
+_DUMP_KEYS = frozenset({"key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+                        "timestamp_type", "headers", "tstype", "ts", "broker"})
+
+
+def _unwrap_dump(msg: Mapping[str, Any], fmt: str, source: str) -> tuple[Any, str | None]:
+    """A saved Kafka message -> (its value decoded, the value's JSON text); anything else unchanged.
+
+    The value may be the JSON itself, JSON text, or base64 of JSON text. A dump whose value is none of
+    these raises a :data:`MISCONFIGURATION_REASON` error: the whole file is in a form this reader cannot
+    take, which retrying row by row would not fix."""
+    if "value" not in msg or not set(msg) <= _DUMP_KEYS:
+        return msg, None
+    value = msg["value"]
+    if value is None or isinstance(value, Mapping):
+        return value, json.dumps(value, ensure_ascii=False) if value is not None else None
+    if isinstance(value, str):
+        try:
+            return json.loads(value), value
+        except ValueError:
+            pass
+        import base64
+        import binascii
+
+        try:
+            text = base64.b64decode(value, validate=True).decode("utf-8")
+            return json.loads(text), text
+        except (binascii.Error, ValueError):
+            pass
+    shown = repr(value)[:60]
+    raise SourceError(
+        f"{source}: this looks like a saved Kafka message ({{\"key\": ..., \"value\": ...}} per line), but its value "
+        f"{shown} is neither a {fmt} JSON object, JSON text, nor base64 of JSON text. Expected one {fmt} message "
+        "per line, or Kafka dumps whose value is one of those (e.g. kcat -J, or -e -o beginning -f '%s\\n').",
+        reason=MISCONFIGURATION_REASON,
+    )
+
+
+def _shape(msg: Mapping[str, Any]) -> str | None:
+    types = msg.get("mysqlType")
+    return ",".join(sorted(str(k).lower() for k in types)) if isinstance(types, Mapping) and types else None
 
 
 def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
     """Executor stage 1: classify every message (``dml``/``ddl``/``watermark``/``skip``/``error``).
+
+    ``shape`` (canal-json DMLs) names the columns a message's ``mysqlType`` lists, so that the driver sees
+    a table change shape even when the changelog holds no DDL message.
 
     The message text is kept for every row (stage 2 parses the DMLs); only DDLs, per-table commit-ts
     ranges and one message per table reach the driver.
@@ -485,23 +593,30 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
-                cols = [batch.column(i).to_pylist() for i in range(4)]
-                for message, source, order_file, order_line in zip(*cols):
+                cols = [batch.column(i).to_pylist() for i in range(5)]
+                for message, source, order_file, order_line, error in zip(*cols):
+                    if error is not None:
+                        yield (message, source, order_file, order_line, "error", None, None, None, error, None)
+                        continue
                     if message is None or not message.strip():
                         kind = "skip" if fmt == "debezium-json" else "error"
                         err = None if kind == "skip" else _error_json(source, "empty message",
                                                                       f"{source}: empty canal-json message.")
-                        yield (message, source, order_file, order_line, kind, None, None, None, err)
+                        yield (message, source, order_file, order_line, kind, None, None, None, err, None)
                         continue
                     try:
                         msg = json.loads(message)
+                        if isinstance(msg, Mapping):
+                            msg, text = _unwrap_dump(msg, fmt, source)
+                            message = text if text is not None else message
                         if msg is None and fmt == "debezium-json":  # Debezium's tombstone after a delete
-                            yield (message, source, order_file, order_line, "skip", None, None, None, None)
+                            yield (message, source, order_file, order_line, "skip", None, None, None, None, None)
                             continue
                         if not isinstance(msg, Mapping):
                             raise SourceError("expected a JSON object.", reason="not an object")
                         kind, schema, table, commit_ts = peek(msg)
-                        yield (message, source, order_file, order_line, kind, schema, table, commit_ts, None)
+                        shape = _shape(msg) if fmt == "canal-json" and kind == "dml" else None
+                        yield (message, source, order_file, order_line, kind, schema, table, commit_ts, None, shape)
                     except Exception as exc:  # noqa: BLE001 - reported as bad input, never fails the batch
                         if isinstance(exc, SourceError):
                             reason, text = exc.context.get("reason"), exc.message
@@ -509,8 +624,9 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
                             reason = text = f"not valid JSON ({exc})"
                         else:
                             reason = text = f"{type(exc).__name__}: {exc}"
+                        text = text if text.startswith(source) else f"{source}: {text}"
                         yield (message, source, order_file, order_line, "error", None, None, None,
-                               _error_json(source, str(reason), f"{source}: {text}"))
+                               _error_json(source, str(reason), text, fmt=fmt, raw=message), None)
 
         yield from _batches(rows(), PEEKED_DDL)
 
@@ -545,7 +661,8 @@ def parse_changelog(
                             source, "unknown table",
                             f"{source}: no definition of {schema}.{table_name}: its messages carry no usable type "
                             "information; give its CREATE TABLE with --tables, or start from the topic's DDL.",
-                            table=f"{schema}.{table_name}"), order, schema, table_name, source)
+                            fmt=fmt, raw=message, schema=schema, table=table_name, commit_ts=commit_ts),
+                            order, schema, table_name, source)
                         continue
                     table = pick_version(versions, commit_ts)
                     try:
@@ -555,13 +672,16 @@ def parse_changelog(
                             got = events_from_debezium(message, tables={(schema, table_name): table},
                                                        table_version=table.version, source=source)
                     except SourceError as exc:
-                        yield _error_row(_source_error_json(exc), order, schema, table_name, source)
+                        yield _error_row(source_error_json(exc, fmt=fmt, raw=message, schema=schema, table=table_name,
+                                                            table_version=table.version, commit_ts=commit_ts),
+                                         order, schema, table_name, source)
                         continue
                     except Exception as exc:  # noqa: BLE001 - a message the reader chokes on is bad input too
                         reason = f"{type(exc).__name__}: {exc}"
-                        yield _error_row(_error_json(source, reason, f"{source}: cannot be read: {reason}",
-                                                     table=f"{schema}.{table_name}"), order, schema, table_name,
-                                         source)
+                        yield _error_row(_error_json(source, reason, f"{source}: cannot be read: {reason}", fmt=fmt,
+                                                     raw=message, schema=schema, table=table_name,
+                                                     table_version=table.version, commit_ts=commit_ts),
+                                         order, schema, table_name, source)
                         continue
                     for event in got:
                         if isinstance(event, ChangeEvent):
@@ -573,10 +693,11 @@ def parse_changelog(
     return peeked.filter("kind = 'dml'").mapInArrow(run, PARSED_DDL)
 
 
-def infer_table(fmt: str, message: str, source: str) -> TableDef | None:
-    """A best-effort definition from one DML message (canal-json only: ``mysqlType``/``pkNames``)."""
+def infer_table(fmt: str, message: str, source: str, previous: TableDef | None = None) -> TableDef | None:
+    """A best-effort definition from one DML message (canal-json only: ``mysqlType``/``pkNames``);
+    ``previous`` (the version known so far) keeps what the message cannot say for unchanged columns."""
     if fmt != "canal-json":
         return None
     from avro_registry_sink.formats.canal_json import derive_table
 
-    return derive_table(message, source)
+    return derive_table(message, source, previous=previous)

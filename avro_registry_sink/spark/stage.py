@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from avro_registry_sink.changes import KAFKA_DDL
-from avro_registry_sink.columnar import ColumnarEncoder, parse_ops
+from avro_registry_sink.columnar import ColumnarEncoder, decode_base64, parse_ops
 from avro_registry_sink.config import PartitionStrategy
 from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.errors import AvroSinkError, EncodingError
@@ -347,56 +347,13 @@ class _FallBack(Exception):
     """The vectorized parse cannot take this group as it is: parse it row by row."""
 
 
-_B64 = np.full(256, 255, np.uint8)
-for _i, _c in enumerate(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"):
-    _B64[_c] = _i
-_B64[ord("=")] = 64
-
-
 def _b64decode(arr: pa.Array) -> pa.Array:
-    """Standard padded base64 per value, with numpy; raises _FallBack for anything else.
-
-    Every value is a multiple of 4 characters, so the concatenated text decodes in 4-character groups;
-    the bytes standing for ``=`` padding are dropped at the end of their value."""
-    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
-    arr = arr.cast(pa.large_binary())
-    if valid is not None:
-        arr = arr.fill_null(b"")
-    n = len(arr)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + n + 1]
-    lens = np.diff(offsets)
-    if (lens % 4).any():
+    """Standard padded base64 per value (:func:`~avro_registry_sink.columnar.decode_base64`); raises
+    _FallBack for anything else."""
+    decoded = decode_base64(arr)
+    if decoded is None:
         raise _FallBack
-    data = arr.buffers()[2]
-    raw = np.frombuffer(data, dtype=np.uint8)[offsets[0]: offsets[-1]] if n and data is not None else np.zeros(0, np.uint8)
-    values = _B64[raw]
-    if (values == 255).any():
-        raise _FallBack
-    ends = np.cumsum(lens)
-    has = lens > 0
-    last = np.zeros(n, bool)
-    second = np.zeros(n, bool)
-    last[has] = values[ends[has] - 1] == 64
-    second[has] = values[ends[has] - 2] == 64
-    if (second & ~last).any() or int((values == 64).sum()) != int(last.sum() + second.sum()):
-        raise _FallBack  # '=' anywhere but the last one or two characters
-    pad = last.astype(np.int64) + second
-    values = np.where(values == 64, 0, values).astype(np.uint8).reshape(-1, 4)
-    out = np.empty((values.shape[0], 3), np.uint8)
-    out[:, 0] = (values[:, 0] << 2) | (values[:, 1] >> 4)
-    out[:, 1] = ((values[:, 1] & 15) << 4) | (values[:, 2] >> 2)
-    out[:, 2] = ((values[:, 2] & 3) << 6) | values[:, 3]
-    flat = out.reshape(-1)
-    if pad.any():
-        full_ends = np.cumsum(lens // 4 * 3)
-        keep = np.ones(flat.size, bool)
-        keep[(full_ends - 1)[pad >= 1]] = False
-        keep[(full_ends - 2)[pad >= 2]] = False
-        flat = flat[keep]
-    new_offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lens // 4 * 3 - pad, out=new_offsets[1:])
-    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [bitmap, pa.py_buffer(new_offsets), pa.py_buffer(flat)])
+    return decoded
 
 
 def images_to_batch(images: pa.Array, table: TableDef, *, required: np.ndarray | None = None) -> pa.RecordBatch:
@@ -768,6 +725,9 @@ def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
             image = (before if before is not None else after) if op is Op.DELETE else after
             if image is None:
                 raise EncodingError(f"a {op.value} event without a row image", table=stage.name)
+            if not isinstance(image, dict):
+                raise EncodingError(f"the row image is a JSON {type(image).__name__}, not an object",
+                                    table=stage.name)
             columns = [pa.array([value]) for value in image.values()]
             one = pa.RecordBatch.from_arrays(columns, names=list(image.keys()))
             code = np.array([2 if op is Op.DELETE else 1 if op is Op.UPDATE else 0], np.uint8)
@@ -807,9 +767,14 @@ def _with_errors(out: pa.RecordBatch, bad: Mapping[int, EncodingError], plan: St
     errors: list[str | None] = [None] * out.num_rows
     for i, exc in bad.items():
         context = exc.context
+        reason, message = str(context.get("reason") or "cannot encode"), exc.message
+        if context.get("missing_definition"):  # every such row fails alike: a configuration problem
+            reason = "misconfiguration"
+            message += (f" The input does not carry the {context['missing_definition']} of {table.qualified_name}: "
+                        "give its CREATE TABLE with --tables and rerun (nothing of this batch was committed).")
         errors[i] = json.dumps({
-            "source": sources[i], "reason": str(context.get("reason") or "cannot encode"), "message": exc.message,
+            "source": sources[i], "reason": reason, "message": message,
             "schema": table.schema_name, "table": table.table, "table_version": version,
-            "column": context.get("column"),
+            "column": context.get("column"), "setting": "tables" if context.get("missing_definition") else None,
         }, ensure_ascii=False, default=str)
     return pa.RecordBatch.from_arrays([*out.columns, pa.array(errors, pa.string())], schema=KAFKA_ERROR_SCHEMA)

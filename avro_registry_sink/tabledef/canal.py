@@ -17,7 +17,8 @@ What canal-json does not say, and what is assumed:
 * Nullability: columns are nullable except primary-key columns.
 * ENUM/SET members: unknown unless the full type is given (so no Avro ``allowed`` parameter).
 * Lengths, DECIMAL precision/scale (``precision``/``scale`` stay ``None``, not DECIMAL's 10/0) and
-  temporal fsp: unknown unless the full type is given.
+  temporal fsp: unknown unless the full type is given. A BIT column of unknown width is taken as BIT(64)
+  (its values encode the same; only the schema's ``length`` parameter differs from the real width).
 * Unique keys and defaults: unknown.
 
 ``previous`` (the definition known so far, e.g. from DDL) fills these in: a column whose type agrees
@@ -119,6 +120,8 @@ def table_from_canal(message: Mapping[str, Any], *, previous: TableDef | None = 
         derived = column_from_type(name, type_text, table=qualified)
         if "(" not in type_text and derived.type is MySQLType.DECIMAL:
             derived = derived.model_copy(update={"precision": None, "scale": None})  # not "DECIMAL(10,0)": unknown
+        if "(" not in type_text and derived.type is MySQLType.BIT:
+            derived = derived.model_copy(update={"length": 64})  # not BIT(1): the width is unknown, take any value
         if sql_type == _SQL_BLOB and derived.type in BINARY_COUNTERPART:
             derived = derived.model_copy(update={"type": BINARY_COUNTERPART[derived.type], "binary": True})
         known = None

@@ -172,6 +172,12 @@ def avro_type(col: ColumnDef, options: EncodingOptions) -> dict[str, Any]:
 # Value converters: TiCDC's text forms -> Avro datum
 
 
+def _missing_members(error: EncodingError) -> EncodingError:
+    """Flag an error no value can avoid: the definition lacks what the input format leaves out."""
+    error.context["missing_definition"] = "ENUM/SET members"
+    return error
+
+
 def _fail(col: ColumnDef, value: Any, why: str, table: str | None) -> EncodingError:
     shown = repr(value)
     if len(shown) > 80:
@@ -337,7 +343,7 @@ def _convert_blob(col: ColumnDef, value: Any, options: EncodingOptions, table: s
 def _convert_enum(col: ColumnDef, value: Any, options: EncodingOptions, table: str | None) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         if not col.elements:
-            raise _fail(col, value, "an ENUM index needs the column's members, which this table definition lacks", table)
+            raise _missing_members(_fail(col, value, "an ENUM index needs the column's members, which this table definition lacks", table))
         if not 1 <= value <= len(col.elements):
             raise _fail(col, value, f"ENUM index must be 1..{len(col.elements)} (0 is MySQL's invalid '' value)", table)
         return col.elements[value - 1]
@@ -350,7 +356,7 @@ def _convert_enum(col: ColumnDef, value: Any, options: EncodingOptions, table: s
 def _convert_set(col: ColumnDef, value: Any, options: EncodingOptions, table: str | None) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         if not col.elements:
-            raise _fail(col, value, "a SET bitmask needs the column's members, which this table definition lacks", table)
+            raise _missing_members(_fail(col, value, "a SET bitmask needs the column's members, which this table definition lacks", table))
         if not 0 <= value < (1 << len(col.elements)):
             raise _fail(col, value, f"SET bitmask has bits beyond its {len(col.elements)} members", table)
         return ",".join(e for i, e in enumerate(col.elements) if value >> i & 1)

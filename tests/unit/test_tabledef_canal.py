@@ -47,7 +47,7 @@ def test_ticdc_plain_mysql_types() -> None:
         "bin": (T.VARBINARY, False, None, None, None, None, True, True, ()),
         "color": (T.ENUM, False, None, None, None, None, False, True, ()),  # members unknown
         "tags": (T.SET, False, None, None, None, None, False, True, ()),
-        "flags": (T.BIT, False, None, None, None, None, False, True, ()),
+        "flags": (T.BIT, False, 64, None, None, None, False, True, ()),  # width unknown: any value fits
         "amount": (T.DECIMAL, False, None, None, None, None, False, True, ()),  # precision/scale unknown
         "at": (T.TIMESTAMP, False, None, None, None, None, False, True, ()),
         "score": (T.FLOAT, False, None, None, None, None, False, True, ()),
