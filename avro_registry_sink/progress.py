@@ -25,6 +25,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any, Mapping, Protocol
 
+from avro_registry_sink.redact import redact_mapping, redact_text
+
 __all__ = [
     "BatchReport",
     "JobTotals",
@@ -194,7 +196,7 @@ class JsonLogProgress:
             stream.flush()
 
     def start(self, info: Mapping[str, Any]) -> None:
-        self._emit("start", **dict(info))
+        self._emit("start", **redact_mapping(dict(info)))
 
     def batch(self, report: BatchReport, totals: JobTotals) -> None:
         lag = totals.lag()
@@ -209,7 +211,7 @@ class JsonLogProgress:
     def finish(self, totals: JobTotals, error: BaseException | None = None) -> None:
         fields = totals.to_json()
         if error is not None:
-            fields["error"] = " ".join(str(error).split())
+            fields["error"] = redact_text(" ".join(str(error).split()))
         self._emit("finish", status="failed" if error is not None else "ok", **fields)
 
 
@@ -270,7 +272,7 @@ class RichProgress:
     def start(self, info: Mapping[str, Any]) -> None:
         from rich.live import Live
 
-        self._info = dict(info)
+        self._info = redact_mapping(dict(info))
         self._totals = JobTotals()
         self._live = Live(self, console=self._console, refresh_per_second=4, transient=False)
         self._live.start()
@@ -289,7 +291,7 @@ class RichProgress:
             self._live.stop()
             self._live = None
         if error is not None:
-            self._console.print(f"[red]job failed:[/red] {' '.join(str(error).split())}")
+            self._console.print(f"[red]job failed:[/red] {redact_text(' '.join(str(error).split()))}")
 
 
 def make_progress(mode: str = "auto", stream: IO[str] | None = None) -> ProgressReporter:
