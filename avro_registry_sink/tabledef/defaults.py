@@ -2,7 +2,7 @@
 
 Literals and expressions are evaluated with sqlglot's parser (``CURRENT_TIMESTAMP(3)``, ``NOW()``, ``-1.5``,
 ``b'101'``, ``_binary'..'``); the result is what TiDB's DDL (``getDefaultValue``) stores: integers
-normalised, DECIMAL as the literal was written (TiDB checks the value against the column but stores the
+normalised, FLOAT(M,D)/DOUBLE(M,D) rounded to D places, DECIMAL as the literal was written (TiDB checks the value against the column but stores the
 evaluated literal, so ``DEFAULT 1.5`` on DECIMAL(10,2) stays ``"1.5"`` and ``DEFAULT 0`` stays ``"0"``),
 BIT and binary strings as bytes (BINARY(n) padded with zero bytes to n), temporal values normalised at the
 column's fsp, ENUM/SET members checked. TIMESTAMP string defaults are taken as UTC (a DDL file does not
@@ -12,9 +12,11 @@ say which session time zone it ran in).
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+import numpy
 from sqlglot import exp
 from sqlglot.errors import ParseError
 from sqlglot.tokens import Token, TokenType
@@ -174,6 +176,8 @@ def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "
         if kind in ("num", "str"):
             text = str(value).strip()
             _to_decimal(column, kind, text, table)
+            if column.precision is not None and column.scale is not None:
+                return _fixed_float_text(column, float(text), value, table)
             return text[1:] if text.startswith("+") else text
         return _int_text(_to_decimal(column, kind, value, table))
     if t is MySQLType.BIT:
@@ -211,6 +215,21 @@ def default_value(column: ColumnDef, kind: str, value: object, *, table: str = "
             raise _bad_default(column, value, table, "SET bitmask out of range")
         return ",".join(e for i, e in enumerate(column.elements) if mask >> i & 1)
     return _text(column, kind, value, table)
+
+
+def _fixed_float_text(column: ColumnDef, number: float, value: object, table: str) -> str:
+    """FLOAT(M,D)/DOUBLE(M,D): TiDB converts the default to the column type before storing it, rounding to
+    D places (half away from zero, in double arithmetic) and refusing what needs more than M-D digits."""
+    precision, scale = column.precision or 0, column.scale or 0
+    shifted = number * 10.0**scale
+    rounded = math.copysign(math.floor(abs(shifted) + 0.5), shifted) / 10.0**scale
+    if abs(rounded) > 10.0 ** (precision - scale) - 10.0**-scale:
+        raise _bad_default(column, value, table, f"out of range for {precision - scale} digits before the point")
+    if column.type is MySQLType.FLOAT:
+        text = numpy.format_float_positional(numpy.float32(rounded), unique=True, trim="-")
+    else:
+        text = numpy.format_float_positional(numpy.float64(rounded), unique=True, trim="-")
+    return "0" if text == "-0" else text
 
 
 def _decimal_literal_text(text: str) -> str:

@@ -312,6 +312,12 @@ DEFAULT_CASES = [
     ("DOUBLE", "'3.14'", "3.14"),
     ("DOUBLE", "1.5e3", "1.5e3"),
     ("DOUBLE", "-2", "-2"),
+    # FLOAT(M,D)/DOUBLE(M,D): converted to the column type, so rounded to D places
+    ("DOUBLE(8,3)", "1.23456", "1.235"),
+    ("FLOAT(7,3)", "3.14159", "3.142"),
+    ("DOUBLE(6,2)", "'-2.5'", "-2.5"),
+    ("DOUBLE(6,0)", "2.5", "3"),
+    ("DOUBLE(6,2)", "-0.001", "0"),
     # BIT: minimal big-endian bytes
     ("BIT(10)", "b'1010101010'", b"\x02\xaa"),
     ("BIT(8)", "0b101", b"\x05"),
@@ -387,6 +393,7 @@ def test_default(type_text: str, default: str, expected: str | bytes | None) -> 
         ("VARCHAR(4)", "x'ff'", "UTF-8"),
         ("YEAR", "1800", "YEAR"),
         ("DECIMAL(4,2)", "123", "out of range"),
+        ("DOUBLE(4,2)", "123.4", "out of range"),
         ("DECIMAL(10,2)", "'1.5x'", "not a number"),
         ("DECIMAL(10,2)", "'NaN'", "not a number|not a finite"),
     ],
@@ -720,6 +727,9 @@ def _columns(draw: st.DrawFn, name: str) -> ColumnDef:
             kw["precision"] = m = draw(st.integers(1, 60))
             kw["scale"] = draw(st.integers(0, min(m, 30)))
         default = f"{draw(st.integers(-999, 999))}.{draw(st.integers(0, 99))}"
+        if "precision" in kw:  # FLOAT(M,D): TiDB stores the value rounded to D places, printed shortest
+            limit = min(999, 10 ** (kw["precision"] - kw["scale"]) - 1)
+            default = str(draw(st.integers(-limit, limit)))
     elif type_ is T.DECIMAL:
         kw["unsigned"] = draw(st.booleans())
         kw["precision"] = p = draw(st.integers(1, 65))
