@@ -35,7 +35,7 @@ TopicRuleOpt = Annotated[Optional[str], typer.Option("--topic-rule", help="Topic
 SinkUriOpt = Annotated[Optional[str], typer.Option("--sink-uri", help="TiCDC-style sink URI: kafka://host:9092/topic?protocol=avro&...")]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML settings file (TiCDC's [sink] layout accepted).")]
 DdlOpt = Annotated[Path, typer.Option("--ddl", help="File with CREATE TABLE statements.", exists=False)]
-RegistryOpt = Annotated[Optional[str], typer.Option("--registry", help="Schema registry URL(s), comma-separated; default: the embedded registry.")]
+RegistryOpt = Annotated[Optional[str], typer.Option("--registry", "--schema-registry", help="Schema registry URL(s), comma-separated; default: the embedded registry. --schema-registry is TiCDC's name.")]
 
 
 def _fail(message: str, code: int = 2, secrets: Any = ()) -> typer.Exit:
@@ -69,17 +69,9 @@ def build_config(
 
 
 def build_router(config: SinkConfig, topic_rule: str | None):
-    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.spark.job import build_router as job_router
 
-    rule = topic_rule
-    if rule is None and not config.dispatchers and not config.default_topic:
-        rule = DEFAULT_TOPIC_RULE
-    return TopicRouter(
-        config.dispatchers,
-        default_topic=config.default_topic,
-        topic_rule=rule,
-        subject_naming=config.subject_naming,
-    )
+    return job_router(config, topic_rule)
 
 
 def read_tables(ddl: Path):
@@ -93,12 +85,19 @@ def read_tables(ddl: Path):
 
 
 def derive_tables(ddl: Path, config: SinkConfig, topic_rule: str | None):
-    """Every table of a DDL file with its route and derived schemas, in file order."""
+    """Every table of a DDL file that ``[filter] rules`` admit, with its route and derived schemas (column
+    selectors applied), in file order."""
     from avro_registry_sink.schema.builder import derive_schemas
+    from avro_registry_sink.selection import TableSelection
 
     router = build_router(config, topic_rule)
+    selection = TableSelection.from_config(config)
     for table in read_tables(ddl):
-        yield table, router.route(table.schema_name, table.table), derive_schemas(table, config.encoding)
+        if not selection.admits(table.schema_name, table.table):
+            continue
+        route = router.route(table.schema_name, table.table)
+        selected = selection.apply(table, route.partition_columns)
+        yield selected, route, derive_schemas(selected, config.encoding)
 
 
 @app.command()
@@ -177,6 +176,7 @@ def encode(
     from avro_registry_sink.encoder import Op
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.registry.connect import connect
+    from avro_registry_sink.selection import TableSelection
     from avro_registry_sink.spark.stage import CHANGE_SCHEMA, StagePlan, encode_change_batch
 
     try:
@@ -186,6 +186,7 @@ def encode(
             registry=registry,
         )
         router = build_router(cfg, topic_rule)
+        selection = TableSelection.from_config(cfg)
         tables = {(t.schema_name.lower(), t.table.lower()): t for t in read_tables(ddl)}
         try:
             lines = events.read_text(encoding="utf-8").splitlines()
@@ -199,8 +200,10 @@ def encode(
     rows: list[tuple[Any, ...]] = []
     line_of: list[int] = []
     plans: dict[tuple[str, str, int], Any] = {}
+    filtered: dict[str, int] = {}
     with connect(cfg.registry) as client:
-        manager = SchemaManager(client, router, cfg.encoding, unavailable_budget=cfg.registry.unavailable_budget)
+        manager = SchemaManager(client, router, cfg.encoding, unavailable_budget=cfg.registry.unavailable_budget,
+                                selection=selection)
         for line_no, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -214,6 +217,10 @@ def encode(
                 missing = [k for k in ("schema", "table", "op", "values") if k not in event]
                 if missing:
                     raise ValueError("missing " + ", ".join(repr(m) for m in missing))
+                if not selection.admits(str(event["schema"]), str(event["table"])):
+                    name = f"{event['schema']}.{event['table']}"
+                    filtered[name] = filtered.get(name, 0) + 1
+                    continue
                 table = tables.get((str(event["schema"]).lower(), str(event["table"]).lower()))
                 if table is None:
                     known = ", ".join(f"{s}.{t}" for s, t in sorted(tables)) or "none"
@@ -254,6 +261,9 @@ def encode(
         typer.echo(out[line_no])
     for line_no in sorted(errors):
         typer.echo(f"error: line {line_no}: {errors[line_no]}", err=True)
+    if filtered:
+        typer.echo("filtered: " + ", ".join(f"{n} events of {t}" for t, n in sorted(filtered.items()))
+                   + " left out by [filter] rules", err=True)
     if errors:
         raise typer.Exit(2)
 
@@ -261,7 +271,7 @@ def encode(
 @app.command()
 def check(
     ddl: DdlOpt,
-    registry: Annotated[str, typer.Option("--registry", help="Schema registry URL(s) to ask.")],
+    registry: Annotated[str, typer.Option("--registry", "--schema-registry", help="Schema registry URL(s) to ask.")],
     enable_tidb_extension: ExtensionOpt = None,
     avro_decimal_handling_mode: DecimalOpt = None,
     avro_bigint_unsigned_handling_mode: BigintOpt = None,
@@ -439,6 +449,8 @@ def _bad_row_budget(text: str | None) -> dict[str, Any]:
 
 def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     """CsvOptions from the settings file's [sink.csv] (or [csv]) table, overridden by --csv KEY=VALUE."""
+    import difflib
+
     from pydantic import ValidationError
 
     from avro_registry_sink.config import load_toml, parse_bool
@@ -447,8 +459,10 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     values: dict[str, Any] = {}
     if config_file is not None:
         data = load_toml(config_file)
-        table = data.get("sink", {}).get("csv") if isinstance(data.get("sink"), dict) else None
-        values.update(table or data.get("csv") or {})
+        sink = data.get("sink") if isinstance(data.get("sink"), dict) else {}
+        values.update(sink.get("csv") or data.get("csv") or {})
+        if "terminator" in sink:  # TiCDC keeps the record separator in [sink], beside [sink.csv]
+            values.setdefault("terminator", sink["terminator"])
     for pair in pairs or []:
         name, sep, value = pair.partition("=")
         if not sep:
@@ -456,6 +470,13 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
         values[name.strip()] = value
     if not values:
         return None
+    names = [field.alias or name for name, field in CsvOptions.model_fields.items()]
+    for name in values:
+        if name not in names and name not in CsvOptions.model_fields:
+            near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise _fail(f"Unknown CSV setting {name!r} (--csv or [sink.csv]): {hint}valid settings are "
+                        + ", ".join(names) + ".")
     for name in ("include-commit-ts", "output-old-value", "output-handle-key", "output-field-header"):
         if isinstance(values.get(name), str):
             values[name] = parse_bool(name, values[name])
@@ -464,6 +485,11 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     try:
         return CsvOptions(**values)
     except (ValidationError, TypeError) as exc:
+        detail = exc.errors()[0] if isinstance(exc, ValidationError) else None
+        if detail is not None:
+            where = ".".join(str(p) for p in detail.get("loc", ()))
+            raise _fail(f"Invalid CSV setting {where!r} (--csv or [sink.csv]): {detail.get('msg')}; "
+                        f"got {detail.get('input')!r}.") from None
         raise _fail(f"Invalid CSV settings {values!r}: {exc}") from None
 
 
@@ -488,6 +514,9 @@ def _print_totals(result, console) -> None:
     console.print(grid)
     for schema in totals.schemas:
         console.print(f"  registered {schema.subject} version {schema.version} (schema id {schema.schema_id})")
+    if totals.filtered:
+        console.print("Left out by [filter] rules: " + ", ".join(
+            f"{table} ({n} files/messages)" for table, n in sorted(totals.filtered.items())), markup=False)
     if totals.errors:
         console.print(f"[yellow]{totals.errors} bad lines/messages[/yellow] were skipped; see "
                       + ", ".join(str(p) for p in result.dead_letters))
@@ -525,7 +554,7 @@ def run(
     from avro_registry_sink.config import default_state_dir
     from avro_registry_sink.progress import make_progress
     from avro_registry_sink.redact import remember
-    from avro_registry_sink.spark.job import JobOptions, check_kafka, job_session, run_job
+    from avro_registry_sink.spark.job import JobOptions, check_checkpoint, check_kafka, job_session, run_job
     from avro_registry_sink.spark.sources import parse_source
 
     state = state_dir or default_state_dir()
@@ -559,6 +588,7 @@ def run(
             kafka_producer=producer,
             **_bad_row_budget(max_bad_rows),
         )
+        check_checkpoint(options)
         reporter = make_progress(progress)
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
@@ -717,11 +747,32 @@ def _active_spark():
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: usage errors (unknown options, TiCDC flags this product refuses, bad
+    values) are one line on stderr with exit status 2, never a usage dump or a traceback."""
+    from avro_registry_sink.ticdc_keys import refused_flag
+
     try:
-        app()
+        code = app(standalone_mode=False)
     except KeyboardInterrupt:  # pragma: no cover - interactive
         sys.exit(130)
+    except typer.Abort:  # pragma: no cover - interactive
+        sys.exit(1)
+    except typer.TyperException as exc:  # click's usage errors (typer ships its own click)
+        context = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and context is not None:
+            typer.echo(context.get_help())
+            sys.exit(2)
+        refused = refused_flag(getattr(exc, "option_name", None) or "") if type(exc).__name__ == "NoSuchOption" else None
+        if refused is not None:
+            message = f"TiCDC's option {refused.name!r} is not supported: {refused.note}."
+        else:
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        from avro_registry_sink.redact import redact_text
+
+        command = f" ({context.command_path})" if getattr(context, "command_path", None) else ""
+        typer.echo(f"error{command}: {redact_text(' '.join(message.split()))}", err=True)
+        sys.exit(getattr(exc, "exit_code", 2) or 2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

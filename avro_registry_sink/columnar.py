@@ -294,6 +294,7 @@ class ColumnarEncoder:
         self._key_fields = _fields(plan.key_schema_json, key_columns)
         self._value_fields = _fields(plan.value_schema_json, table.columns)
         self._by_lower = {c.name.lower(): c for c in table.columns}
+        self._omitted = {name.lower() for name in plan.omitted}
         self._ext = plan.options.enable_tidb_extension
         self._key_header = self._header(plan.key_schema_id) if plan.key_schema_id is not None else None
         self._value_header = self._header(plan.value_schema_id)
@@ -338,7 +339,8 @@ class ColumnarEncoder:
         for name, arr in zip(batch.schema.names, batch.columns):
             col = self._by_lower.get(name.lower())
             if col is None:
-                unknown.append(name)
+                if name.lower() not in self._omitted:
+                    unknown.append(name)
             else:
                 out[col.name] = _plain(arr)
         if unknown:

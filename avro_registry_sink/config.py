@@ -9,6 +9,7 @@ TiCDC does; a bad value is a :class:`ConfigError` that names the option, the val
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from enum import Enum
 from pathlib import Path
@@ -49,13 +50,21 @@ class SubjectNaming(str, Enum):
 
 
 class PartitionStrategy(str, Enum):
-    """Partition dispatch (TiCDC's MQ protocol): which rows land in the same partition."""
+    """Partition dispatch (TiCDC's MQ protocol): which rows land in the same partition.
+
+    TiCDC also accepts ``rowid`` for ``index-value`` (see ``PARTITION_ALIASES``) and matches values
+    case-insensitively.
+    """
 
     DEFAULT = "default"  # index-value
     INDEX_VALUE = "index-value"  # hash of the handle-key values: per-row order kept
     TABLE = "table"  # hash of schema.table: per-table order kept
     TS = "ts"  # commit ts modulo partitions
     COLUMNS = "columns"  # hash of the named columns
+
+
+#: Older TiCDC spellings of partition strategies.
+PARTITION_ALIASES = {"rowid": PartitionStrategy.INDEX_VALUE}
 
 
 class EncodingOptions(BaseModel):
@@ -130,6 +139,20 @@ class DispatchRule(BaseModel):
         return (value,) if isinstance(value, str) else value
 
 
+class ColumnSelector(BaseModel):
+    """A TiCDC column selector: for tables matched by ``matcher``, only columns matched by ``columns`` are kept."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    matcher: tuple[str, ...]
+    columns: tuple[str, ...]
+
+    @field_validator("matcher", "columns", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+
 class SinkConfig(BaseModel):
     """Everything a job needs to know about where records go and how they are encoded."""
 
@@ -148,6 +171,10 @@ class SinkConfig(BaseModel):
     max_message_bytes: int = 10 * 1024 * 1024
     # Kafka transport (TLS, SASL, producer and topic keys): the sink URI's query and [sink.kafka-config].
     kafka: KafkaOptions = DEFAULT_KAFKA
+    #: ``[filter] rules`` (TiCDC's table-filter syntax) and ``case-sensitive``.
+    filter_rules: tuple[str, ...] = ("*.*",)
+    case_sensitive: bool = False
+    column_selectors: tuple[ColumnSelector, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -247,14 +274,23 @@ def registry_config_from_url(url: str, base: RegistryConfig | None = None) -> Re
     return base.model_copy(update={"urls": tuple(urls), "username": username, "password": password})
 
 
+def _query(text: str) -> dict[str, str]:
+    """A URI query as TiCDC reads it: a repeated key keeps its first value."""
+    query: dict[str, str] = {}
+    for name, value in parse_qsl(text, keep_blank_values=True):
+        query.setdefault(name, value)
+    return query
 
 
 def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
     """Parse a TiCDC-style sink URI.
 
     ``kafka://host:9092[,host2:9092]/topic?protocol=avro&enable-tidb-extension=true&...&schema-registry=http://...``
-    or ``file:///path/to/dir?protocol=avro`` for the file sink.
+    or ``file:///path/to/dir?protocol=avro`` for the file sink. Every parameter is checked against
+    :data:`avro_registry_sink.ticdc_keys.KEYS`: unknown ones are refused with the closest valid name.
     """
+    from avro_registry_sink.ticdc_keys import check_uri_params
+
     base = base or SinkConfig()
     split = urlsplit(uri)
     scheme = split.scheme.lower()
@@ -264,7 +300,8 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
             option="sink-uri",
             value=redact_url(uri),
         )
-    query = dict(parse_qsl(split.query, keep_blank_values=True))
+    query = _query(split.query)
+    check_uri_params(query, scheme=scheme)
     update: dict[str, Any] = {"scheme": scheme}
     if "protocol" not in query and base.protocol is None:
         raise ConfigError("The sink URI needs protocol=avro (or flat-avro).", option="protocol")
@@ -292,6 +329,105 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
     if scheme == "kafka":
         update["kafka"] = kafka_options(query, base.kafka)
     return base.model_copy(update=update)
+
+
+def parse_partition(value: str, option: str = "partition") -> PartitionStrategy:
+    """A dispatcher's ``partition`` (or old ``dispatcher``) value, case-insensitive as TiCDC; ``rowid`` is
+    ``index-value``. TiCDC falls back to ``default`` with a warning; here a wrong value is refused."""
+    import difflib
+
+    lowered = str(value).lower()
+    if lowered in PARTITION_ALIASES:
+        return PARTITION_ALIASES[lowered]
+    for member in PartitionStrategy:
+        if member.value == lowered:
+            return member
+    choices = [m.value for m in PartitionStrategy] + list(PARTITION_ALIASES)
+    near = ["ts"] if lowered.replace("-", "_") == "commit_ts" else difflib.get_close_matches(lowered, choices, n=1,
+                                                                                          cutoff=0.5)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ConfigError(
+        f"Invalid value {value!r} for option {option!r}{hint}: valid values are " + ", ".join(choices) + ".",
+        option=option, value=value, choices=choices,
+    )
+
+
+def _dispatch_rule(raw: Mapping[str, Any]) -> DispatchRule:
+    from avro_registry_sink.table_filter import TableFilter
+
+    rule = dict(raw)
+    if "dispatcher" in rule:
+        if "partition" in rule:
+            raise ConfigError(
+                f"dispatcher and partition cannot be configured both for rule matcher {list(rule.get('matcher', []))}: "
+                "'dispatcher' is the old name of 'partition'; keep one.",
+                option="dispatchers.dispatcher",
+            )
+        rule["partition"] = parse_partition(rule.pop("dispatcher"), "dispatcher")
+    elif "partition" in rule:
+        rule["partition"] = parse_partition(rule["partition"])
+    try:
+        parsed = DispatchRule(**rule)
+    except ValidationError as exc:
+        raise ConfigError(f"Invalid dispatcher rule {dict(raw)!r}: {_first_error(exc)}", option="dispatchers") from None
+    TableFilter.parse(parsed.matcher, option="dispatchers.matcher")
+    if parsed.partition is PartitionStrategy.COLUMNS and not parsed.columns:
+        raise ConfigError(
+            f"Dispatcher rule for {list(parsed.matcher)} has partition = 'columns' but no columns = [...] to hash.",
+            option="dispatchers.columns",
+        )
+    return parsed
+
+
+def _column_selector(raw: Any) -> ColumnSelector:
+    from avro_registry_sink.table_filter import ColumnFilter, TableFilter
+
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"Invalid column selector {raw!r}: expected {{matcher = [...], columns = [...]}}.",
+                          option="column-selectors")
+    try:
+        selector = ColumnSelector(**raw)
+    except ValidationError as exc:
+        raise ConfigError(f"Invalid column selector {dict(raw)!r}: {_first_error(exc)}",
+                          option="column-selectors") from None
+    TableFilter.parse(selector.matcher, option="column-selectors.matcher")
+    ColumnFilter.parse(selector.columns, option="column-selectors.columns")
+    return selector
+
+
+_INTERVAL_UNITS = ("week", "day", "hour", "minute", "second", "millisecond", "microsecond")
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?((?:[+]?\d+(?:\.\d+)?\s+[a-z]+\s*)+)$", re.IGNORECASE)
+_INTERVAL_PART = re.compile(r"([+]?\d+(?:\.\d+)?)\s+([a-z]+)", re.IGNORECASE)
+
+
+def parse_trigger_interval(value: str, option: str = "--trigger-interval") -> str:
+    """Check a micro-batch interval as Spark's ``processingTime`` trigger reads it ("10 seconds",
+    "1 minute 30 seconds", "500 milliseconds"); months and years are refused, as Spark refuses them.
+
+    >>> parse_trigger_interval("1 minute 30 seconds")
+    '1 minute 30 seconds'
+    """
+    import difflib
+
+    found = _INTERVAL.match(value or "")
+    problem = None if found else "expected a number and a unit"
+    if found:
+        for _, unit in _INTERVAL_PART.findall(found.group(1)):
+            singular = unit.lower().removesuffix("s")
+            if singular in ("month", "year"):
+                problem = "Spark's processing-time trigger takes no months or years"
+                break
+            if singular not in _INTERVAL_UNITS:
+                near = difflib.get_close_matches(singular, _INTERVAL_UNITS, n=1, cutoff=0.5)
+                problem = f"unknown unit {unit!r}" + (f" (did you mean {near[0] + 's'!r}?)" if near else "")
+                break
+    if problem:
+        raise ConfigError(
+            f"Invalid value {value!r} for option {option!r}: {problem}; e.g. '10 seconds', '1 minute 30 seconds' "
+            f"or '500 milliseconds' (units: {', '.join(_INTERVAL_UNITS)}).",
+            option=option, value=value, choices=list(_INTERVAL_UNITS),
+        )
+    return value
 
 
 def _parse_int(option: str, value: str, *, minimum: int) -> int:
@@ -329,11 +465,14 @@ def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
 def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = None) -> SinkConfig:
     """Apply a settings mapping (from TOML) to a :class:`SinkConfig`.
 
-    Recognised keys: ``sink-uri``, ``schema-registry``, ``protocol``, ``enable-tidb-extension``,
-    ``avro-decimal-handling-mode``, ``avro-bigint-unsigned-handling-mode``, ``subject-naming``,
-    ``partition-num``, ``[[dispatchers]]`` (or TiCDC's ``[sink]`` table with ``[[sink.dispatchers]]``
-    and ``[sink.kafka-config.codec-config]``), ``[registry]`` (RegistryConfig fields).
+    TiCDC's changefeed layout (``case-sensitive``, ``[filter] rules``, ``[sink]`` with ``protocol``,
+    ``schema-registry``, ``dispatchers``, ``column-selectors``,
+    ``[sink.kafka-config.codec-config]``) and this product's flat one (``sink-uri``, ``schema-registry``,
+    ``subject-naming``, ``partition-num``, ``[[dispatchers]]``, ``[registry]``) are both read. Which keys
+    exist is :data:`avro_registry_sink.ticdc_keys.KEYS` (checked by :func:`load_config` for files).
     """
+    from avro_registry_sink.table_filter import TableFilter
+
     base = base or SinkConfig()
     flat: dict[str, Any] = dict(data)
     sink = flat.pop("sink", None)
@@ -341,7 +480,7 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
         codec = sink.get("kafka-config", {}).get("codec-config", {}) if isinstance(sink.get("kafka-config"), Mapping) else {}
         kafka_config = sink.get("kafka-config") if isinstance(sink.get("kafka-config"), Mapping) else {}
         flat = {**{k: v for k, v in sink.items() if k != "kafka-config"}, **codec,
-                **{k: v for k, v in kafka_config.items() if k in KAFKA_KEYS}, **flat}
+                **{k: v for k, v in kafka_config.items() if k in KAFKA_KEYS or k in _KAFKA_CONFIG_OWN}, **flat}
     config = base
     if flat.get("sink-uri"):
         config = parse_sink_uri(str(flat["sink-uri"]), config)
@@ -364,18 +503,33 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
         update["subject_naming"] = _parse_choice("subject-naming", str(flat["subject-naming"]), SubjectNaming)
     if "partition-num" in flat:
         update["partition_num"] = _parse_int("partition-num", str(flat["partition-num"]), minimum=1)
+    if "max-message-bytes" in flat:
+        update["max_message_bytes"] = _parse_int("max-message-bytes", str(flat["max-message-bytes"]), minimum=1)
+    if "case-sensitive" in flat:
+        update["case_sensitive"] = parse_bool("case-sensitive", flat["case-sensitive"])
     if "dispatchers" in flat:
-        rules = []
-        for raw in flat["dispatchers"]:
-            raw = dict(raw)
-            if "partition" in raw:
-                raw["partition"] = _parse_choice("partition", str(raw["partition"]), PartitionStrategy)
-            try:
-                rules.append(DispatchRule(**raw))
-            except ValidationError as exc:
-                raise ConfigError(f"Invalid dispatcher rule {raw!r}: {_first_error(exc)}", option="dispatchers") from None
-        update["dispatchers"] = tuple(rules)
+        update["dispatchers"] = tuple(_dispatch_rule(raw) for raw in _tables_of(flat["dispatchers"], "dispatchers"))
+    if "column-selectors" in flat:
+        update["column_selectors"] = tuple(_column_selector(raw) for raw in
+                                           _tables_of(flat["column-selectors"], "column-selectors"))
+    filter_table = flat.get("filter")
+    if isinstance(filter_table, Mapping) and "rules" in filter_table:
+        rules = filter_table["rules"]
+        rules = [rules] if isinstance(rules, str) else list(rules or [])
+        TableFilter.parse(rules, option="filter.rules")  # syntax errors now, not mid-run
+        update["filter_rules"] = tuple(rules)
     return config.model_copy(update=update)
+
+
+#: ``[sink.kafka-config]`` keys that are not Kafka-client settings (the rest are ``KAFKA_KEYS``).
+_KAFKA_CONFIG_OWN = ("partition-num", "max-message-bytes")
+
+
+def _tables_of(value: Any, option: str) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise ConfigError(f"Invalid {option}: expected a list of tables ([[sink.{option}]] or [{{...}}, ...]), "
+                          f"got {value!r}.", option=option)
+    return value
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -396,9 +550,13 @@ def load_config(
     environ: Mapping[str, str] | None = None,
 ) -> SinkConfig:
     """Build the effective :class:`SinkConfig`: defaults < TOML file < environment < sink URI < flags."""
+    from avro_registry_sink.ticdc_keys import check_toml
+
     config = SinkConfig()
     if config_file is not None:
-        config = settings_from_mapping(load_toml(config_file), config)
+        data = load_toml(config_file)
+        check_toml(data, source=f"settings file {str(config_file)!r}")
+        config = settings_from_mapping(data, config)
     env = settings_from_env(environ)
     if env:
         config = settings_from_mapping(env, config)

@@ -108,9 +108,12 @@ class EncodingPlan:
     value_schema_json: str
     key_schema_id: int | None
     value_schema_id: int
+    #: Columns of the source table that a column selector left out: ignored in row images.
+    omitted: tuple[str, ...] = ()
 
     @classmethod
-    def from_schemas(cls, schemas: TableSchemas, key_schema_id: int | None, value_schema_id: int) -> EncodingPlan:
+    def from_schemas(cls, schemas: TableSchemas, key_schema_id: int | None, value_schema_id: int,
+                     omitted: tuple[str, ...] = ()) -> EncodingPlan:
         return cls(
             table=schemas.table,
             options=schemas.options,
@@ -118,6 +121,7 @@ class EncodingPlan:
             value_schema_json=schemas.value_json,
             key_schema_id=key_schema_id,
             value_schema_id=value_schema_id,
+            omitted=omitted,
         )
 
 
@@ -135,6 +139,7 @@ class RowEncoder:
         self._table_name = table.qualified_name
         self._columns = [(c, sanitize_name(c.name), converter_for(c)) for c in table.columns]
         self._by_lower = {c.name.lower(): c.name for c in table.columns}
+        self._omitted = {name.lower() for name in plan.omitted}
         self._value_schema = fastavro.parse_schema(writer_schema(json.loads(plan.value_schema_json)))
         self._key_schema = None
         key_names: set[str] = set()
@@ -152,7 +157,8 @@ class RowEncoder:
         for name, value in values.items():
             canonical = self._by_lower.get(name.lower())
             if canonical is None:
-                unknown.append(name)
+                if name.lower() not in self._omitted:
+                    unknown.append(name)
             else:
                 out[canonical] = value
         if unknown:

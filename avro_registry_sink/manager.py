@@ -25,6 +25,7 @@ from avro_registry_sink.errors import IncompatibleSchema, RegistryError, Registr
 from avro_registry_sink.registry.explain import explain_incompatibility
 from avro_registry_sink.routing import Route, TopicRouter
 from avro_registry_sink.schema.builder import TableSchemas, derive_schemas
+from avro_registry_sink.selection import EVERYTHING, TableSelection
 from avro_registry_sink.table import TableDef
 
 
@@ -80,8 +81,10 @@ class SchemaManager:
         unavailable_budget: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        selection: TableSelection = EVERYTHING,
     ) -> None:
         self._registry = registry
+        self._selection = selection
         self._router = router
         self._options = options
         self._budget = unavailable_budget
@@ -95,6 +98,11 @@ class SchemaManager:
     @property
     def options(self) -> EncodingOptions:
         return self._options
+
+    @property
+    def selection(self) -> TableSelection:
+        """The table filter and column selectors applied to every table definition."""
+        return self._selection
 
     def plan(self, table: TableDef) -> TablePlan:
         """The plan of one table version, registering its schemas if they are new."""
@@ -112,11 +120,12 @@ class SchemaManager:
             return cached[1]
         self.stats.derivations += 1
         route = self._router.route(table.schema_name, table.table)
-        schemas = derive_schemas(table, self._options)
+        selected = self._selection.apply(table, route.partition_columns)  # column selectors, before any schema
+        schemas = derive_schemas(selected, self._options)
         key_id = self._ensure(route.key_subject, schemas.key_json, schemas, route) if schemas.key_json else None
         value_id = self._ensure(route.value_subject, schemas.value_json, schemas, route)
         plan = TablePlan(
-            encoding=EncodingPlan.from_schemas(schemas, key_id, value_id),
+            encoding=EncodingPlan.from_schemas(schemas, key_id, value_id, self._selection.dropped(table, selected)),
             route=route,
             fingerprint=schemas.fingerprint,
         )

@@ -79,6 +79,7 @@ class BatchReport:
     seconds: float = 0.0
     dead_letter: str | None = None
     warnings: list[str] = field(default_factory=list)
+    filtered: dict[str, int] = field(default_factory=dict)  # per table: inputs left out by [filter] rules
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -103,6 +104,7 @@ class JobTotals:
     max_commit_ts: int = 0
     last_batch_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    filtered: dict[str, int] = field(default_factory=dict)  # per table: files/messages left out by [filter] rules
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
@@ -111,6 +113,7 @@ class JobTotals:
         self.tombstones += report.tombstones
         self.errors += report.errors
         for source, target in (
+            (report.filtered, self.filtered),
             (report.per_table, self.per_table),
             (report.per_topic, self.per_topic),
             (report.tombstones_per_topic, self.tombstones_per_topic),
@@ -143,6 +146,7 @@ class JobTotals:
             "errors": self.errors,
             "per_table": dict(sorted(self.per_table.items())),
             "per_topic": dict(sorted(self.per_topic.items())),
+            "filtered": dict(sorted(self.filtered.items())),
             "schemas": [asdict(s) for s in self.schemas],
             "max_commit_ts": self.max_commit_ts,
             "warnings": list(self.warnings),

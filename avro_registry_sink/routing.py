@@ -13,7 +13,6 @@ one table per topic (TopicNameStrategy allows one schema per subject), so:
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import threading
 import zlib
@@ -22,6 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from avro_registry_sink.config import DispatchRule, PartitionStrategy, SubjectNaming
 from avro_registry_sink.errors import RoutingError
+from avro_registry_sink.table_filter import TableFilter
 
 _TOPIC_CHARS = re.compile(r"[^A-Za-z0-9._\-]")
 _AVRO_RULE = re.compile(r"^[A-Za-z0-9._\-]*\{schema\}[A-Za-z0-9._\-]*\{table\}[A-Za-z0-9._\-]*$")
@@ -76,21 +76,6 @@ def subject_for(topic: str, part: str, naming: SubjectNaming = SubjectNaming.TOP
     return f"{topic}-{part}"
 
 
-def _matches(patterns: Sequence[str], schema: str, table: str) -> bool:
-    """TiCDC table-filter syntax: ``db.tbl`` with ``*``/``?``/``[..]`` wildcards, ``!`` to exclude; the
-    last matching pattern decides (case-insensitive, as MySQL names)."""
-    result = False
-    for pattern in patterns:
-        negate = pattern.startswith("!")
-        body = pattern[1:] if negate else pattern
-        db_pat, _, tbl_pat = body.partition(".")
-        if not tbl_pat:
-            tbl_pat = "*"
-        if fnmatch.fnmatchcase(schema.lower(), db_pat.lower()) and fnmatch.fnmatchcase(table.lower(), tbl_pat.lower()):
-            result = not negate
-    return result
-
-
 @dataclass(frozen=True)
 class Route:
     """Where one table's records go."""
@@ -119,6 +104,7 @@ class TopicRouter:
         default_topic: str | None = None,
         topic_rule: str | None = None,
         subject_naming: SubjectNaming = SubjectNaming.TOPIC,
+        case_sensitive: bool = False,
     ) -> None:
         rules = list(dispatchers)
         if topic_rule:
@@ -129,6 +115,9 @@ class TopicRouter:
         if default_topic:
             validate_topic_expression(default_topic)
         self._rules = rules
+        # TiCDC's table-filter syntax: last matching pattern of a rule decides; case-insensitive by default
+        self._matchers = [TableFilter.parse(r.matcher, case_sensitive=case_sensitive, option="dispatchers.matcher")
+                          for r in rules]
         self._default_topic = default_topic
         self._naming = subject_naming
         self._routes: dict[tuple[str, str], Route] = {}
@@ -148,7 +137,7 @@ class TopicRouter:
         key = (schema, table)
         if key in self._routes:
             return self._routes[key]
-        rule = next((r for r in self._rules if _matches(r.matcher, schema, table)), None)
+        rule = next((r for r, m in zip(self._rules, self._matchers) if m.matches(schema, table)), None)
         expression = rule.topic if rule is not None and rule.topic else self._default_topic
         if not expression:
             raise RoutingError(

@@ -38,12 +38,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from urllib.parse import unquote, urlsplit
 
-from avro_registry_sink.config import SinkConfig
+from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
     ORDER_COLUMNS,
@@ -75,6 +76,7 @@ __all__ = [
     "JobResult",
     "build_router",
     "build_sink",
+    "check_checkpoint",
     "check_kafka",
     "ensure_spark_kafka",
     "job_session",
@@ -113,6 +115,19 @@ class JobOptions:
     max_bad_rows: int | None = None  # a batch with more dead-lettered rows fails (None: no limit)
     max_bad_ratio: float | None = None  # ... or with more than this share of its rows dead-lettered
     query_name: str | None = None
+
+    def __post_init__(self) -> None:
+        # option errors surface here, before any SparkSession exists
+        parse_trigger_interval(self.trigger_interval)
+        if self.kafka_producer not in KAFKA_PRODUCERS:
+            raise ConfigError(
+                f"Invalid value {self.kafka_producer!r} for option '--producer': valid values are "
+                + ", ".join(KAFKA_PRODUCERS) + ".", option="producer", value=self.kafka_producer,
+                choices=list(KAFKA_PRODUCERS))
+
+
+#: ``--producer``: Spark's Kafka sink when available (auto), always (spark), or confluent-kafka's producer.
+KAFKA_PRODUCERS = ("auto", "spark", "confluent")
 
 
 @dataclass
@@ -224,7 +239,7 @@ def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
     if rule is None and not config.dispatchers and not config.default_topic:
         rule = DEFAULT_TOPIC_RULE
     return TopicRouter(config.dispatchers, default_topic=config.default_topic, topic_rule=rule,
-                       subject_naming=config.subject_naming)
+                       subject_naming=config.subject_naming, case_sensitive=config.case_sensitive)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -330,6 +345,7 @@ class _BatchProcessor:
         self._peeked: DataFrame | None = None
         self._pending_held: dict[str, str] | None = None
         self._broken_reported: set[str] = set()
+        self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._lock = threading.Lock()
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
@@ -399,8 +415,10 @@ class _BatchProcessor:
         try:
             errors = early_errors + [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
             errors, notes = _check_parsed(errors)
-            report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings + notes)
+            report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings + notes,
+                                 filtered=dict(self._filtered))
             self._warnings = []
+            self._filtered = {}
             if plans:
                 partitions = self._topics(plans)
                 stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
@@ -488,7 +506,7 @@ class _BatchProcessor:
         assert self.layout is not None
         root = self.layout.root.resolve()
         retried = [(root / relpath).as_uri() for relpath in held_before]
-        files = resolve_storage_files(self.layout, paths + retried, self.hints, self._completed)
+        files = self._filter_storage(resolve_storage_files(self.layout, paths + retried, self.hints, self._completed))
         retried_now = set(held_before) - set(files.held)
         self._warnings = [w for w in self._late_files(files) if w.split(" ", 1)[0] not in retried_now]
         self._warnings.extend(self._hold(files))
@@ -618,6 +636,30 @@ class _BatchProcessor:
                                    indent=1), encoding="utf-8")
         os.replace(temp, path)
 
+    def _filter_storage(self, files: Any) -> Any:
+        """Leave out the files of tables ``[filter] rules`` exclude (counted in ``filtered``, not dead-lettered)."""
+        selection = self.manager.selection
+        if selection.is_everything:
+            return files
+        import dataclasses
+
+        def count(schema: str, table: str) -> None:
+            name = f"{schema}.{table}"
+            self._filtered[name] = self._filtered.get(name, 0) + 1
+
+        kept = [f for f in files.files if selection.admits(f[1][0], f[1][1])]
+        for _, key, _ in (f for f in files.files if not selection.admits(f[1][0], f[1][1])):
+            count(key[0], key[1])
+        held = {}
+        for relpath, reason in files.held.items():  # <schema>/<table>/...: never wait for a table left out
+            schema, table = (relpath.split("/") + ["", ""])[:2]
+            if selection.admits(schema, table):
+                held[relpath] = reason
+            else:
+                count(schema, table)
+        tables = {key: t for key, t in files.tables.items() if selection.admits(key[0], key[1])}
+        return dataclasses.replace(files, files=kept, tables=tables, held=held)
+
     def _late_files(self, files: Any) -> list[str]:
         """Files older (by number) than one an earlier batch took from the same directory.
 
@@ -679,6 +721,17 @@ class _BatchProcessor:
         if inputs == 0:
             peeked.unpersist()
             return None
+        selection = self.manager.selection
+        excluded = {(r["schema"], r["table"]) for r in summary if r["kind"] in ("dml", "ddl") and r["schema"] is not None
+                    and r["table"] is not None and not selection.admits(r["schema"], r["table"])}
+        if excluded:  # [filter] rules: these tables' messages are counted and left out, DDLs included
+            for r in summary:
+                if (r["schema"], r["table"]) in excluded:
+                    name = f"{r['schema']}.{r['table']}"
+                    self._filtered[name] = self._filtered.get(name, 0) + int(r["n"])
+            names = [f"{s}\x00{t}" for s, t in excluded]
+            peeked = peeked.filter(~F.concat_ws("\x00", "schema", "table").isin(names) | F.col("table").isNull())
+            summary = [r for r in summary if (r["schema"], r["table"]) not in excluded]
         stats = [r for r in summary if r["kind"] == "dml"]
         early: list[dict[str, Any]] = []
         changed = False
@@ -729,21 +782,40 @@ class _BatchProcessor:
 # Running
 
 
+def check_checkpoint(options: JobOptions) -> bool:
+    """Whether the checkpoint directory can be used for this run, without writing anything; ``True`` when it
+    already belongs to this source. A checkpoint belongs to one source: a :class:`ConfigError` refuses
+    another source's checkpoint, a file in its place or an unreadable marker (before Spark starts)."""
+    checkpoint = options.checkpoint
+    if checkpoint.exists() and not checkpoint.is_dir():
+        raise ConfigError(f"Checkpoint {str(checkpoint)!r} is a file, not a directory; give --checkpoint a directory.",
+                          option="checkpoint", value=str(checkpoint))
+    marker = checkpoint / "job.json"
+    if not marker.exists():
+        return False
+    source = options.source.describe()
+    try:
+        recorded = json.loads(marker.read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"Checkpoint {str(checkpoint)!r} has an unreadable job.json ({exc}); use another "
+                          "--checkpoint directory (or delete this one to start over).",
+                          option="checkpoint", value=str(checkpoint)) from None
+    if recorded != source:
+        raise ConfigError(
+            f"Checkpoint {str(checkpoint)!r} belongs to source {recorded!r}, not {source!r}; use another "
+            "--checkpoint directory (or delete this one to start over).",
+            option="checkpoint", value=str(checkpoint),
+        )
+    return True
+
+
 def _check_checkpoint(options: JobOptions) -> None:
-    """A checkpoint belongs to one source; refuse to mix them up."""
+    """A checkpoint belongs to one source; refuse to mix them up, and mark a new one."""
+    if check_checkpoint(options):
+        return
     options.checkpoint.mkdir(parents=True, exist_ok=True)
     marker = options.checkpoint / "job.json"
-    source = options.source.describe()
-    if marker.exists():
-        recorded = json.loads(marker.read_text(encoding="utf-8")).get("source")
-        if recorded != source:
-            raise ConfigError(
-                f"Checkpoint {str(options.checkpoint)!r} belongs to source {recorded!r}, not {source!r}; use another "
-                "--checkpoint directory (or delete this one to start over).",
-                option="checkpoint", value=str(options.checkpoint),
-            )
-        return
-    marker.write_text(json.dumps({"source": source, "created": time.time()}), encoding="utf-8")
+    marker.write_text(json.dumps({"source": options.source.describe(), "created": time.time()}), encoding="utf-8")
 
 
 @contextlib.contextmanager
@@ -839,7 +911,8 @@ def run_job(
     stream = _stream(spark, options)
     with _registry_for(options, registry) as client:
         manager = SchemaManager(client, router, options.sink.encoding,
-                                unavailable_budget=options.sink.registry.unavailable_budget)
+                                unavailable_budget=options.sink.registry.unavailable_budget,
+                                selection=TableSelection.from_config(options.sink))
         processor = _BatchProcessor(options, manager, sink, progress, client, router)
         writer = stream.writeStream.foreachBatch(processor).option(
             "checkpointLocation", str((options.checkpoint / "spark").resolve())

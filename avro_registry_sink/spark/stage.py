@@ -356,11 +356,13 @@ def _b64decode(arr: pa.Array) -> pa.Array:
     return decoded
 
 
-def images_to_batch(images: pa.Array, table: TableDef, *, required: np.ndarray | None = None) -> pa.RecordBatch:
+def images_to_batch(images: pa.Array, table: TableDef, *, required: np.ndarray | None = None,
+                    omitted: tuple[str, ...] = ()) -> pa.RecordBatch:
     """JSON images (one object per value) -> a typed RecordBatch of the table's columns, vectorized.
 
     ``required`` marks, per row, whether every column must be present (INSERT/UPDATE) or only the key
-    columns (DELETE). Raises ``_FallBack`` when the texts need the row-by-row parse.
+    columns (DELETE). ``omitted`` columns (left out by a column selector) may appear in the images and are
+    ignored. Raises ``_FallBack`` when the texts need the row-by-row parse.
     """
     import pyarrow.json as pj
 
@@ -377,7 +379,7 @@ def images_to_batch(images: pa.Array, table: TableDef, *, required: np.ndarray |
         parsed = pj.read_json(
             pa.BufferReader(body),
             read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, body.size + 1)),
-            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error",
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore" if omitted else "error",
                                           newlines_in_values=False),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -679,7 +681,7 @@ def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> tuple[
     after = part.column("after")
     images = pc.if_else(pa.array(deletes), pc.coalesce(part.column("before"), after), after) if deletes.any() else after
     try:
-        typed = images_to_batch(images, stage.table, required=~deletes)
+        typed = images_to_batch(images, stage.table, required=~deletes, omitted=stage.plan.encoding.omitted)
     except _FallBack:
         return _encode_rows(part, stage, version, sources)
     bad: dict[int, EncodingError] = {}

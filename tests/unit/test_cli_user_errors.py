@@ -1,0 +1,126 @@
+"""Bad invocations of the real CLI (a subprocess each): exit 2, one line naming the option, no traceback, and
+nothing reaches Spark - the subprocess has no usable Java (``JAVA_HOME`` points nowhere), so a run that got as
+far as starting Spark would fail differently (a Java gateway traceback, exit 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from avro_registry_sink.sources.demo import generate_demo
+
+CLI = [sys.executable, "-m", "avro_registry_sink.cli"]
+
+DDL = """
+CREATE TABLE shop.users (id BIGINT NOT NULL PRIMARY KEY, email VARCHAR(64) NOT NULL, ssn VARCHAR(11),
+  UNIQUE KEY uk (email));
+CREATE TABLE shop.tmp_import (id INT PRIMARY KEY);
+CREATE TABLE crm.notes (id INT PRIMARY KEY, body TEXT);
+"""
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("cli-errors")
+    generate_demo(root / "tree", rows_per_table=4)
+    (root / "ok.sql").write_text(DDL)
+    (root / "bad_type.sql").write_text("CREATE TABLE s.t (id INT PRIMARY KEY, a MEDIUMINTT);")
+    (root / "typo.toml").write_text("[sink]\nprotocol = 'avro'\nenable-tidb-extention = true\n")
+    (root / "broken.toml").write_text("[sink\nprotocol = 'avro'\n")
+    (root / "old.toml").write_text("enable-old-value = true\n[sink]\nprotocol = 'avro'\n")
+    (root / "nokey.toml").write_text("[[sink.column-selectors]]\nmatcher = ['shop.users']\ncolumns = ['ssn']\n")
+    (root / "filter.toml").write_text(
+        "[filter]\nrules = ['*.*', '!shop.tmp_*']\n[[sink.column-selectors]]\nmatcher = ['shop.users']\n"
+        "columns = ['*', '!ssn']\n")
+    (root / "checkpoint").mkdir()
+    (root / "checkpoint" / "job.json").write_text(json.dumps({"source": "storage:///somewhere/else"}))
+    return {p.name: p for p in root.iterdir()} | {"root": root}
+
+
+def _run(args: list[str], root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "JAVA_HOME": str(root / "no-java"), "AVRO_SINK_HOME": str(root / "state"),
+           "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300, cwd=root)
+
+
+def _argv(args: list[str], files: dict[str, Path]) -> list[str]:
+    names = {k.replace(".", "_"): str(v) for k, v in files.items()}
+    argv = [a.replace(".", "_") if a.startswith("{") else a for a in args]
+    return [a.format(**names) if "{" in a else a for a in argv]
+
+
+CASES = [
+    (["run", "--source", "{tree}", "--trigger-interval", "5 sekunds"],
+     "'--trigger-interval': unknown unit 'sekunds' (did you mean 'seconds'?)"),
+    (["run", "--source", "{tree}", "--sink-uri", "kafka://127.0.0.1:1/t?protocol=avro&enable-tidb-extention=true"],
+     "did you mean 'enable-tidb-extension'?"),
+    (["run", "--source", "{tree}", "--sink-uri", "kafka://127.0.0.1:1/t?protocol=avro&transaction-atomicity=table"],
+     "'transaction-atomicity'"),
+    (["run", "--source", "{tree}", "--sink-uri", "file:///tmp/out?protocol=avro&flush-interval=5s"],
+     "'flush-interval' is not supported"),
+    (["run", "--source", "{tree}", "--sink-uri", "kafka://127.0.0.1:1/t?protocol=canal-json"],
+     "valid values are \"avro\" or \"flat-avro\""),
+    (["run", "--source", "{tree}", "--start-ts", "42"], "TiCDC's option '--start-ts' is not supported"),
+    (["run", "--source", "{tree}", "--changefeed-id", "cf"], "'--changefeed-id' is not supported"),
+    (["run", "--source", "{tree}", "--sink-urii", "x"], "No such option: --sink-urii"),
+    (["run", "--source", "{tree}", "--config", "{typo.toml}"], "did you mean 'sink.enable-tidb-extension'?"),
+    (["run", "--source", "{tree}", "--config", "{broken.toml}"], "is not valid TOML"),
+    (["run", "--source", "{tree}", "--config", "{old.toml}"], "'enable-old-value'"),
+    (["run", "--source", "{tree}", "--config", "{root}/missing.toml"], "does not exist"),
+    (["run", "--source", "{tree}", "--tables", "{bad_type.sql}"], "MEDIUMINTT"),
+    (["run", "--source", "{tree}", "--tables", "{root}/missing.sql"], "cannot read DDL file"),
+    (["run", "--source", "{tree}", "--csv", "delimter=|"], "did you mean 'delimiter'?"),
+    (["run", "--source", "{tree}", "--csv", "delimiter=abcd"], "Invalid CSV setting 'delimiter'"),
+    (["run", "--source", "{tree}", "--csv", "include-commit-ts=yes"], "'include-commit-ts'"),
+    (["run", "--source", "{tree}", "--checkpoint", "{checkpoint}"], "belongs to source"),
+    (["run", "--source", "{tree}", "--checkpoint", "{ok.sql}"], "is a file, not a directory"),
+    (["run", "--source", "{tree}", "--producer", "kafka"], "'--producer': valid values are auto, spark, confluent"),
+    (["run", "--source", "{tree}", "--progress", "fancy"], "valid values are auto, rich, json or none"),
+    (["run", "--source", "{root}/missing-dir"], "missing-dir"),
+    (["run", "--source", "mysql://127.0.0.1/x"], "Invalid source"),
+    (["run", "--source", "{tree}", "--max-files-per-trigger", "0"], "'--max-files-per-trigger'"),
+    (["run", "--source", "{tree}", "--schema-registry", "ftp://u@r:1"], "http:// or https://"),
+    (["schemas", "--ddl", "{ok.sql}", "--avro-decimal-handling-mode", "PRECISE"], "(case-sensitive)"),
+    (["schemas", "--ddl", "{ok.sql}", "--config", "{nokey.toml}"], "leaves no primary key or unique key"),
+    (["schemas"], "Missing option '--ddl'"),
+    (["encode", "--ddl", "{ok.sql}", "--events", "{root}/missing.jsonl"], "cannot read events file"),
+    (["check", "--ddl", "{ok.sql}", "--schema-registry", "ftp://r:1"], "http:// or https://"),
+    (["registry", "serve", "--port", "eighty"], "Invalid value for '--port'"),
+]
+
+
+@pytest.fixture(scope="module")
+def results(files) -> dict[int, subprocess.CompletedProcess]:
+    """Every case's process, run a few at a time (each is mostly interpreter start-up)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {i: pool.submit(_run, _argv(args, files), files["root"]) for i, (args, _) in enumerate(CASES)}
+        return {i: f.result() for i, f in futures.items()}
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])
+def test_bad_invocation_exits_2_with_one_line(results, case):
+    expected = CASES[case][1]
+    result = results[case]
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "Java gateway" not in output, output
+    assert result.returncode == 2, output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error"), result.stderr
+    assert expected in lines[0], lines[0]
+
+
+def test_schemas_honours_filter_rules_and_column_selectors(files):
+    result = _run(["schemas", "--ddl", str(files["ok.sql"]), "--config", str(files["filter.toml"])], files["root"])
+    assert result.returncode == 0, result.stderr
+    tables = json.loads(result.stdout)["tables"]
+    assert [(t["schema"], t["table"]) for t in tables] == [("shop", "users"), ("crm", "notes")]
+    users = json.loads(tables[0]["value_schema"]) if isinstance(tables[0]["value_schema"], str) else tables[0]["value_schema"]
+    assert [f["name"] for f in users["fields"]] == ["id", "email"]
+    assert "ssn" not in result.stdout
