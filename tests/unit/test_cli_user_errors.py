@@ -124,3 +124,27 @@ def test_schemas_honours_filter_rules_and_column_selectors(files):
     users = json.loads(tables[0]["value_schema"]) if isinstance(tables[0]["value_schema"], str) else tables[0]["value_schema"]
     assert [f["name"] for f in users["fields"]] == ["id", "email"]
     assert "ssn" not in result.stdout
+
+
+def test_encode_skips_filtered_tables_and_leaves_out_selected_columns(files):
+    import io
+
+    import fastavro
+
+    events = files["root"] / "events.jsonl"
+    events.write_text("\n".join(json.dumps(e) for e in [
+        {"schema": "shop", "table": "users", "op": "insert", "commit_ts": 5,
+         "values": {"id": 1, "email": "a@b", "ssn": "123-45-6789"}},
+        {"schema": "shop", "table": "tmp_import", "op": "insert", "commit_ts": 6, "values": {"id": 1}},
+    ]) + "\n")
+    result = _run(["encode", "--ddl", str(files["ok.sql"]), "--events", str(events), "--config",
+                   str(files["filter.toml"])], files["root"])
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "filtered: 1 events of shop.tmp_import left out by [filter] rules"
+    [line] = result.stdout.strip().splitlines()
+    record = json.loads(line)
+    value = bytes.fromhex(record["value"])
+    assert b"123-45-6789" not in value and record["topic"] == "shop_users"
+    schema = fastavro.parse_schema({"type": "record", "name": "users", "fields": [
+        {"name": "id", "type": "long"}, {"name": "email", "type": "string"}]})
+    assert fastavro.schemaless_reader(io.BytesIO(value[5:]), schema, schema) == {"id": 1, "email": "a@b"}
