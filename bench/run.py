@@ -576,12 +576,20 @@ def bench_spark(ctx: Context) -> Section:
             changes_n = min(n, 50_000 if ctx.quick else 500_000)
             events = [{k: (str(v) if isinstance(v, Decimal) else v) for k, v in e.items()}
                       for e in reference_data(ctx, changes_n).to_pylist()]
-            change_rows = [("bench", "orders", 0, "c", 417318403368288260 + i, None, dump_image(e), f"bench:{i}")
-                           for i, e in enumerate(events)]
-            changes = spark.createDataFrame(change_rows, CHANGE_DDL).repartition(2).cache()
+            import pyarrow.parquet as pq
+
+            change_table = pa.table({
+                "schema": pa.array(["bench"] * changes_n), "table": pa.array(["orders"] * changes_n),
+                "table_version": pa.array([0] * changes_n, pa.int64()), "op": pa.array(["c"] * changes_n),
+                "commit_ts": pa.array(range(417318403368288260, 417318403368288260 + changes_n), pa.int64()),
+                "before": pa.nulls(changes_n, pa.string()), "after": pa.array([dump_image(e) for e in events]),
+                "source": pa.array([f"bench:{i}" for i in range(changes_n)]),
+            })
+            pq.write_table(change_table, work / "changes.parquet", row_group_size=65_536)
+            del change_table, events  # read back by Spark: no driver-side rows in the plan
+            changes = spark.read.schema(CHANGE_DDL).parquet(str(work / "changes.parquet")).repartition(2).cache()
             changes.count()
             frames.append(changes)
-            del change_rows, events
             plans = {("bench", "orders", 0): stage_plan}
             json_runs = interleaved({
                 "mapInArrow identity (change rows)": lambda: write(changes.mapInArrow(identity, changes.schema)),
