@@ -201,6 +201,7 @@ def encode(
     line_of: list[int] = []
     plans: dict[tuple[str, str, int], Any] = {}
     filtered: dict[str, int] = {}
+    unavailable = False
     with connect(cfg.registry) as client:
         manager = SchemaManager(client, router, cfg.encoding, unavailable_budget=cfg.registry.unavailable_budget,
                                 selection=selection)
@@ -232,6 +233,7 @@ def encode(
             except (AvroSinkError, ValueError, TypeError) as exc:
                 errors[line_no] = " ".join(str(exc).split())
                 if isinstance(exc, RegistryUnavailable):
+                    unavailable = True
                     break  # the registry is gone: every remaining event would fail the same way
                 continue
             plans[plan.key] = StagePlan(encoding=plan.encoding, topic=plan.route.topic,
@@ -265,7 +267,7 @@ def encode(
         typer.echo("filtered: " + ", ".join(f"{n} events of {t}" for t, n in sorted(filtered.items()))
                    + " left out by [filter] rules", err=True)
     if errors:
-        raise typer.Exit(2)
+        raise typer.Exit(1 if unavailable else 2)
 
 
 @app.command()
@@ -304,6 +306,8 @@ def check(
                     if text is None:
                         continue
                     results.append(_check_subject(client, f"{table.schema_name}.{table.table}", subject, text))
+    except RegistryUnavailable as exc:  # the question could not be asked: not a bad option
+        raise _fail(str(exc), code=1) from None
     except AvroSinkError as exc:
         raise _fail(str(exc)) from None
     if output == "json":
@@ -493,6 +497,18 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
         raise _fail(f"Invalid CSV settings {values!r}: {exc}") from None
 
 
+def _check_tables(config: SinkConfig, topic_rule: str | None, tables) -> None:
+    """Topic rules, dispatchers and column selectors against the --tables definitions, before Spark starts
+    (the job checks tables it meets later the same way, failing that batch)."""
+    from avro_registry_sink.selection import TableSelection
+
+    router = build_router(config, topic_rule)
+    selection = TableSelection.from_config(config)
+    for table in tables:
+        if selection.admits(table.schema_name, table.table):
+            selection.apply(table, router.route(table.schema_name, table.table).partition_columns)
+
+
 def _checkpoint_for(state: Path, source: str, sink: str) -> Path:
     import hashlib
     import re
@@ -589,6 +605,7 @@ def run(
             **_bad_row_budget(max_bad_rows),
         )
         check_checkpoint(options)
+        _check_tables(cfg, topic_rule, table_defs)
         reporter = make_progress(progress)
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None

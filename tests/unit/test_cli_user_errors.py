@@ -49,9 +49,12 @@ def _run(args: list[str], root: Path) -> subprocess.CompletedProcess:
 
 
 def _argv(args: list[str], files: dict[str, Path]) -> list[str]:
-    names = {k.replace(".", "_"): str(v) for k, v in files.items()}
-    argv = [a.replace(".", "_") if a.startswith("{") else a for a in args]
-    return [a.format(**names) if "{" in a else a for a in argv]
+    out = []
+    for arg in args:
+        for name, path in files.items():
+            arg = arg.replace("{" + name + "}", str(path))
+        out.append(arg)
+    return out
 
 
 CASES = [
@@ -85,6 +88,9 @@ CASES = [
     (["run", "--source", "mysql://127.0.0.1/x"], "Invalid source"),
     (["run", "--source", "{tree}", "--max-files-per-trigger", "0"], "'--max-files-per-trigger'"),
     (["run", "--source", "{tree}", "--schema-registry", "ftp://u@r:1"], "http:// or https://"),
+    (["run", "--source", "{tree}", "--topic-rule", "cdc {schema}"], "Invalid topic rule 'cdc {schema}'"),
+    (["run", "--source", "{tree}", "--tables", "{ok.sql}", "--config", "{nokey.toml}"],
+     "leaves no primary key or unique key of table shop.users"),
     (["schemas", "--ddl", "{ok.sql}", "--avro-decimal-handling-mode", "PRECISE"], "(case-sensitive)"),
     (["schemas", "--ddl", "{ok.sql}", "--config", "{nokey.toml}"], "leaves no primary key or unique key"),
     (["schemas"], "Missing option '--ddl'"),
@@ -148,3 +154,15 @@ def test_encode_skips_filtered_tables_and_leaves_out_selected_columns(files):
     schema = fastavro.parse_schema({"type": "record", "name": "users", "fields": [
         {"name": "id", "type": "long"}, {"name": "email", "type": "string"}]})
     assert fastavro.schemaless_reader(io.BytesIO(value[5:]), schema, schema) == {"id": 1, "email": "a@b"}
+
+
+def test_unreachable_registry_is_exit_1_for_check_and_encode(files):
+    events = files["root"] / "one.jsonl"
+    events.write_text(json.dumps({"schema": "shop", "table": "users", "op": "insert",
+                                  "values": {"id": 1, "email": "e", "ssn": None}}) + "\n")
+    nobody = "http://127.0.0.1:20299"  # nothing listens there (this suite's port range)
+    for args in (["check", "--ddl", str(files["ok.sql"]), "--schema-registry", nobody],
+                 ["encode", "--ddl", str(files["ok.sql"]), "--events", str(events), "--schema-registry", nobody]):
+        result = _run(args, files["root"])
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr and "unreachable" in result.stderr.lower(), result.stderr
