@@ -47,14 +47,14 @@ from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
+    ENCODED_DDL,
     ORDER_COLUMNS,
-    PARSED_DDL,
     SourceSpec,
     changelog_messages,
     changelog_stream,
+    encode_storage_files,
     infer_table,
     parse_changelog,
-    parse_storage_files,
     peek_changelog,
     resolve_storage_files,
     source_error_json,
@@ -413,21 +413,28 @@ class _BatchProcessor:
             return
         parsed, plans, early_errors, inputs, cleanup = prepared
         try:
-            errors = early_errors + [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
+            one_pass = "key" in parsed.columns  # storage: parsed and encoded in one executor pass
+            errors = list(early_errors)
+            if not one_pass:
+                errors += [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
             errors, notes = _check_parsed(errors)
             report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings + notes,
                                  filtered=dict(self._filtered))
             self._warnings = []
             self._filtered = {}
             if plans:
-                partitions = self._topics(plans)
-                stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
-                changes = parsed.filter("error IS NULL")
                 partitions_out = self._spark_partitions(spark)
-                encoded = _encode(changes, stage_plans, partitions_out).persist()
+                if one_pass:
+                    encoded = parsed.repartition(partitions_out, "topic", "partition").sortWithinPartitions(
+                        "topic", "partition", *ORDER_COLUMNS).persist()
+                else:
+                    partitions = self._topics(plans)
+                    stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
+                    encoded = _encode(parsed.filter("error IS NULL"), stage_plans, partitions_out).persist()
                 cleanup.append(encoded)
                 records, failed = self._materialize(encoded, plans, report)  # encoded into the cache, counted
-                _check_parsed(failed)
+                failed, notes = _check_parsed(failed)
+                report.warnings.extend(notes)
                 failed = self._with_raw(spark, failed)
                 errors.extend(failed)
                 report.errors += len(failed)
@@ -523,15 +530,15 @@ class _BatchProcessor:
             ) from exc
         early = [json.loads(e) for e in files.errors]
         uris = [(root / relpath).as_uri() for relpath, _, _ in files.files]
-        parsed = None
         if uris:
             slices = max(1, min(len(uris), spark.sparkContext.defaultParallelism * 2))
             files_df = spark.read.format("binaryFile").load(uris).select("path", "content").repartition(slices)
             explicit = frozenset(_csv_explicit(self.options.csv_options))
-            parsed = parse_storage_files(files_df, str(root), files, self.options.csv_options, explicit).persist()
+            stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
+            encoded = encode_storage_files(files_df, str(root), files, stage_plans, self.options.csv_options, explicit)
         else:
-            parsed = spark.createDataFrame([], PARSED_DDL)
-        return parsed, plans, early, len(paths) + len(retried_now), [parsed]
+            encoded = spark.createDataFrame([], ENCODED_DDL)
+        return encoded, plans, early, len(paths) + len(retried_now), []
 
     def _with_raw(self, spark: SparkSession, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Dead-letter records for rows the encode stage set aside, with the raw bytes of their input row.
@@ -541,10 +548,10 @@ class _BatchProcessor:
         from avro_registry_sink.formats.dead_letter import dead_letter_record
         from avro_registry_sink.spark.sources import location_of
 
-        if not failed:
+        if all("raw_base64" in f for f in failed):
             return failed
         raw: dict[str, bytes] = {}
-        sources = sorted({str(f.get("source")) for f in failed})
+        sources = sorted({str(f.get("source")) for f in failed if "raw_base64" not in f})
         fmt = self.options.source.kind
         if self.layout is None and self._peeked is not None:
             from pyspark.sql import functions as F
@@ -555,6 +562,9 @@ class _BatchProcessor:
             raw = self._storage_raw(spark, sources)
         out = []
         for record in failed:
+            if "raw_base64" in record:  # already a complete record (the parse side set it aside)
+                out.append(record)
+                continue
             source = str(record.get("source"))
             where = location_of(source)
             file = where.get("file") or ""

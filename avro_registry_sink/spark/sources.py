@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.sources.storage import DataFile, StorageLayout
 
 __all__ = [
+    "ENCODED_DDL",
     "MESSAGES_DDL",
     "MISCONFIGURATION_REASON",
     "NOTE_REASON",
@@ -62,6 +63,7 @@ __all__ = [
     "StorageFiles",
     "changelog_messages",
     "changelog_stream",
+    "encode_storage_files",
     "infer_table",
     "location_of",
     "parse_changelog",
@@ -365,6 +367,45 @@ NOTE_REASON = "note"
 MISCONFIGURATION_REASON = "misconfiguration"
 
 
+def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tuple[int, str, int],
+                       data_file: DataFile, options: CsvOptions | None, explicit: frozenset[str],
+                       fast: Any = None) -> Iterator[tuple[Any, ...]]:
+    """One data file -> :data:`PARSED_DDL` rows (the reference path, record by record).
+
+    ``fast`` (optional) gets the file's resolved CSV settings first and returns true when it took the
+    whole file itself (the vectorized path); then only the note rows come from here."""
+    from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvSettingsError, decode_text, resolve_layout
+    from avro_registry_sink.sources.storage import read_data_file
+
+    file_options = options
+    try:
+        if data_file.format == "csv":
+            file_options, note = resolve_layout(decode_text(content), table, options or DEFAULT_CSV_OPTIONS,
+                                                explicit=explicit, source=relpath)
+            if note:
+                yield _error_row(_error_json(relpath, NOTE_REASON, f"{relpath}: {note}", fmt="csv"),
+                                 (order[0], order[1], 0), table.schema_name, table.table, relpath)
+            if fast is not None and fast(file_options):
+                return
+        events, errors = read_data_file(data_file, table, file_options, data=content)
+    except CsvSettingsError as exc:
+        yield _error_row(source_error_json(exc, fmt="csv"), (order[0], order[1], 0), table.schema_name, table.table,
+                         relpath)
+        return
+    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
+        events, errors = [], [SourceError(f"{relpath}: cannot be read: {type(exc).__name__}: {exc}", source=relpath,
+                                          line=0, reason=f"{type(exc).__name__}: {exc}", raw=content)]
+    fmt = "csv" if data_file.format == "csv" else "canal-json"
+    for event in events:
+        for part in split_key_change(event, table):
+            yield _event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
+    for err in errors:
+        line = int(err.context.get("line") or 0)
+        yield _error_row(source_error_json(err, fmt=fmt, schema=table.schema_name, table=table.table,
+                                           table_version=table.version),
+                         (order[0], order[1], line), table.schema_name, table.table, relpath)
+
+
 def parse_storage_files(
     files_df: DataFrame,
     root: str,
@@ -383,11 +424,9 @@ def parse_storage_files(
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     tables = dict(files.tables)
     root = str(Path(root).resolve())
-    options = csv_options
 
     def parse(batches: Iterator[Any]) -> Iterator[Any]:
-        from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvSettingsError, decode_text, resolve_layout
-        from avro_registry_sink.sources.storage import StorageLayout, read_data_file
+        from avro_registry_sink.sources.storage import StorageLayout
 
         layout = StorageLayout(root)
 
@@ -395,42 +434,119 @@ def parse_storage_files(
             for batch in batches:
                 for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                     relpath = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
-                    if relpath not in by_relpath:
-                        continue
-                    key, order = by_relpath[relpath]
-                    table = tables[key]
-                    data_file = _data_file(layout, relpath)
-                    file_options = options
-                    try:
-                        if data_file.format == "csv":
-                            file_options, note = resolve_layout(decode_text(content), table,
-                                                                options or DEFAULT_CSV_OPTIONS, explicit=explicit,
-                                                                source=relpath)
-                            if note:
-                                yield _error_row(_error_json(relpath, NOTE_REASON, f"{relpath}: {note}", fmt="csv"),
-                                                 (order[0], order[1], 0), table.schema_name, table.table, relpath)
-                        events, errors = read_data_file(data_file, table, file_options, data=content)
-                    except CsvSettingsError as exc:
-                        yield _error_row(source_error_json(exc, fmt="csv"), (order[0], order[1], 0),
-                                         table.schema_name, table.table, relpath)
-                        continue
-                    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
-                        events, errors = [], [SourceError(f"{relpath}: cannot be read: {type(exc).__name__}: {exc}",
-                                                          source=relpath, line=0, reason=f"{type(exc).__name__}: {exc}",
-                                                          raw=content)]
-                    fmt = "csv" if data_file.format == "csv" else "canal-json"
-                    for event in events:
-                        for part in split_key_change(event, table):
-                            yield _event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
-                    for err in errors:
-                        line = int(err.context.get("line") or 0)
-                        yield _error_row(source_error_json(err, fmt=fmt, schema=table.schema_name, table=table.table,
-                                                            table_version=table.version),
-                                         (order[0], order[1], line), table.schema_name, table.table, relpath)
+                    if relpath in by_relpath:
+                        key, order = by_relpath[relpath]
+                        yield from _storage_file_rows(relpath, content, tables[key], order,
+                                                      _data_file(layout, relpath), csv_options, explicit)
 
         yield from _batches(rows(), PARSED_DDL)
 
     return files_df.mapInArrow(parse, PARSED_DDL)
+
+
+#: The one-pass storage stage's output: Kafka columns, order columns, ``error`` (dead-letter JSON).
+ENCODED_DDL = (
+    "topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
+    "commit_ts BIGINT, order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
+)
+
+
+def encode_storage_files(
+    files_df: DataFrame,
+    root: str,
+    files: StorageFiles,
+    plans: Mapping[tuple[str, str, int], Any],
+    csv_options: CsvOptions | None,
+    explicit: frozenset[str] = frozenset(),
+) -> DataFrame:
+    """Executor stage, one pass: data files -> encoded Kafka records (:data:`ENCODED_DDL`).
+
+    Each file is parsed and encoded where it is read. A CSV file Arrow can read as TiCDC wrote it goes
+    text -> typed Arrow columns (:func:`~avro_registry_sink.formats.csv.read_columns`) -> the columnar
+    encoder, with no Python object per row; any other file, or one with a record the vectorized path
+    declines or a value the encoder refuses, goes through the reference parser and
+    :func:`~avro_registry_sink.spark.stage.encode_change_batch`, which reports each bad row on its own.
+    ``plans`` are the :class:`~avro_registry_sink.spark.stage.StagePlan` of every table version.
+    """
+    by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
+    tables = dict(files.tables)
+    plans = dict(plans)
+    root = str(Path(root).resolve())
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import numpy as np
+        import pyarrow as pa
+
+        from avro_registry_sink.errors import EncodingError
+        from avro_registry_sink.formats.csv import read_columns
+        from avro_registry_sink.sources.storage import StorageLayout
+        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, stage_for
+
+        layout = StorageLayout(root)
+        out_schema = _arrow_schema_of_encoded()
+
+        def finish(records: pa.RecordBatch, order: tuple[int, str, int], lines: Any, errors: Any) -> pa.RecordBatch:
+            n = records.num_rows
+            return pa.RecordBatch.from_arrays(
+                [*records.select(KAFKA_SCHEMA.names).columns, pa.array(np.full(n, order[0], np.int64)),
+                 pa.array([order[1]] * n, pa.string()), pa.array(lines, pa.int64()), errors],
+                schema=out_schema)
+
+        for batch in batches:
+            for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                relpath = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
+                if relpath not in by_relpath:
+                    continue
+                key, order = by_relpath[relpath]
+                table, plan = tables[key], plans[key]
+                taken: list[pa.RecordBatch] = []
+
+                def fast(options: Any, table: TableDef = table, plan: Any = plan, order: Any = order,
+                         taken: list[pa.RecordBatch] = taken) -> bool:
+                    columns = read_columns(content, table, options) if options is not None else None
+                    if columns is None:
+                        return False
+                    values = columns.values
+                    omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
+                    if omitted:  # left out by a column selector
+                        values = values.select([n for n in values.schema.names if n.lower() not in omitted])
+                    try:
+                        records, oversize = stage_for(plan).encode_checked(values, columns.op_codes,
+                                                                           columns.commit_ts)
+                    except EncodingError:
+                        return False  # the reference path names the row and sets it aside alone
+                    if oversize:
+                        return False
+                    taken.append(finish(records, order, columns.lines, pa.nulls(records.num_rows, pa.string())))
+                    return True
+
+                rows = list(_storage_file_rows(relpath, content, table, order, _data_file(layout, relpath),
+                                               csv_options, explicit, fast))
+                yield from taken
+                changes = [r for r in rows if r[-1] is None]
+                if changes:
+                    change_batch = pa.RecordBatch.from_pylist(
+                        [dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in changes], schema=CHANGE_SCHEMA)
+                    records = encode_change_batch(change_batch, plans, isolate=True)
+                    yield finish(records, order, [r[10] for r in changes], records.column("error"))
+                errors = [r for r in rows if r[-1] is not None]
+                if errors:
+                    n = len(errors)
+                    empty = pa.RecordBatch.from_arrays(
+                        [pa.nulls(n, f.type) for f in KAFKA_SCHEMA], schema=KAFKA_SCHEMA)
+                    yield finish(empty, order, [r[10] for r in errors], pa.array([r[-1] for r in errors], pa.string()))
+
+    return files_df.mapInArrow(run, ENCODED_DDL)
+
+
+def _arrow_schema_of_encoded() -> Any:
+    import pyarrow as pa
+
+    from avro_registry_sink.spark.stage import KAFKA_SCHEMA
+
+    return KAFKA_SCHEMA.append(pa.field("order_version", pa.int64())).append(
+        pa.field("order_file", pa.string())).append(pa.field("order_line", pa.int64())).append(
+        pa.field("error", pa.string()))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ __all__ = [
     "images_to_batch",
     "oversize_reason",
     "partition_numbers",
+    "stage_for",
 ]
 
 PlanKey = tuple[str, str, int]
@@ -119,6 +120,11 @@ class StagePlan:
 
 _CACHE_LIMIT = 512
 _ENCODERS: dict[StagePlan, _TableStage] = {}
+
+
+def stage_for(plan: StagePlan) -> _TableStage:
+    """The (per-worker cached) encoder of one table version: ``encode_checked(batch, op_codes, commit_ts)``."""
+    return _stage_for(plan)
 
 
 def _stage_for(plan: StagePlan) -> _TableStage:
@@ -715,6 +721,7 @@ def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
     from avro_registry_sink.encoder import Op
 
     plan = stage.plan
+    omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
     rows = part.select(["op", "commit_ts", "before", "after"]).to_pylist()
     outputs: list[pa.RecordBatch] = []
     keep: list[int] = []
@@ -730,6 +737,8 @@ def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
             if not isinstance(image, dict):
                 raise EncodingError(f"the row image is a JSON {type(image).__name__}, not an object",
                                     table=stage.name)
+            if omitted:  # columns a column selector leaves out may still be in the image
+                image = {k: v for k, v in image.items() if k.lower() not in omitted}
             columns = [pa.array([value]) for value in image.values()]
             one = pa.RecordBatch.from_arrays(columns, names=list(image.keys()))
             code = np.array([2 if op is Op.DELETE else 1 if op is Op.UPDATE else 0], np.uint8)
