@@ -586,7 +586,7 @@ def run(
             state.mkdir(parents=True, exist_ok=True)
             cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
                 update={"embedded_data": str(state / "registry.db")})})
-        spec = parse_source(source)
+        spec = parse_source(source, cfg)
         remember(spec.kafka)
         spec.check()
         table_defs = tuple(read_tables(tables)) if tables is not None else ()

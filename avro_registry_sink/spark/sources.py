@@ -130,8 +130,12 @@ class SourceSpec:
         return f"{self.kind}://{self.path}" if self.kind == "storage" else f"{self.kind}+file://{self.path}"
 
 
-def parse_source(text: str) -> SourceSpec:
+def parse_source(text: str, sink: Any = None) -> SourceSpec:
     """Parse a ``--source`` value (see the module docs).
+
+    A Kafka source's TLS/SASL settings are its query's TiCDC parameters; when ``sink`` (a ``SinkConfig``)
+    writes to the same brokers, its Kafka settings (sink URI and ``[sink.kafka-config]``: a changefeed's
+    own cluster) are the base the query adds to.
 
     >>> parse_source("canal-json+kafka://127.0.0.1:9092/cdc").topics
     ('cdc',)
@@ -163,11 +167,17 @@ def parse_source(text: str) -> SourceSpec:
                               option="source", value=redact_url(text))
         return SourceSpec(kind=kind, transport="kafka", brokers=brokers, topics=topics,
                           options={k: v for k, v in query.items() if k not in KAFKA_KEYS},
-                          kafka=kafka_options(query))
+                          kafka=kafka_options(query, _same_cluster_kafka(brokers, sink)))
     path = unquote(split.netloc + split.path)
     if not path:
         raise ConfigError(f"Invalid source {redact_url(text)!r}: no directory.", option="source", value=redact_url(text))
     return SourceSpec(kind=kind, transport="file", path=str(Path(path).resolve()), options=query)
+
+
+def _same_cluster_kafka(brokers: tuple[str, ...], sink: Any) -> KafkaOptions:
+    if sink is not None and getattr(sink, "scheme", None) == "kafka" and set(sink.brokers) == set(brokers):
+        return sink.kafka
+    return DEFAULT_KAFKA
 
 
 # --------------------------------------------------------------------------------------------------

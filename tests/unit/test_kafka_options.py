@@ -193,3 +193,19 @@ def test_models_pickle_for_executors() -> None:
 
     opts = kafka_options({"sasl-mechanism": "plain", "sasl-user": "u", "sasl-password": "p"})
     assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+def test_kafka_source_takes_ticdc_parameters_and_the_sink_settings_of_its_own_cluster() -> None:
+    from avro_registry_sink.spark.sources import parse_source
+
+    spec = parse_source("canal-json+kafka://u:pw@k1:9092/cdc?sasl-mechanism=plain&sasl-user=a&sasl-password=b"
+                        "&startingOffsets=latest")
+    assert spec.brokers == ("k1:9092",) and spec.kafka.security_protocol == "SASL_PLAINTEXT"
+    assert spec.options == {"startingOffsets": "latest"}  # the secrets stay in the model only
+    sink = parse_sink_uri("kafka://k1:9092/?protocol=avro&sasl-mechanism=scram-sha-256&sasl-user=cdc&sasl-password=x")
+    same = parse_source("canal-json+kafka://k1:9092/cdc?kafka-client-id=reader", sink)
+    assert same.kafka.sasl_user == "cdc" and same.kafka.client_id == "reader"
+    other = parse_source("canal-json+kafka://k2:9092/cdc", sink)
+    assert other.kafka.security_protocol == "PLAINTEXT"
+    with pytest.raises(ConfigError, match="unknown kerberos SASL mechanism"):
+        parse_source("debezium-json+kafka://k2:9092/cdc?sasl-mechanism=kerberos")
