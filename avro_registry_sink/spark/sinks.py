@@ -5,12 +5,14 @@ Both sinks take the stage's output (:data:`~avro_registry_sink.changes.KAFKA_DDL
 Spark partition, which the job arranges so that every Kafka partition's rows sit in one Spark partition
 in (table version, file, line) / (input partition, offset) order.
 
-* :class:`KafkaSink` - topics are created on the driver (``partition-num`` partitions, the broker's
-  replication factor) when missing, and the partition count a topic really has is what the dispatch
-  uses. Records are written by Spark's Kafka sink (``spark-sql-kafka-0-10``, ``kafka.enable.idempotence
-  =true``, ``acks=all``), or, when that package is not on the session, by confluent-kafka's idempotent
-  producer inside ``foreachPartition``, flushed before the task ends. A delivery failure fails the task,
-  so the batch is not committed and is replayed on restart.
+* :class:`KafkaSink` - topics are created on the driver (``partition-num`` partitions, ``replication-factor``
+  or the broker's) when missing (unless ``auto-create-topic=false``), and the partition count a topic
+  really has is what the dispatch uses. Records are written by Spark's Kafka sink (``spark-sql-kafka-0-10``),
+  or, when that package is not on the session, by confluent-kafka's producer inside ``foreachPartition``,
+  flushed before the task ends; both idempotent with ``acks=all`` under the default ``required-acks=-1``,
+  and both given the same TLS/SASL/compression settings (:mod:`avro_registry_sink.kafka_options`). The
+  connection is checked once before the first batch (:meth:`KafkaSink.check`). A delivery failure fails
+  the task, so the batch is not committed and is replayed on restart.
 * :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
   one file per (topic, batch, Spark partition): ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
   value in hex (``00`` + 4-byte schema id + Avro body: the Confluent frame is visible at a glance), a
