@@ -533,6 +533,8 @@ def _free_port() -> int:
         (["--user", "S3cretNoColon"], "NAME:PASSWORD"),
         (["--max-request-bytes", "0"], "--max-request-bytes"),
         (["--max-schema-depth", "5000"], "--max-schema-depth"),
+        (["--data", __file__ + "/registry.db", "--port", "0"], "--data"),  # under a file: cannot be made
+        (["--host", "192.0.2.1", "--port", "0"], "Cannot listen on 192.0.2.1"),  # TEST-NET: not this machine's
     ],
 )
 def test_serve_refuses_bad_options_with_one_line_and_exit_2(args: list[str], fragment: str) -> None:
@@ -543,8 +545,23 @@ def test_serve_refuses_bad_options_with_one_line_and_exit_2(args: list[str], fra
     result = CliRunner().invoke(app, ["registry", "serve", *args])
     assert result.exit_code == 2, result.output
     assert fragment in result.output
-    assert len(result.output.strip().splitlines()) == 1 and result.output.startswith("error: ")
-    assert "S3cret" not in result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("error: ") and all(line.startswith("warning: ") for line in lines[:-1])
+    assert "S3cret" not in result.output and "Traceback" not in result.output
+
+
+def test_serve_refuses_a_taken_port_with_one_line_and_exit_2() -> None:
+    from typer.testing import CliRunner
+
+    from avro_registry_sink.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["registry", "serve", "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: Cannot listen on 127.0.0.1:{port}") and len(result.output.splitlines()) == 1
 
 
 def test_serve_command_with_auth_and_tls_end_to_end(pki: Pki, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,11 +41,11 @@ class RequestTooLarge(Exception):
     """A request body passed the limit while it was being read (no ``Content-Length`` to refuse it earlier)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(too_large_message(limit))
+        super().__init__(_too_large_message(limit))
         self.limit = limit
 
 
-def too_large_message(limit: int) -> str:
+def _too_large_message(limit: int) -> str:
     return (
         f"Request body is larger than the limit of {limit} bytes; a larger schema needs a registry started with "
         "a higher --max-request-bytes"
@@ -139,7 +139,7 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _send_error(send: Send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+async def _send_error(send: Send, status: int, message: str, extra_headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"error_code": status, "message": message}).encode("utf-8")
     headers = [
         (b"content-type", MEDIA_TYPE.encode("ascii")),
@@ -171,7 +171,7 @@ class _Guard:
         limit = self.max_request_bytes
         length = _content_length(scope)
         if length is not None and length > limit:
-            await _send_error(send, 413, too_large_message(limit))
+            await _send_error(send, 413, _too_large_message(limit))
             return
         received = 0
 

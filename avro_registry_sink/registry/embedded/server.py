@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import sqlite3
 import ssl
 import threading
 import time
@@ -246,10 +247,24 @@ def serve(
     """
     if tls is not None:
         tls.check()
-    store = RegistryStore.open(data, **store_options)
     try:
+        store = RegistryStore.open(data, **store_options)
+    except (sqlite3.Error, OSError) as exc:
+        raise ConfigError(f"Invalid value {data!r} for option '--data': cannot open it as SQLite ({exc}).", option="--data") from None
+    try:
+        try:  # bound here, so a taken port or unknown host is a one-line error rather than a server log
+            sock = _bind(host, port)
+        except OSError as exc:
+            raise ConfigError(
+                f"Cannot listen on {host}:{port} (options '--host', '--port'): {exc.strerror or exc}.", option="--port"
+            ) from None
         app = create_app(store, users=users, max_request_bytes=max_request_bytes)
         tls_options = tls.uvicorn_options() if tls is not None else {}
-        uvicorn.Server(_uvicorn_config(app, log_level, host=host, port=port, **tls_options)).run()
+        scheme = "https" if tls is not None else "http"
+        log.info("embedded registry serving on %s", _url(host, sock.getsockname()[1], scheme))
+        try:
+            uvicorn.Server(_uvicorn_config(app, log_level, **tls_options)).run(sockets=[sock])
+        finally:
+            sock.close()
     finally:
         store.close()
