@@ -636,6 +636,21 @@ def _ints(text: str | None) -> list[int] | None:
     return [int(float(x)) for x in text.split(",")] if text else None
 
 
+def _commit() -> str:
+    """The commit benchmarked (and whether the work tree had changes)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "log", "-1", "--format=%h %cI %s"], cwd=root, capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+    except Exception:  # noqa: BLE001 - not a git checkout
+        return "unknown"
+    return head[:120] + (" (with uncommitted changes)" if dirty else "")
+
+
 def _deadline(text: str | None) -> float | None:
     """Epoch seconds of the next UTC ``HH:MM``."""
     if not text:
@@ -678,6 +693,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     command = f"python -m bench.run {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip()
     header = ["# Benchmark results", "", f"- machine (read at run time): {describe_machine(info)}",
+              f"- code: {_commit()}",
               f"- command: `{command}`", f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}", ""]
     print("\n".join(header), flush=True)
     blocks = []
