@@ -251,8 +251,8 @@ def bench_end_to_end(ctx: Context) -> Section:
     opts = ctx.options
     sizes = opts.get("e2e_rows") or ([20_000] if ctx.quick else [10**5, 10**6, 5 * 10**6])
     table_counts = opts.get("e2e_tables") or ([1, 10] if ctx.quick else [1, 10, 100])
-    sinks = opts.get("e2e_sinks") or ["file", "kafka"]
-    rounds = opts.get("e2e_rounds") or (1 if ctx.quick else 2)
+    sinks = opts.get("e2e_sinks") or sorted({c[2] for c in opts.get("e2e_configs") or ()}) or ["file", "kafka"]
+    rounds = opts.get("e2e_rounds") or 1
     deadline = opts.get("deadline")  # epoch seconds: configurations not started by then are listed as not run
     bootstrap = kafka_bootstrap() if "kafka" in sinks else None
     kafka = _Kafka(bootstrap) if bootstrap else None
@@ -273,8 +273,8 @@ def bench_end_to_end(ctx: Context) -> Section:
     ctx.cleanup.append(registry.stop)
     generated: list[str] = []
     try:
-        # warm-up (JIT, Ivy, Python workers) and the byte check, on the smallest tree, to files
-        small = storage_tree(min(sizes), min(table_counts))
+        # warm-up (JIT, Ivy, Python workers) and the byte check, on a small tree of two tables, to files
+        small = storage_tree(min(20_000, min(sizes)), 2)
         log: list[dict[str, Any]] = []
         warm = _run_candidates(spark, small, "file", work, registry_url, None, log)
         warm["pure-JVM anchor"]()
@@ -290,44 +290,45 @@ def bench_end_to_end(ctx: Context) -> Section:
             f"Same records, same per-partition order, byte for byte (anchor vs product, {small.rows:,} rows, "
             f"{len(small.tables)} tables, file sink): **{same}** ({compared:,} records" + (f"; {why}" if why else "")
             + f"; the product reported {product_rows:,} rows).")
-        for rows in sizes:
-            for tables in table_counts:
-                tree = storage_tree(rows, tables)
-                if tree.seconds:
-                    generated.append(f"{rows:,} rows x {tables} tables: {tree.files} files, {tree.bytes / 1e9:,.2f} GB "
-                                     f"in {tree.seconds:,.0f} s")
-                for sink in sinks:
-                    label = f"{rows:,} rows, {tables} tables, {sink}"
-                    if deadline is not None and time.time() > deadline:
-                        not_run.append(label)
-                        continue
-                    log = []
-                    candidates = _run_candidates(spark, tree, sink, work, registry_url, kafka, log)
-                    timings = interleaved(candidates, rounds, warmup=False,
-                                          between=lambda _name, lg=log: _cleanup(lg, kafka))
-                    anchor_t, product_t = timings["pure-JVM anchor"], timings["product run --available-now"]
-                    ratios = per_round_ratios(product_t, rows, anchor_t, rows)
-                    med = statistics.median(ratios) if ratios else float("nan")
-                    meets = med >= 1.0 if rows >= 10**6 else None
-                    cpu = {name: statistics.median([e["cpu"] for e in log if e["name"] == name]) for name in ("anchor", "product")}
-                    delivered = {e["rows"] for e in log if e["name"] == "product"}
-                    failures = [e["error"] for e in log if e.get("error")]
-                    note = "" if delivered == {rows} else f" (product delivered {sorted(delivered)} rows)"
-                    if failures:
-                        note += f" **failed**: {failures[0][:300]}"
-                        meets = False if rows >= 10**6 else None
-                    last = {e["name"]: e for e in log}
-                    with contextlib.suppress(Exception):  # the breakdown is extra information
-                        breakdown.append(f"| {rows:,} | {tables} | {sink} | {_where_time_goes(last['product'])} | "
-                                         f"{_where_time_goes(last['anchor'])} |")
-                    a_row, p_row = Row.of(anchor_t, rows), Row.of(product_t, rows)
-                    table_lines.append(
-                        f"| {rows:,} | {tables} | {sink} | {a_row.rows_per_s:,.0f} ({a_row.spread or '-'}) | "
-                        f"{p_row.rows_per_s:,.0f} ({p_row.spread or '-'}){note} | {fmt_ratio(ratios)} | "
-                        f"{'>= 1.0x' if rows >= 10**6 else ''} | {'' if meets is None else ('yes' if meets else '**no**')} | "
-                        f"{cpu['anchor'] / rows * 1e6:,.0f} / {cpu['product'] / rows * 1e6:,.0f} |")
-                    verdicts.append((label, med, meets))
-                    print(table_lines[-1], flush=True)
+        configs = opts.get("e2e_configs") or [(r, t, k) for r in sizes for t in table_counts for k in sinks]
+        for rows, tables, sink in configs:
+            label = f"{rows:,} rows, {tables} tables, {sink}"
+            if sink not in sinks:
+                continue
+            if deadline is not None and time.time() > deadline:
+                not_run.append(label)
+                continue
+            tree = storage_tree(rows, tables)
+            if tree.seconds:
+                generated.append(f"{rows:,} rows x {tables} tables: {tree.files} files, {tree.bytes / 1e9:,.2f} GB "
+                                 f"in {tree.seconds:,.0f} s")
+            log = []
+            candidates = _run_candidates(spark, tree, sink, work, registry_url, kafka, log)
+            timings = interleaved(candidates, rounds, warmup=False,
+                                  between=lambda _name, lg=log: _cleanup(lg, kafka))
+            anchor_t, product_t = timings["pure-JVM anchor"], timings["product run --available-now"]
+            ratios = per_round_ratios(product_t, rows, anchor_t, rows)
+            med = statistics.median(ratios) if ratios else float("nan")
+            meets = med >= 1.0 if rows >= 10**6 else None
+            cpu = {name: statistics.median([e["cpu"] for e in log if e["name"] == name]) for name in ("anchor", "product")}
+            delivered = {e["rows"] for e in log if e["name"] == "product"}
+            failures = [e["error"] for e in log if e.get("error")]
+            note = "" if delivered == {rows} else f" (product delivered {sorted(delivered)} rows)"
+            if failures:
+                note += f" **failed**: {failures[0][:300]}"
+                meets = False if rows >= 10**6 else None
+            last = {e["name"]: e for e in log}
+            with contextlib.suppress(Exception):  # the breakdown is extra information
+                breakdown.append(f"| {rows:,} | {tables} | {sink} | {_where_time_goes(last['product'])} | "
+                                 f"{_where_time_goes(last['anchor'])} |")
+            a_row, p_row = Row.of(anchor_t, rows), Row.of(product_t, rows)
+            table_lines.append(
+                f"| {rows:,} | {tables} | {sink} | {a_row.rows_per_s:,.0f} ({a_row.spread or '-'}) | "
+                f"{p_row.rows_per_s:,.0f} ({p_row.spread or '-'}){note} | {fmt_ratio(ratios)} | "
+                f"{'>= 1.0x' if rows >= 10**6 else ''} | {'' if meets is None else ('yes' if meets else '**no**')} | "
+                f"{cpu['anchor'] / rows * 1e6:,.0f} / {cpu['product'] / rows * 1e6:,.0f} |")
+            verdicts.append((label, med, meets))
+            print(table_lines[-1], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     targeted = [v for v in verdicts if v[2] is not None]
@@ -357,13 +358,28 @@ def bench_end_to_end(ctx: Context) -> Section:
         + (f"; generated this run: {'; '.join(generated)}" if generated else "") + ".",
         "", "Where the time goes (the last round of each configuration; Spark's event log: stage kinds by call "
         "site, wall time from submission to completion as a share of the run; time outside any stage is driver "
-        "work: listing, schema resolution, registry, planning):", "", *breakdown,
+        "work: listing, schema resolution, registry, planning). Stage kinds are the operators of the stage's RDDs: "
+        "`MapInArrow` a Python Arrow stage (the product's parse or encode), `Python RDD` a Python function over "
+        "rows or partitions, `InMemoryTableScan` a read of a cached batch, `Exchange` a shuffle (the sort by topic "
+        "and partition follows it), `Scan csv`/`Scan binaryFile` file reads, `WriteFiles` Spark's file writer; "
+        "a stage that ends in a shuffle-read only (`Exchange`) is the sort plus the write to Kafka:", "", *breakdown,
     ]
     return section
 
 
 # --------------------------------------------------------------------------------------------------
 # The big backlog
+
+
+def _cause(stderr: str) -> str:
+    """The JVM's or Python's own reason in a failed run's error output (OutOfMemoryError first)."""
+    import re
+
+    for pattern in (r"java\.lang\.OutOfMemoryError[^\n]*", r"(?m)^\S*(?:Error|Exception)\b[^\n]{0,200}$"):
+        found = re.findall(pattern, stderr)
+        if found:
+            return ": " + found[0 if "OutOfMemory" in pattern else -1].strip()[:200]
+    return ""
 
 
 def bench_big(ctx: Context) -> Section:
@@ -404,14 +420,15 @@ def bench_big(ctx: Context) -> Section:
         delivered = int(result.get("rows", 0))
         ok = code == 0 and delivered == rows
         status = ("completed" if ok else
-                  f"**did not complete** (exit {code if code is not None else f'none: killed after {timeout} s'}, "
-                  f"{delivered:,} rows reported)")
+                  f"did not complete (exit {code if code is not None else f'none: killed after {timeout} s'}, "
+                  f"{delivered:,} rows reported{_cause(stderr)})")
         peak = sampler.peak_rss
         section.lines = [
             "| rows | input | sink | status | wall s | rows/s | peak RSS (driver + executors + Python workers) | "
             "peak RSS per million rows | CPU s per 1M rows |", "|---|---|---|---|---|---|---|---|---|",
-            f"| {rows:,} | {tree.files} files, {tree.bytes / 1e9:,.1f} GB | {sink} | {status} | {seconds:,.0f} | "
-            f"{rows / seconds:,.0f} | {peak / 2**30:,.2f} GiB | {peak / 2**20 / (rows / 1e6):,.1f} MiB | "
+            f"| {rows:,} | {tree.files} files, {tree.bytes / 1e9:,.1f} GB | {sink} | {status if ok else f'**{status}**'} | "
+            f"{seconds:,.0f} | {f'{rows / seconds:,.0f}' if ok else '-'} | {peak / 2**30:,.2f} GiB | "
+            f"{peak / 2**20 / (rows / 1e6):,.1f} MiB{'' if ok else ' (until it stopped)'} | "
             f"{sampler.cpu_seconds / rows * 1e6:,.1f} |",
             "",
             f"Command: `avro-registry-sink {' '.join(args[3:])}` with no memory or batch settings (Spark's defaults: "
@@ -421,6 +438,7 @@ def bench_big(ctx: Context) -> Section:
         if not ok:
             tail = " ".join(stderr.strip().splitlines()[-3:])[-600:]
             section.lines.append(f"Last error output: `{tail}`")
+            (Path(tempfile.gettempdir()) / "bench-big-stderr.txt").write_text(stderr, encoding="utf-8")
         ctx.summary.append(f"{rows:,}-row backlog with default settings: **{status}** in {seconds:,.0f} s; peak RSS "
                            f"{peak / 2**30:,.2f} GiB = **{peak / 2**20 / (rows / 1e6):,.1f} MiB per million rows**")
         if kafka is not None:

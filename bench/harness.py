@@ -398,7 +398,7 @@ def _stage_label(info: dict[str, Any]) -> str:
         name = json.loads(scope).get("name") if scope else rdd.get("Name", "")
         if name == "PythonRDD" or rdd.get("Name") == "PythonRDD":
             name = "Python RDD"
-        name = re.sub(r"\s*\(\d+\)$", "", name or "")
+        name = re.sub(r"\s*\(\d+\)$", "", name or "").strip()
         if name and name not in ("WholeStageCodegen", "map", "mapPartitions", "mapPartitionsInternal", "SQLExecutionRDD")\
                 and name not in names:
             names.append(name)

@@ -636,6 +636,18 @@ def _ints(text: str | None) -> list[int] | None:
     return [int(float(x)) for x in text.split(",")] if text else None
 
 
+def _configs(text: str | None) -> list[tuple[int, int, str]] | None:
+    """``"1e6x1:file,5e6x10:kafka"`` -> ``[(1000000, 1, "file"), (5000000, 10, "kafka")]``."""
+    if not text:
+        return None
+    out = []
+    for item in text.split(","):
+        size, sink = item.split(":")
+        rows, tables = size.lower().split("x")
+        out.append((int(float(rows)), int(tables), sink))
+    return out
+
+
 def _commit() -> str:
     """The commit benchmarked (and whether the work tree had changes)."""
     import subprocess
@@ -673,7 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-rows", default=None, help="end-to-end tree sizes, e.g. 1e5,1e6,5e6")
     parser.add_argument("--e2e-tables", default=None, help="end-to-end table counts, e.g. 1,10,100")
     parser.add_argument("--e2e-sinks", default=None, help="end-to-end sinks: file,kafka (Kafka at KAFKA_BOOTSTRAP)")
-    parser.add_argument("--e2e-rounds", type=int, default=None, help="end-to-end rounds per configuration (default 2; quick 1)")
+    parser.add_argument("--e2e-configs", default=None,
+                        help="end-to-end configurations in this order, ROWSxTABLES:SINK, e.g. 1e6x1:file,5e6x100:kafka")
+    parser.add_argument("--e2e-rounds", type=int, default=None, help="end-to-end rounds per configuration (default 1)")
     parser.add_argument("--deadline", default=None, help="UTC HH:MM after which no new end-to-end configuration starts")
     parser.add_argument("--big-rows", type=float, default=None, help="rows of the big backlog (default 5e7; quick 2e5)")
     parser.add_argument("--big-timeout", type=float, default=None, help="seconds before the big run is stopped (default 3600)")
@@ -682,6 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows or (200_000 if args.quick else 1_000_000)
     options = {"rounds": args.rounds, "e2e_rows": _ints(args.e2e_rows), "e2e_tables": _ints(args.e2e_tables),
                "e2e_sinks": args.e2e_sinks.split(",") if args.e2e_sinks else None, "e2e_rounds": args.e2e_rounds,
+               "e2e_configs": _configs(args.e2e_configs),
                "deadline": _deadline(args.deadline),
                "big_rows": int(args.big_rows) if args.big_rows else None, "big_timeout": args.big_timeout}
     ctx = Context(rows=rows, quick=args.quick, repeats=args.rounds or (2 if args.quick else 5), options=options)
