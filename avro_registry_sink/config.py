@@ -294,6 +294,12 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
     base = base or SinkConfig()
     split = urlsplit(uri)
     scheme = split.scheme.lower()
+    if scheme == "kafka+ssl":  # TiCDC accepts it but stays in plaintext: refused rather than silently insecure
+        raise ConfigError(
+            f"Invalid sink URI {redact_url(uri)!r}: kafka+ssl:// does not turn TLS on (in TiCDC neither); write "
+            "kafka://...?enable-tls=true (with ca, cert and key for a client certificate).",
+            option="sink-uri", value=redact_url(uri), choices=["kafka", "file"],
+        )
     if scheme not in ("kafka", "file"):
         raise ConfigError(
             f"Invalid sink URI {redact_url(uri)!r}: the scheme must be kafka:// or file://, not {split.scheme!r}.",

@@ -209,3 +209,9 @@ def test_kafka_source_takes_ticdc_parameters_and_the_sink_settings_of_its_own_cl
     assert other.kafka.security_protocol == "PLAINTEXT"
     with pytest.raises(ConfigError, match="unknown kerberos SASL mechanism"):
         parse_source("debezium-json+kafka://k2:9092/cdc?sasl-mechanism=kerberos")
+
+
+def test_kafka_ssl_scheme_is_refused_instead_of_silently_plaintext() -> None:
+    with pytest.raises(ConfigError, match=r"kafka\+ssl:// does not turn TLS on .*enable-tls=true") as err:
+        parse_sink_uri("kafka+ssl://jo:S3cret@k:9093/t?protocol=avro")
+    assert "S3cret" not in str(err.value)
