@@ -9,9 +9,10 @@ with Debezium's JDBC sink, PostgreSQL, each started by its repo script, or reuse
 
 1. **job**: the product's CLI in this process (``run --available-now``) from the tree into Kafka, registering in
    Apicurio: from start to the last batch committed.
-2. **apply**: a JDBC sink connector (the configuration of ``tests/downstream/sinkdb.py``, as the README shows)
-   created on the topic; until its consumer group committed the topic's end offsets (every record is in
-   PostgreSQL), then the table's row count is checked against the tree's live rows.
+2. **apply**: a JDBC sink connector (the configuration of ``tests/downstream/sinkdb.py``, as the README shows,
+   with ``batch.size`` and the consumer's ``max.poll.records`` set to ``--batch``) created on the topic; until
+   its consumer group committed the topic's end offsets (every record is in PostgreSQL). The table's row
+   count must equal the tree's live keys (last change per key not a delete).
 
 Rows/s are source rows (changes) over the time of each phase and over both. Prints a Markdown table.
 """
@@ -28,9 +29,23 @@ from bench.endtoend import _cli, bench_session
 from bench.tree import storage_tree
 
 
+def _live_keys(root: Path) -> int:
+    """Keys whose last change in the tree (files in write order, lines in order) is not a delete."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    files = sorted(root.glob("*/*/*/*/CDC*.csv"))
+    options = pacsv.ReadOptions(autogenerate_column_names=True)
+    convert = pacsv.ConvertOptions(include_columns=["f0", "f4"])
+    table = pa.concat_tables(pacsv.read_csv(f, read_options=options, convert_options=convert) for f in files)
+    frame = table.to_pandas().drop_duplicates("f4", keep="last")
+    return int((frame["f0"] != "D").sum())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=5000, help="the sink's batch.size and max.poll.records")
     args = parser.parse_args(argv)
 
     from tests.downstream.sinkdb import Database, add_connector, connector_config, delete_connector, wait_applied
@@ -56,13 +71,17 @@ def main(argv: list[str] | None = None) -> None:
     spark.stop()
     name = f"{prefix}-postgres"
     started = time.perf_counter()
-    add_connector(connect, name, connector_config([topic], database, apicurio))
+    add_connector(connect, name, connector_config([topic], database, apicurio, **{
+        "batch.size": str(args.batch), "consumer.override.max.poll.records": str(args.batch)}))
     try:
         wait_applied(connect, name, bootstrap, [topic], timeout=3600)
     finally:
         delete_connector(connect, name)
     apply = time.perf_counter() - started
     count = database.count(topic)
+    live = _live_keys(tree.root)
+    if count != live:
+        raise SystemExit(f"PostgreSQL has {count:,} rows, the source {live:,} live keys")
     rows = tree.rows
     print(f"tree: {rows:,} changes ({tree.ops}), {tree.files} files, {tree.bytes / 1e6:.0f} MB"
           f" (generated in {generated:.0f} s); PostgreSQL rows after: {count:,}")

@@ -100,6 +100,8 @@ plugin.path=$DIST/plugins
 # Sink connectors commit their positions as consumer group offsets; this file holds source offsets only.
 offset.storage.file.filename=$RUN/offsets
 offset.flush.interval.ms=1000
+# Connectors may set their own consumer settings (consumer.override.*, e.g. max.poll.records for bulk loads).
+connector.client.config.override.policy=All
 key.converter=org.apache.kafka.connect.json.JsonConverter
 value.converter=org.apache.kafka.connect.json.JsonConverter
 CONF

@@ -8,6 +8,7 @@ first time a test asks for them and stop when the session ends (``tests/support/
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -37,8 +38,9 @@ class Chain:
 @pytest.fixture(scope="session")
 def chain() -> Chain:
     start_apicurio_in_background()
-    start_in_background("postgres.sh")
-    start_in_background("mariadb.sh")
+    for script, url in (("postgres.sh", "POSTGRES_URL"), ("mariadb.sh", "MARIADB_URL")):
+        if not os.environ.get(url, "").strip():
+            start_in_background(script)
     bootstrap = ensure_kafka()
     connect = ensure_connect(bootstrap)
     return Chain(

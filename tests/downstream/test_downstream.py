@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable
 
@@ -173,14 +174,16 @@ STEPS = scenario.steps()
 TABLES = [f"{t.schema_name}.{t.table}" for t in scenario.TABLES]
 
 
+@dataclass(frozen=True)
 class Loaded:
-    """One job run into Kafka, loaded into every database by its own connector."""
+    """One job run into Kafka, loaded into every database by its own connector: topics by source table."""
 
-    def __init__(self, prefix: str, options: EncodingOptions, topics: dict[str, str]):
-        self.prefix, self.options, self.topics = prefix, options, topics
+    prefix: str
+    options: EncodingOptions
+    topics: dict[str, str]
 
 
-def _run_source(kind: str, root, chain, sink_uri: str, prefix: str, checkpoint) -> None:
+def _run_source(spark, kind: str, root, chain, sink_uri: str, prefix: str, checkpoint) -> None:
     tables = (scenario.ALL_TYPES, scenario.UNIQUE_KEY)  # ENUM/SET members and the unique key
     if kind == "storage":
         scenario.write_storage_tree(root, STEPS)
@@ -200,16 +203,13 @@ def _run_source(kind: str, root, chain, sink_uri: str, prefix: str, checkpoint) 
         assert producer.flush(30) == 0
         source = parse_source(f"canal-json+kafka://{chain.bootstrap}/{topic}")
         csv = None
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
     result = run_job(spark, JobOptions(source=source, checkpoint=checkpoint, sink=parse_sink_uri(sink_uri),
                                        topic_rule=prefix + "_{schema}_{table}", csv_options=csv, tables=tables))
     assert result.totals.rows > 0 and not result.bad_input, result.bad_input
 
 
 @pytest.fixture(scope="module")
-def loaded(request, chain, spark, tmp_path_factory) -> Callable[[str, str], Loaded]:
+def loaded(chain, spark, tmp_path_factory) -> Callable[[str, str], Loaded]:
     """``loaded(source, option_set)``: the scenario through the job and Connect into every database, once."""
     runs: dict[tuple[str, str], Loaded] = {}
 
@@ -220,7 +220,7 @@ def loaded(request, chain, spark, tmp_path_factory) -> Callable[[str, str], Load
         sink_uri = (f"kafka://{chain.bootstrap}/?protocol=avro&partition-num=3&schema-registry={chain.apicurio}"
                     + OPTION_SETS[option_set])
         tmp = tmp_path_factory.mktemp(f"{source}-{option_set}")
-        _run_source(source, tmp / "in", chain, sink_uri, prefix, tmp / "checkpoint")
+        _run_source(spark, source, tmp / "in", chain, sink_uri, prefix, tmp / "checkpoint")
         topics = {t: f"{prefix}_{t.replace('.', '_')}" for t in TABLES}
         options = parse_sink_uri(sink_uri).encoding
         for table in (scenario.COMPOSITE, scenario.UNIQUE_KEY):
