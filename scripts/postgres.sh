@@ -61,7 +61,7 @@ install_package() {
   command -v apt-get >/dev/null || die "PostgreSQL is not installed and there is no apt-get to install it"
   log "installing Debian's postgresql package"
   export DEBIAN_FRONTEND=noninteractive
-  # The package's post-install would create and start a system cluster on 5432: not wanted here.
+  # The package may also create Debian's own cluster (main, port 5432); this script never uses it.
   apt-get update -q >&2 || true
   apt-get install -y -q --no-install-recommends postgresql >&2 || die "apt-get install postgresql failed"
 }
