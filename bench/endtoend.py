@@ -138,6 +138,17 @@ class _Kafka:
         for future in self.admin.create_topics(new).values() if new else ():
             future.result()
 
+    def records(self, topic: str) -> int:
+        """Records ever written to ``topic`` (sum of its partitions' high watermarks; retention does not lower them)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-watermarks"})
+        try:
+            partitions = self.admin.list_topics(topic, timeout=30).topics[topic].partitions
+            return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
+        finally:
+            consumer.close()
+
     def delete_prefixed(self, prefix: str) -> None:
         topics = [t for t in self.admin.list_topics(timeout=30).topics if t.startswith(prefix)]
         if not topics:
@@ -418,10 +429,12 @@ def bench_big(ctx: Context) -> Section:
         lines = [line for line in stdout.splitlines() if line.startswith("{")]
         result = json.loads(lines[-1]) if lines else {}
         delivered = int(result.get("rows", 0))
+        in_kafka = kafka.records(topic) if kafka is not None else None
         ok = code == 0 and delivered == rows
         status = ("completed" if ok else
                   f"did not complete (exit {code if code is not None else f'none: killed after {timeout} s'}, "
-                  f"{delivered:,} rows reported{_cause(stderr)})")
+                  f"{delivered:,} rows reported" + (f", {in_kafka:,} records in Kafka" if in_kafka is not None else "")
+                  + f"{_cause(stderr)})")
         peak = sampler.peak_rss
         section.lines = [
             "| rows | input | sink | status | wall s | rows/s | peak RSS (driver + executors + Python workers) | "
