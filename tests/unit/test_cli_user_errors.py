@@ -160,9 +160,11 @@ def test_unreachable_registry_is_exit_1_for_check_and_encode(files):
     events = files["root"] / "one.jsonl"
     events.write_text(json.dumps({"schema": "shop", "table": "users", "op": "insert",
                                   "values": {"id": 1, "email": "e", "ssn": None}}) + "\n")
-    nobody = "http://127.0.0.1:20299"  # nothing listens there (this suite's port range)
-    for args in (["check", "--ddl", str(files["ok.sql"]), "--schema-registry", nobody],
-                 ["encode", "--ddl", str(files["ok.sql"]), "--events", str(events), "--schema-registry", nobody]):
+    nobody = files["root"] / "nobody.toml"  # nothing listens there (this suite's port range); give up at once
+    nobody.write_text('[registry]\nurls = "http://127.0.0.1:20299"\nmax-retries = 0\nunavailable-budget = 0\n')
+    for args in (["check", "--ddl", str(files["ok.sql"]), "--schema-registry", "http://127.0.0.1:20299",
+                  "--config", str(nobody)],
+                 ["encode", "--ddl", str(files["ok.sql"]), "--events", str(events), "--config", str(nobody)]):
         result = _run(args, files["root"])
         assert result.returncode == 1, result.stderr
         assert "Traceback" not in result.stderr and "unreachable" in result.stderr.lower(), result.stderr
