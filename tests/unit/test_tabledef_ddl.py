@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from decimal import Decimal
+from decimal import Context, Decimal
 from pathlib import Path
 
 import pytest
@@ -696,6 +696,8 @@ def test_apply_ddl_errors(statement: str, message: str) -> None:
 # Round trip: random tables rendered as DDL parse back to themselves
 
 _TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=8)
+_EXACT = Context(prec=100)  # DECIMAL(65, s) literals need more than the default 28 digits
+
 _NAME = st.text(st.characters(exclude_categories=("Cs", "Cc", "Zl", "Zp"), max_codepoint=0xFFFF),
                 min_size=1, max_size=10).filter(lambda s: s == s.rstrip(" ") and s.strip())
 _INT_BITS = {T.TINYINT: 8, T.SMALLINT: 16, T.MEDIUMINT: 24, T.INT: 32, T.BIGINT: 64}
@@ -735,7 +737,7 @@ def _columns(draw: st.DrawFn, name: str) -> ColumnDef:
         kw["precision"] = p = draw(st.integers(1, 65))
         kw["scale"] = s = draw(st.integers(0, min(p, 30)))
         unscaled = draw(st.integers(-(10**p) + 1, 10**p - 1))
-        default = format(Decimal(unscaled).scaleb(-s), "f")
+        default = format(Decimal(unscaled).scaleb(-s, _EXACT), "f")  # exact: 65 digits exceed the default context
     elif type_ is T.BIT:
         kw["length"] = n = draw(st.none() | st.integers(1, 64))
         value = draw(st.integers(0, 2 ** (n or 1) - 1))
