@@ -23,6 +23,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 registry_app = typer.Typer(help="The embedded Confluent-compatible schema registry.", no_args_is_help=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"avro-registry-sink {version('avro-registry-sink')}")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            typer.echo("avro-registry-sink (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit.")] = False,
+) -> None:
+    """Turn MySQL/TiDB change events into Confluent-framed flat Avro, exactly as TiCDC's avro protocol."""
+
 app.add_typer(registry_app, name="registry")
 
 #: Used when neither a topic rule nor a sink URI topic is given: one topic per table.
@@ -423,8 +443,8 @@ def registry_serve(
 # --------------------------------------------------------------------------------------------------
 # run / demo: the streaming job (avro_registry_sink.spark.job)
 
-SourceOpt = Annotated[str, typer.Option("--source", help="storage:///dir (or a plain directory: a TiCDC storage sink), canal-json+kafka://host:port/topic, canal-json+file:///dir, debezium-json+kafka://..., debezium-json+file:///dir.")]
-CheckpointOpt = Annotated[Optional[Path], typer.Option("--checkpoint", help="Checkpoint directory (default: under the state dir, one per source and sink).")]
+SourceOpt = Annotated[str, typer.Option("--source", help="A TiCDC storage sink: a directory, storage:///dir, or TiCDC's storage URI (s3://bucket/prefix?endpoint=...&access-key=...&secret-access-key=..., gcs://, azure://) or a Hadoop URI (s3a://, gs://, abfss://, hdfs://); canal-json+kafka://host:port/topic, canal-json+file:///dir (or +s3://...), debezium-json+kafka://..., debezium-json+file:///dir.")]
+CheckpointOpt = Annotated[Optional[str], typer.Option("--checkpoint", help="Checkpoint directory or storage URI (s3://bucket/prefix?endpoint=..., hdfs://...); default: under the state dir, one per source and sink.")]
 TablesOpt = Annotated[Optional[Path], typer.Option("--tables", help="CREATE TABLE statements: ENUM/SET members and unique keys that storage schema files lack; definitions of changelog tables.")]
 CsvOpt = Annotated[Optional[list[str]], typer.Option("--csv", help="A TiCDC sink.csv setting of the storage sink, KEY=VALUE (include-commit-ts=true, output-old-value=true, delimiter=|, quote=, ...); repeatable.")]
 ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|none: live display on a terminal, JSON log lines otherwise.")]
@@ -509,6 +529,32 @@ def _check_tables(config: SinkConfig, topic_rule: str | None, tables) -> None:
             selection.apply(table, router.route(table.schema_name, table.table).partition_columns)
 
 
+def _check_locations(spec, checkpoint: str | None, cfg: SinkConfig) -> set[str]:
+    """Parse and probe the checkpoint and file-sink locations; the stores the run touches (for Spark's connectors)."""
+    from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
+
+    stores = {spec.location.store} if spec.location is not None else set()
+    for option, text in (("checkpoint", checkpoint), ("sink-uri", cfg.path if cfg.scheme != "kafka" else None)):
+        if not text:
+            continue
+        uri = parse_storage_uri(str(text), option=option)
+        if not uri.is_local:
+            StoreFS(uri, option=option).probe()
+        stores.add(uri.store)
+    return stores
+
+
+def _require_connectors(spark, stores: set[str]) -> None:
+    """Exit 2 when the session lacks a store's Hadoop connector (spark-submit without --packages)."""
+    from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
+
+    missing = missing_store_classes(spark, stores)
+    if missing:
+        packages = ",".join(store_packages(missing, hadoop_version(spark))) or "the store's Hadoop connector"
+        raise _fail(f"Spark has no Hadoop connector for {', '.join(missing)} storage URIs: submit with "
+                    f"--packages {packages} (this Spark's Hadoop version).")
+
+
 def _checkpoint_for(state: Path, source: str, sink: str) -> Path:
     import hashlib
     import re
@@ -588,7 +634,8 @@ def run(
                 update={"embedded_data": str(state / "registry.db")})})
         spec = parse_source(source, cfg)
         remember(spec.kafka)
-        spec.check()
+        spec.check()  # a bad URI, missing credentials, an unreachable store: refused before Spark starts
+        stores = _check_locations(spec, checkpoint, cfg)
         table_defs = tuple(read_tables(tables)) if tables is not None else ()
         options = JobOptions(
             source=spec,
@@ -614,7 +661,8 @@ def run(
         check_kafka(options)  # before Spark's start: a wrong password or CA fails in seconds
     except AvroSinkError as exc:
         raise _fail(str(exc), code=1) from None
-    spark = job_session(kafka=spec.is_kafka or cfg.scheme == "kafka")
+    spark = job_session(kafka=spec.is_kafka or cfg.scheme == "kafka", stores=stores)
+    _require_connectors(spark, stores)
     try:
         result = run_job(spark, options, progress=reporter)
     except AvroSinkError as exc:
@@ -674,7 +722,7 @@ def demo(
     from avro_registry_sink.config import RegistryConfig, SinkConfig
     from avro_registry_sink.progress import make_progress
     from avro_registry_sink.registry.connect import connect
-    from avro_registry_sink.sources.demo import generate_demo
+    from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
     from avro_registry_sink.spark.job import JobOptions, job_session, run_job
     from avro_registry_sink.spark.sinks import read_file_sink
     from avro_registry_sink.spark.sources import parse_source
@@ -684,6 +732,7 @@ def demo(
     for part in ("input", "output", "checkpoint"):
         shutil.rmtree(base / part, ignore_errors=True)
     manifest = generate_demo(base / "input", seed=seed, rows_per_table=rows)
+    ddl, settings = write_rerun_files(manifest, base)  # what a rerun of `run` on the input needs
     console.print(f"Generated a TiCDC storage-sink directory in [bold]{base / 'input'}[/bold]: "
                   + ", ".join(f"{name} ({manifest.formats[name]}, {len(manifest.events[name])} changes)"
                               for name in sorted(manifest.tables))
@@ -749,6 +798,8 @@ def demo(
                       + ", ".join(str(p) for p in result.dead_letters))
     console.print(f"Records: {base / 'output'}/<topic>/batch-*.jsonl (hex key/value: 00 + schema id + Avro body). "
                   f"Checkpoint: {base / 'checkpoint'}.")
+    console.print(f"Run the job on this input yourself: avro-registry-sink run --source {base / 'input'} "
+                  f"--tables {ddl} --config {settings} --available-now", soft_wrap=True)
 
 
 def _quiet_spark_warnings() -> None:

@@ -14,13 +14,14 @@ import tomllib
 from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator
 
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options
 from avro_registry_sink.redact import redact_url
+from avro_registry_sink.storage_fs import STORE_OF_SCHEME, STORE_PARAMETERS, parse_storage_uri
 
 
 class DecimalMode(str, Enum):
@@ -300,15 +301,21 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
             "kafka://...?enable-tls=true (with ca, cert and key for a client certificate).",
             option="sink-uri", value=redact_url(uri), choices=["kafka", "file"],
         )
-    if scheme not in ("kafka", "file"):
+    if scheme != "kafka" and scheme not in STORE_OF_SCHEME:
         raise ConfigError(
-            f"Invalid sink URI {redact_url(uri)!r}: the scheme must be kafka:// or file://, not {split.scheme!r}.",
+            f"Invalid sink URI {redact_url(uri)!r}: the scheme must be kafka://, file:// or a storage URI (s3://, gcs://, "
+            f"azure://, s3a://, gs://, abfss://, hdfs://), not {split.scheme!r}.",
             option="sink-uri",
             value=redact_url(uri),
         )
     query = _query(split.query)
-    check_uri_params(query, scheme=scheme)
-    update: dict[str, Any] = {"scheme": scheme}
+    store_params: dict[str, str] = {}
+    if scheme != "kafka":  # the file sink's store parameters (endpoint, credentials) stay with its location
+        known = STORE_PARAMETERS[STORE_OF_SCHEME[scheme]]
+        store_params = {k: v for k, v in query.items() if k.lower().replace("_", "-") in known}
+        query = {k: v for k, v in query.items() if k not in store_params}
+    check_uri_params(query, scheme="kafka" if scheme == "kafka" else "file")
+    update: dict[str, Any] = {"scheme": "kafka" if scheme == "kafka" else "file"}
     if "protocol" not in query and base.protocol is None:
         raise ConfigError("The sink URI needs protocol=avro (or flat-avro).", option="protocol")
     if "protocol" in query:
@@ -321,8 +328,12 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
         update["brokers"] = brokers
         topic = unquote(split.path.lstrip("/"))
         update["default_topic"] = topic or None
-    else:
+    elif scheme == "file":
         update["path"] = unquote(split.path) or "."
+    else:
+        location = f"{split.scheme}://{split.netloc}{split.path}"
+        update["path"] = location + ("?" + urlencode(store_params, safe=":/") if store_params else "")
+        parse_storage_uri(update["path"], option="sink-uri")  # refused here, before any work
     update["encoding"] = encoding_options(query, base.encoding)
     if query.get("schema-registry"):
         update["registry"] = registry_config_from_url(query["schema-registry"], base.registry)

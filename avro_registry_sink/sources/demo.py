@@ -42,7 +42,7 @@ from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, is_
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
-__all__ = ["DEMO_CSV_OPTIONS", "DemoManifest", "OpCounts", "generate_demo", "go_format_float"]
+__all__ = ["DEMO_CSV_OPTIONS", "DemoManifest", "OpCounts", "generate_demo", "go_format_float", "write_rerun_files"]
 
 #: The CSV settings of the demo changefeed.
 DEMO_CSV_OPTIONS = CsvOptions(include_commit_ts=True, output_old_value=True)
@@ -672,3 +672,24 @@ def generate_demo(
         counts={name: OpCounts(*counts[name]) for name in names},
         data_files=files,
     )
+
+
+def write_rerun_files(manifest: DemoManifest, directory: Path | str) -> tuple[Path, Path]:
+    """Write what a rerun of the job on the demo input needs, beside it: ``tables.sql`` (the CREATE TABLEs:
+    schema files lack ``shop.customers``' unique key and the ENUM/SET members) and ``ticdc.toml`` (the
+    changefeed's ``[sink.csv]`` settings). Returns both paths.
+
+    >>> # write_rerun_files(generate_demo("/tmp/d/input"), "/tmp/d")  # run --source /tmp/d/input
+    >>> #     --tables /tmp/d/tables.sql --config /tmp/d/ticdc.toml
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ddl = directory / "tables.sql"
+    ddl.write_text(";\n\n".join(manifest.create_statements[n] for n in sorted(manifest.create_statements)) + ";\n",
+                   encoding="utf-8")
+    settings = directory / "ticdc.toml"
+    lines = ["# The demo changefeed's CSV settings (TiCDC's [sink.csv] table)", "[sink.csv]"]
+    for name, value in manifest.csv_options.model_dump(by_alias=True, exclude_defaults=True).items():
+        lines.append(f"{name} = {str(value).lower() if isinstance(value, bool) else json.dumps(value)}")
+    settings.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ddl, settings

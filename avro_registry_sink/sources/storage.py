@@ -33,7 +33,7 @@ Events' ``source`` is ``"<path relative to root>:<line>"``. The commit ts of CSV
 from __future__ import annotations
 
 import json
-import os
+import posixpath
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -44,6 +44,7 @@ from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats.canal_json import DdlEvent, parse_canal_lines
 from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvOptions, decode_text, parse_csv
+from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 
 __all__ = [
@@ -86,7 +87,7 @@ def data_file_name(number: int, extension: str = "csv", width: int = 20) -> str:
 class DataFile:
     """One data file of a table version, located in the storage tree."""
 
-    path: Path
+    path: Path | str  # a local path, or the file's Hadoop URI on an object store (read through Spark)
     schema: str
     table: str
     version: int
@@ -106,7 +107,7 @@ class DataFile:
 class SchemaFile:
     """A table (or database, ``table == ""``) schema file and the DDL fields read from it."""
 
-    path: Path
+    path: Path | str
     relpath: str
     schema: str
     table: str
@@ -117,7 +118,11 @@ class SchemaFile:
 
 
 class StorageLayout:
-    """Discover and read a TiCDC storage-sink directory.
+    """Discover and read a TiCDC storage-sink directory, on any store :mod:`~avro_registry_sink.storage_fs` reaches.
+
+    ``root`` is a local path or a storage URI (``s3://bucket/prefix?endpoint=...``, ``gcs://``, ...): the
+    tree is listed and its ``metadata``, index and schema files read through
+    :class:`~avro_registry_sink.storage_fs.StoreFS`; data files are read by Spark on the executors.
 
     >>> # layout = StorageLayout("/data/ticdc")
     >>> # tables = layout.table_versions()
@@ -125,28 +130,26 @@ class StorageLayout:
     >>> #     events, errors = layout.read_data_file(f, tables[(f.schema, f.table, f.version)], CsvOptions())
     """
 
-    def __init__(self, root: Path | str, *, date_separator: DateSeparator | str | None = None) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Path | str | StorageURI, *, date_separator: DateSeparator | str | None = None) -> None:
+        self.location = root if isinstance(root, StorageURI) else parse_storage_uri(str(root))
+        self.store = self.location.filesystem()
+        #: a local directory as a Path; elsewhere the tree's Hadoop URI
+        self.root: Path | str = Path(self.location.path) if self.location.is_local else self.location.hadoop_uri()
         self.date_separator = DateSeparator(date_separator) if date_separator is not None else None
         self._schema_cache: dict[str, tuple[SchemaFile, TableDef | None]] = {}
 
     def __repr__(self) -> str:
-        return f"StorageLayout({str(self.root)!r})"
+        return f"StorageLayout({str(self.location)!r})"
 
     # ---------------------------------------------------------------------------------------------
     # walking
 
     def _walk(self) -> Iterable[tuple[str, tuple[str, ...]]]:
         """(relative posix path, its parts) of every file under the root, sorted."""
-        found: list[tuple[str, tuple[str, ...]]] = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames.sort()
-            rel_dir = Path(dirpath).relative_to(self.root).parts
-            for name in filenames:
-                parts = (*rel_dir, name)
-                found.append(("/".join(parts), parts))
-        found.sort()
-        return found
+        return [(relpath, tuple(relpath.split("/"))) for relpath in self.store.list_files()]
+
+    def _file_path(self, relpath: str) -> Path | str:
+        return self.root / relpath if isinstance(self.root, Path) else self.location.hadoop_uri(relpath)
 
     # ---------------------------------------------------------------------------------------------
     # schema files
@@ -172,9 +175,9 @@ class StorageLayout:
     def _load_schema_file(
         self, relpath: str, parts: tuple[str, ...], version: int, crc: str
     ) -> tuple[SchemaFile, TableDef | None]:
-        path = self.root / relpath
+        path = self._file_path(relpath)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = self.store.read_text(relpath)
             content = json.loads(text)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise SourceError(f"{relpath}: unreadable schema file ({exc}).", source=relpath, reason=str(exc)) from None
@@ -317,7 +320,7 @@ class StorageLayout:
             else:
                 return None
         return DataFile(
-            path=self.root / relpath, schema=parts[0], table=parts[1], version=int(parts[2]), partition=partition,
+            path=self._file_path(relpath), schema=parts[0], table=parts[1], version=int(parts[2]), partition=partition,
             date=date, number=int(m.group("number")), format=m.group("ext"), relpath=relpath,
         )
 
@@ -343,9 +346,9 @@ class StorageLayout:
 
     def read_index(self, data_file: DataFile) -> str | None:
         """The file name recorded in the ``meta/CDC.index`` next to ``data_file`` (``None`` if absent)."""
-        index = data_file.path.parent / "meta" / "CDC.index"
+        index = posixpath.join(posixpath.dirname(data_file.relpath), "meta", "CDC.index")
         try:
-            return index.read_text(encoding="utf-8").strip() or None
+            return self.store.read_text(index).strip() or None
         except FileNotFoundError:
             return None
 
@@ -381,9 +384,8 @@ class StorageLayout:
 
     def checkpoint_ts(self) -> int | None:
         """``checkpoint-ts`` from ``<root>/metadata``: every commit ts below it is written (``None``: no file)."""
-        path = self.root / "metadata"
         try:
-            content: Any = json.loads(path.read_text(encoding="utf-8"))
+            content: Any = json.loads(self.store.read_text("metadata"))
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -407,7 +409,7 @@ def read_data_file(
     source = data_file.relpath or str(data_file.path)
     if data is None:
         try:
-            data = data_file.path.read_bytes()
+            data = Path(data_file.path).read_bytes()
         except OSError as exc:
             return [], [SourceError(f"{source}: cannot read ({exc}).", source=source, line=0, reason=str(exc))]
     text = decode_text(data)

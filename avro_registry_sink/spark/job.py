@@ -35,8 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
@@ -60,6 +59,7 @@ from avro_registry_sink.spark.sources import (
     source_error_json,
     storage_stream,
 )
+from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog
 
@@ -84,6 +84,11 @@ __all__ = [
     "run_job",
 ]
 
+#: Newest file number per storage data directory, in the checkpoint (see ``_late_files``).
+_FILE_NUMBERS = "storage-files.json"
+#: Storage data files waiting for their schema file, in the checkpoint (see ``_hold``).
+_HELD_FILES = "held-files.json"
+
 #: One topic per table when neither a topic rule nor dispatchers nor a sink URI topic say otherwise.
 DEFAULT_TOPIC_RULE = "{schema}_{table}"
 
@@ -101,7 +106,7 @@ class JobOptions:
     """Everything a run needs besides the SparkSession (plain, frozen data)."""
 
     source: SourceSpec
-    checkpoint: Path
+    checkpoint: Path | str  # a local directory or a storage URI (s3://bucket/prefix?endpoint=..., hdfs://, ...)
     sink: SinkConfig = SinkConfig()
     topic_rule: str | None = None
     available_now: bool = True
@@ -125,6 +130,11 @@ class JobOptions:
                 + ", ".join(KAFKA_PRODUCERS) + ".", option="producer", value=self.kafka_producer,
                 choices=list(KAFKA_PRODUCERS))
 
+    @property
+    def checkpoint_uri(self) -> StorageURI:
+        """Where the checkpoint and all side state live (:mod:`~avro_registry_sink.storage_fs`)."""
+        return parse_storage_uri(str(self.checkpoint), option="checkpoint")
+
 
 #: ``--producer``: Spark's Kafka sink when available (auto), always (spark), or confluent-kafka's producer.
 KAFKA_PRODUCERS = ("auto", "spark", "confluent")
@@ -135,9 +145,9 @@ class JobResult:
     """What a run did (available-now runs return when the input is drained)."""
 
     totals: JobTotals
-    checkpoint: Path
+    checkpoint: Path | str
     bad_input: list[dict[str, Any]] = field(default_factory=list)
-    dead_letters: list[Path] = field(default_factory=list)
+    dead_letters: list[Path | str] = field(default_factory=list)  # local paths, or URIs (no credentials)
     plans: dict[PlanKey, TablePlan] = field(default_factory=dict)
     sink: str = ""
 
@@ -167,18 +177,23 @@ def _ivy_dir() -> str:
     return str(cache / "avro-registry-sink" / "ivy")
 
 
-def job_session(*, kafka: bool = False, master: str | None = None, app_name: str = "avro-registry-sink") -> SparkSession:
-    """A SparkSession for the CLI (``spark.session.local_session``), with Spark's Kafka connector when ``kafka``.
+def job_session(*, kafka: bool = False, master: str | None = None, app_name: str = "avro-registry-sink",
+                stores: Iterable[str] = ()) -> SparkSession:
+    """A SparkSession for the CLI (``spark.session.local_session``), with Spark's Kafka connector when ``kafka``
+    and the Hadoop connectors of ``stores`` (``s3``: ``hadoop-aws`` of this Spark's Hadoop version).
 
-    The connector comes from Maven Central through Ivy (cache: ``AVRO_SINK_IVY_DIR``, else
-    ``~/.cache/avro-registry-sink/ivy``). An already running session is reused as it is (see
-    :func:`ensure_spark_kafka` for adding the connector to it).
+    Packages come from Maven Central through Ivy (cache: ``AVRO_SINK_IVY_DIR``, else
+    ``~/.cache/avro-registry-sink/ivy``). The master is ``master``, else ``AVRO_SINK_SPARK_MASTER``, else
+    ``local[*]``; under spark-submit its own ``--master`` and ``--conf``s win. An already running session is
+    reused as it is (see :func:`ensure_spark_kafka` for adding the connector to it).
     """
-    from avro_registry_sink.spark.session import local_session
+    from avro_registry_sink.spark.session import PROVIDED_ARTIFACTS, local_session, store_packages
 
     conf: dict[str, str] = {"spark.sql.shuffle.partitions": os.environ.get("AVRO_SINK_SHUFFLE_PARTITIONS", "4")}
-    if kafka:
-        conf.update({"spark.jars.packages": kafka_package(), "spark.jars.ivy": _ivy_dir()})
+    packages = ([kafka_package()] if kafka else []) + store_packages(stores)
+    if packages:
+        conf.update({"spark.jars.packages": ",".join(packages), "spark.jars.ivy": _ivy_dir(),
+                     "spark.jars.excludes": ",".join(PROVIDED_ARTIFACTS)})
     return local_session(app_name=app_name, master=master or os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
                          **conf)
 
@@ -186,10 +201,6 @@ def job_session(*, kafka: bool = False, master: str | None = None, app_name: str
 #: Jars of the connector that pyspark does not ship (kafka-clients and commons-pool2 come with it).
 _CONNECTOR_JARS = ("spark-sql-kafka-0-10_2.13-", "spark-token-provider-kafka-0-10_2.13-", "kafka-clients-",
                    "commons-pool2-")
-#: Transitive dependencies of the connector that pyspark already has: never added twice.
-_PROVIDED = ("org.apache.hadoop:hadoop-client-api", "org.apache.hadoop:hadoop-client-runtime", "org.slf4j:slf4j-api",
-             "org.xerial.snappy:snappy-java", "at.yawk.lz4:lz4-java", "org.lz4:lz4-java",
-             "com.google.code.findbugs:jsr305", "org.scala-lang.modules:scala-parallel-collections_2.13")
 
 
 def ensure_spark_kafka(spark: SparkSession) -> bool:
@@ -214,7 +225,9 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
             for jar in wanted:
                 spark.sql(f"ADD JAR '{jar}'")
         else:
-            exclude = ",".join(_PROVIDED)
+            from avro_registry_sink.spark.session import PROVIDED_ARTIFACTS
+
+            exclude = ",".join(PROVIDED_ARTIFACTS)
             spark.sql(f"ADD JAR 'ivy://{coordinate}?transitive=true&exclude={exclude}'")
     except Exception:  # noqa: BLE001 - offline, or no such version: the caller decides what that means
         return False
@@ -231,6 +244,13 @@ def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, produce
     if not path:
         raise ConfigError("The file sink needs a directory: file:///path/to/dir?protocol=avro.", option="sink-uri")
     return FileSink(path, partitions=config.partition_num)
+
+
+def _sink_location(config: SinkConfig) -> StorageURI | None:
+    """Where a file sink writes, when that is a storage URI (its store's settings go to Spark too)."""
+    if config.scheme == "kafka" or not config.path:
+        return None
+    return parse_storage_uri(str(config.path), option="sink-uri")
 
 
 def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
@@ -347,17 +367,18 @@ class _BatchProcessor:
         self._broken_reported: set[str] = set()
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._lock = threading.Lock()
+        self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
         if spec.is_storage:
             from avro_registry_sink.sources.storage import StorageLayout
 
-            self.layout = StorageLayout(spec.path or ".")
+            self.layout = StorageLayout(spec.location or spec.path or ".")
             self.catalog = None
         else:
             self.layout = None
-            self.catalog = TableCatalog(options.checkpoint / "tables.json", seed=options.tables)
+            self.catalog = TableCatalog(options.checkpoint_uri.child("tables.json"), seed=options.tables)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
@@ -490,15 +511,12 @@ class _BatchProcessor:
             report.per_table[table] = report.per_table.get(table, 0) + n
             report.max_commit_ts = max(report.max_commit_ts, int(row["max_ts"] or 0))
 
-    def _dead_letter(self, batch_id: int, errors: list[dict[str, Any]]) -> Path:
-        directory = self.options.checkpoint / "dead-letter"
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"batch-{batch_id:010d}.jsonl"
-        temp = path.with_name(path.name + ".tmp")
-        with open(temp, "w", encoding="utf-8") as fh:
-            for error in errors:
-                fh.write(json.dumps({"batch": batch_id, **error}, ensure_ascii=False) + "\n")
-        os.replace(temp, path)
+    def _dead_letter(self, batch_id: int, errors: list[dict[str, Any]]) -> Path | str:
+        relpath = f"dead-letter/batch-{batch_id:010d}.jsonl"
+        self.state.write_text(relpath, "".join(json.dumps({"batch": batch_id, **error}, ensure_ascii=False) + "\n"
+                                               for error in errors))
+        where = self.options.checkpoint_uri.child(relpath)
+        path: Path | str = Path(where.path) if where.is_local else str(where)
         if path not in self.dead_letters:
             self.dead_letters.append(path)
         return path
@@ -511,9 +529,10 @@ class _BatchProcessor:
         if not paths and not held_before:
             return None
         assert self.layout is not None
-        root = self.layout.root.resolve()
-        retried = [(root / relpath).as_uri() for relpath in held_before]
-        files = self._filter_storage(resolve_storage_files(self.layout, paths + retried, self.hints, self._completed))
+        location = self.layout.location
+        retried = [location.hadoop_uri(relpath) for relpath in held_before]
+        files = self._filter_storage(resolve_storage_files(self.layout, paths + retried, self.hints,
+                                                           self._completed))
         retried_now = set(held_before) - set(files.held)
         self._warnings = [w for w in self._late_files(files) if w.split(" ", 1)[0] not in retried_now]
         self._warnings.extend(self._hold(files))
@@ -529,13 +548,13 @@ class _BatchProcessor:
                 table=table,
             ) from exc
         early = [json.loads(e) for e in files.errors]
-        uris = [(root / relpath).as_uri() for relpath, _, _ in files.files]
+        uris = [location.hadoop_uri(relpath) for relpath, _, _ in files.files]
         if uris:
             slices = max(1, min(len(uris), spark.sparkContext.defaultParallelism * 2))
             files_df = spark.read.format("binaryFile").load(uris).select("path", "content").repartition(slices)
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
-            encoded = encode_storage_files(files_df, str(root), files, stage_plans, self.options.csv_options, explicit)
+            encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit)
         else:
             encoded = spark.createDataFrame([], ENCODED_DDL)
         return encoded, plans, early, len(paths) + len(retried_now), []
@@ -580,7 +599,7 @@ class _BatchProcessor:
         from avro_registry_sink.spark.sources import location_of
 
         assert self.layout is not None
-        root = self.layout.root.resolve()
+        location = self.layout.location
         lines: dict[str, set[int]] = {}
         for source in sources:
             where = location_of(source)
@@ -588,10 +607,10 @@ class _BatchProcessor:
                 lines.setdefault(where["file"], set()).add(int(where["line"]))
         if not lines:
             return {}
-        contents = spark.read.format("binaryFile").load([(root / f).as_uri() for f in lines]).select("path", "content")
+        contents = spark.read.format("binaryFile").load([location.hadoop_uri(f) for f in lines]).select("path", "content")
         out: dict[str, bytes] = {}
         for row in contents.collect():
-            relpath = os.path.relpath(unquote(urlsplit(row["path"]).path), root).replace(os.sep, "/")
+            relpath = location.relative(row["path"])
             wanted = lines.get(relpath, set())
             text = decode_text(bytes(row["content"]))
             if relpath.endswith(".csv"):
@@ -606,14 +625,10 @@ class _BatchProcessor:
 
     # -- held data files (no usable schema file yet) ---------------------------------------------------
 
-    def _held_path(self) -> Path:
-        return self.options.checkpoint / "held-files.json"
-
     def _held(self) -> dict[str, str]:
         """Data files waiting for their schema file (relpath -> reason), as the last batch left them."""
         if self._held_files is None:
-            path = self._held_path()
-            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            data = json.loads(self.state.read_text(_HELD_FILES)) if self.state.exists(_HELD_FILES) else {}
             self._held_files = dict(data.get("held", {}))
             self._broken_reported = set(data.get("broken_reported", []))
         return dict(self._held_files)
@@ -639,12 +654,8 @@ class _BatchProcessor:
             return
         self._held_files = self._pending_held
         self._pending_held = None
-        path = self._held_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(path.name + ".tmp")
-        temp.write_text(json.dumps({"held": self._held_files, "broken_reported": sorted(self._broken_reported)},
-                                   indent=1), encoding="utf-8")
-        os.replace(temp, path)
+        self.state.write_text(_HELD_FILES, json.dumps({"held": self._held_files,
+                                                       "broken_reported": sorted(self._broken_reported)}, indent=1))
 
     def _filter_storage(self, files: Any) -> Any:
         """Leave out the files of tables ``[filter] rules`` exclude (counted in ``filtered``, not dead-lettered)."""
@@ -677,9 +688,9 @@ class _BatchProcessor:
         this only happens when files are copied or touched out of order. Their rows went out after newer
         ones of the same rows: worth a warning (the numbers are kept in the checkpoint directory).
         """
-        path = self.options.checkpoint / "storage-files.json"
         if self._file_numbers is None:
-            self._file_numbers = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            self._file_numbers = (json.loads(self.state.read_text(_FILE_NUMBERS))
+                                  if self.state.exists(_FILE_NUMBERS) else {})
         warnings = []
         for relpath, _, _ in files.files:
             directory, _, name = relpath.rpartition("/")
@@ -698,11 +709,7 @@ class _BatchProcessor:
         for directory, number in self._pending_numbers.items():
             self._file_numbers[directory] = max(self._file_numbers.get(directory, 0), number)
         self._pending_numbers = {}
-        path = self.options.checkpoint / "storage-files.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(path.name + ".tmp")
-        temp.write_text(json.dumps(self._file_numbers, indent=1), encoding="utf-8")
-        os.replace(temp, path)
+        self.state.write_text(_FILE_NUMBERS, json.dumps(self._file_numbers, indent=1))
 
     # -- changelogs ----------------------------------------------------------------------------------
 
@@ -793,28 +800,28 @@ class _BatchProcessor:
 
 
 def check_checkpoint(options: JobOptions) -> bool:
-    """Whether the checkpoint directory can be used for this run, without writing anything; ``True`` when it
-    already belongs to this source. A checkpoint belongs to one source: a :class:`ConfigError` refuses
-    another source's checkpoint, a file in its place or an unreadable marker (before Spark starts)."""
-    checkpoint = options.checkpoint
-    if checkpoint.exists() and not checkpoint.is_dir():
-        raise ConfigError(f"Checkpoint {str(checkpoint)!r} is a file, not a directory; give --checkpoint a directory.",
-                          option="checkpoint", value=str(checkpoint))
-    marker = checkpoint / "job.json"
-    if not marker.exists():
+    """Whether the checkpoint (a directory or a storage URI) can be used for this run, without writing anything;
+    ``True`` when it already belongs to this source. A checkpoint belongs to one source: a :class:`ConfigError`
+    refuses another source's checkpoint, a file in its place or an unreadable marker (before Spark starts)."""
+    uri = options.checkpoint_uri
+    if uri.is_local and Path(uri.path).exists() and not Path(uri.path).is_dir():
+        raise ConfigError(f"Checkpoint {str(uri)!r} is a file, not a directory; give --checkpoint a directory.",
+                          option="checkpoint", value=str(uri))
+    state = StoreFS(uri, option="checkpoint")
+    if not state.exists("job.json"):
         return False
     source = options.source.describe()
     try:
-        recorded = json.loads(marker.read_text(encoding="utf-8")).get("source")
+        recorded = json.loads(state.read_text("job.json")).get("source")
     except (OSError, ValueError, AttributeError) as exc:
-        raise ConfigError(f"Checkpoint {str(checkpoint)!r} has an unreadable job.json ({exc}); use another "
+        raise ConfigError(f"Checkpoint {str(uri)!r} has an unreadable job.json ({exc}); use another "
                           "--checkpoint directory (or delete this one to start over).",
-                          option="checkpoint", value=str(checkpoint)) from None
+                          option="checkpoint", value=str(uri)) from None
     if recorded != source:
         raise ConfigError(
-            f"Checkpoint {str(checkpoint)!r} belongs to source {recorded!r}, not {source!r}; use another "
+            f"Checkpoint {str(uri)!r} belongs to source {recorded!r}, not {source!r}; use another "
             "--checkpoint directory (or delete this one to start over).",
-            option="checkpoint", value=str(checkpoint),
+            option="checkpoint", value=str(uri),
         )
     return True
 
@@ -823,9 +830,9 @@ def _check_checkpoint(options: JobOptions) -> None:
     """A checkpoint belongs to one source; refuse to mix them up, and mark a new one."""
     if check_checkpoint(options):
         return
-    options.checkpoint.mkdir(parents=True, exist_ok=True)
-    marker = options.checkpoint / "job.json"
-    marker.write_text(json.dumps({"source": options.source.describe(), "created": time.time()}), encoding="utf-8")
+    state = StoreFS(options.checkpoint_uri, option="checkpoint")
+    state.make_dirs()
+    state.write_text("job.json", json.dumps({"source": options.source.describe(), "created": time.time()}))
 
 
 @contextlib.contextmanager
@@ -914,8 +921,13 @@ def run_job(
     router = router or build_router(options.sink, options.topic_rule)
     if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
         ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
+    checkpoint = options.checkpoint_uri
+    from avro_registry_sink.spark.session import apply_hadoop_conf
+
+    stores = [u for u in (options.source.location, checkpoint, _sink_location(options.sink)) if u is not None]
+    apply_hadoop_conf(spark, hadoop_settings(stores))
     sink = sink or build_sink(options.sink, spark, producer=options.kafka_producer,
-                              default_dir=options.checkpoint.parent / "output")
+                              default_dir=Path(checkpoint.parent().child("output").path) if checkpoint.is_local else None)
     if isinstance(sink, KafkaSink):
         sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts
     stream = _stream(spark, options)
@@ -925,14 +937,15 @@ def run_job(
                                 selection=TableSelection.from_config(options.sink))
         processor = _BatchProcessor(options, manager, sink, progress, client, router)
         writer = stream.writeStream.foreachBatch(processor).option(
-            "checkpointLocation", str((options.checkpoint / "spark").resolve())
+            "checkpointLocation", checkpoint.hadoop_uri("spark") if not checkpoint.is_local
+            else checkpoint.child("spark").path
         )
         if options.query_name:
             writer = writer.queryName(options.query_name)
         writer = writer.trigger(availableNow=True) if options.available_now else writer.trigger(
             processingTime=options.trigger_interval)
         progress.start({"source": options.source.describe(), "sink": getattr(sink, "description", ""),
-                        "checkpoint": str(options.checkpoint), "available_now": options.available_now})
+                        "checkpoint": str(checkpoint), "available_now": options.available_now})
         error: BaseException | None = None
         stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
         query = writer.start()
@@ -966,7 +979,7 @@ def run_job(
             cause = redact_text(' '.join(str(error).split()), secret_values(options.sink, options.source.kafka))
             raise JobFailed(
                 f"The streaming job failed in {batch}: {cause[:2000]} Nothing of that batch "
-                f"was committed; a rerun with checkpoint {str(options.checkpoint)!r} resumes from it.",
+                f"was committed; a rerun with checkpoint {str(checkpoint)!r} resumes from it.",
                 batch=processor.failed_batch,
             ) from error
         return JobResult(totals=processor.totals, checkpoint=options.checkpoint, bad_input=processor.bad_input,

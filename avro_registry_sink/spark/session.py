@@ -1,4 +1,9 @@
-"""A local SparkSession with the settings this project's stages expect (used by the CLI, tests and benches).
+"""SparkSessions with the settings this project's stages expect (used by the CLI, spark-submit, tests, benches).
+
+Under ``spark-submit`` the session keeps what the submission configured: its ``--master``,
+``--deploy-mode`` and every ``--conf`` win over this module's defaults, which only fill in the settings
+nobody gave. Outside it, the caller's master is used (the CLI's: ``AVRO_SINK_SPARK_MASTER``, else
+``local[*]``).
 
 >>> # spark = local_session()                                  # local[2], UI off, Arrow on
 >>> # spark = local_session(master="local[*]", **{"spark.sql.shuffle.partitions": "8"})
@@ -7,16 +12,18 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "local_session"]
+__all__ = ["DEFAULT_CONF", "PROVIDED_ARTIFACTS", "STORE_CLASSES", "STORE_PACKAGES", "apply_hadoop_conf",
+           "hadoop_version", "local_session", "missing_store_classes", "store_packages", "submitted_conf"]
 
-#: Settings every session gets unless ``conf`` overrides them.
+#: Settings every session gets unless ``conf`` (or a spark-submit ``--conf``) says otherwise.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -35,26 +42,128 @@ DEFAULT_CONF: dict[str, str] = {
 #: Spark's JVM logging: errors only (``AVRO_SINK_SPARK_LOG4J`` names another log4j2 properties file).
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
+#: Hadoop connector of each object store, at the Hadoop version of the running Spark (``{hadoop}``).
+#: GCS's connector is versioned on its own: give it with ``--packages``/``spark.jars.packages``.
+STORE_PACKAGES: dict[str, str] = {
+    "s3": "org.apache.hadoop:hadoop-aws:{hadoop}",
+    "azure": "org.apache.hadoop:hadoop-azure:{hadoop}",
+}
 
-def local_session(app_name: str = "avro-registry-sink", master: str = "local[2]", **conf: Any) -> SparkSession:
-    """Build (or reuse) a local SparkSession: UI off, 2 shuffle partitions, Arrow enabled.
+#: Artifacts pyspark already ships: never fetched a second time with a package (``spark.jars.excludes``).
+PROVIDED_ARTIFACTS = ("org.apache.hadoop:hadoop-client-api", "org.apache.hadoop:hadoop-client-runtime",
+                      "org.slf4j:slf4j-api", "org.xerial.snappy:snappy-java", "at.yawk.lz4:lz4-java",
+                      "org.lz4:lz4-java", "com.google.code.findbugs:jsr305",
+                      "org.scala-lang.modules:scala-parallel-collections_2.13")
+
+
+def submitted_conf() -> dict[str, str]:
+    """The configuration of a ``spark-submit`` launch (its master, ``--conf``s, defaults file); empty otherwise.
+
+    spark-submit starts the JVM first and hands its gateway to Python (``PYSPARK_GATEWAY_PORT``); what it
+    was given is then in the JVM's system properties.
+    """
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's gateway, starts nothing
+    return dict(SparkConf().getAll())
+
+
+def hadoop_version(spark: SparkSession | None = None) -> str:
+    """The Hadoop version of the running Spark (its JVM when there is one, else pyspark's bundled jars)."""
+    if spark is not None:
+        return str(spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion())  # type: ignore[union-attr]
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    for jar in sorted(Path(home, "jars").glob("hadoop-client-api-*.jar")):
+        match = re.fullmatch(r"hadoop-client-api-(.+)\.jar", jar.name)
+        if match:
+            return match.group(1)
+    raise RuntimeError(f"No hadoop-client-api jar under {home}/jars: cannot tell this Spark's Hadoop version.")
+
+
+def store_packages(stores: Iterable[str], version: str | None = None) -> list[str]:
+    """Maven coordinates of the Hadoop connectors ``stores`` need, pinned to this Spark's Hadoop.
+
+    >>> store_packages(["s3", "file"], "3.5.0")
+    ['org.apache.hadoop:hadoop-aws:3.5.0']
+    """
+    wanted = sorted({STORE_PACKAGES[s] for s in stores if s in STORE_PACKAGES})
+    if not wanted:
+        return []
+    version = version or hadoop_version()
+    return [p.format(hadoop=version) for p in wanted]
+
+
+#: The Hadoop FileSystem class each store needs on the session's classpath.
+STORE_CLASSES: dict[str, str] = {
+    "s3": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    "azure": "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem",
+    "gcs": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
+}
+
+
+def missing_store_classes(spark: SparkSession, stores: Iterable[str]) -> list[str]:
+    """The stores whose Hadoop connector is not on the session's classpath (e.g. spark-submit without --packages)."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    missing = []
+    for store in sorted(set(stores)):
+        name = STORE_CLASSES.get(store)
+        if name is None:
+            continue
+        try:
+            jvm.java.lang.Class.forName(name, False, loader)
+        except Exception:  # noqa: BLE001 - py4j's ClassNotFoundException
+            missing.append(store)
+    return missing
+
+
+def apply_hadoop_conf(spark: SparkSession, conf: dict[str, str]) -> None:
+    """Set Hadoop settings on the running session (file sources and writers copy them, executors too).
+
+    Set here rather than as ``spark.hadoop.*`` properties so that credentials never sit in Spark's
+    configuration (its UI, event logs).
+    """
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    for key, value in conf.items():
+        hadoop.set(key, value)
+
+
+def local_session(app_name: str = "avro-registry-sink", master: str | None = "local[2]", **conf: Any) -> SparkSession:
+    """Build (or reuse) a SparkSession: UI off, 2 shuffle partitions, Arrow enabled.
 
     ``conf`` holds extra Spark settings by their dotted names (pass them as ``**{"spark.x": "y"}``); they
-    override :data:`DEFAULT_CONF`. Python workers run this interpreter (``PYSPARK_PYTHON`` is set to
-    ``sys.executable`` when unset), so executors see the same virtual environment as the driver.
-    An already running session is returned as it is (Spark applies static settings only once).
+    override :data:`DEFAULT_CONF`. Under spark-submit (:func:`submitted_conf`) the submission's master
+    and settings win over both, and ``master`` is only used when nothing configured one. Locally, Python
+    workers run this interpreter (``PYSPARK_PYTHON`` is set to ``sys.executable`` when unset), so
+    executors see the same virtual environment as the driver. An already running session is returned
+    as it is (Spark applies static settings only once).
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if master.startswith("local"):
+    submitted = submitted_conf()
+    chosen = submitted.get("spark.master") or master or "local[*]"
+    if not submitted:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no "resolves to a loopback" warning
     from pyspark.sql import SparkSession
 
     log4j = os.environ.get("AVRO_SINK_SPARK_LOG4J") or str(LOG4J_CONFIG)
     java_options = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"}
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **java_options, **{k: str(v) for k, v in conf.items()}}.items():
-        builder = builder.config(key, value)
+    builder = SparkSession.builder
+    if "spark.app.name" not in submitted:
+        builder = builder.appName(app_name)
+    if "spark.master" not in submitted:
+        builder = builder.master(chosen)
+    settings = {**DEFAULT_CONF, **java_options, **{k: str(v) for k, v in conf.items()}}
+    if submitted.get("spark.jars.packages") and settings.get("spark.jars.packages"):
+        settings.pop("spark.jars.packages")  # resolved by spark-submit already; see the job's class check
+    for key, value in settings.items():
+        if key not in submitted:
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -25,6 +25,7 @@ they are used and never cross a process boundary.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -36,6 +37,7 @@ from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
 from avro_registry_sink.redact import redact_text, secret_values
+from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -101,29 +103,25 @@ def _hex(data: Any) -> str | None:
     return None if data is None else bytes(data).hex()
 
 
-def _write_file_partition(root: str, batch_id: int) -> Any:
-    """The ``foreachPartition`` function of :class:`FileSink` (closes over plain strings only)."""
+def _write_file_partition(root: StorageURI, batch_id: int) -> Any:
+    """The ``foreachPartition`` function of :class:`FileSink` (closes over plain data only: the URI)."""
 
     def write(rows: Iterable[Any]) -> None:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         part = context.partitionId() if context is not None else 0
-        handles: dict[str, Any] = {}
-        temps: dict[str, tuple[str, str]] = {}
-        try:
+        store = root.filesystem()
+        with contextlib.ExitStack() as stack:  # every topic's file is published only if the whole partition is
+            handles: dict[str, Any] = {}
             for row in rows:
                 topic = row["topic"]
                 fh = handles.get(topic)
                 if fh is None:
-                    directory = os.path.join(root, topic)
-                    os.makedirs(directory, exist_ok=True)
-                    final = os.path.join(directory, f"batch-{batch_id:010d}-part-{part:05d}.jsonl")
-                    temp = final + f".tmp-{os.getpid()}"
-                    fh = handles[topic] = open(temp, "w", encoding="utf-8")
-                    temps[topic] = (temp, final)
+                    fh = handles[topic] = stack.enter_context(
+                        store.open_write(f"{topic}/batch-{batch_id:010d}-part-{part:05d}.jsonl"))
                 headers = row["headers"] or []
-                fh.write(json.dumps({
+                fh.write((json.dumps({
                     "topic": topic,
                     "partition": row["partition"],
                     "key": _hex(row["key"]),
@@ -131,82 +129,78 @@ def _write_file_partition(root: str, batch_id: int) -> Any:
                     "headers": [{"key": h["key"], "value": _hex(h["value"])} for h in headers],
                     "commit_ts": row["commit_ts"],
                     "batch": batch_id,
-                }, separators=(",", ":")) + "\n")
-        finally:
-            for fh in handles.values():
-                fh.close()
-        for temp, final in temps.values():
-            os.replace(temp, final)
+                }, separators=(",", ":")) + "\n").encode("utf-8"))
 
     return write
 
 
 class FileSink:
-    """Kafka-shaped records as JSON Lines under ``path`` (see the module docs).
+    """Kafka-shaped records as JSON Lines under ``path``, a local directory or a storage URI (see the module docs).
 
     >>> # sink = FileSink("/tmp/out", partitions=3); sink.write(records_df, batch_id=0)
+    >>> # sink = FileSink("s3://bucket/out?endpoint=http://127.0.0.1:9000&access-key=...&secret-access-key=...")
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, partitions: int = 3) -> None:
-        self.path = Path(path).resolve()
+    def __init__(self, path: str | os.PathLike[str] | StorageURI, *, partitions: int = 3) -> None:
+        self.location = path if isinstance(path, StorageURI) else parse_storage_uri(str(path), option="sink-uri")
+        self.store = self.location.filesystem()
+        self.path: Path | str = Path(self.location.path) if self.location.is_local else str(self.location)
         self.partitions = partitions
-        self.description = f"file://{self.path}"
+        self.description = f"file://{self.path}" if self.location.is_local else str(self.location)
 
     def prepare(self, topics: Mapping[str, int]) -> dict[str, int]:
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.store.make_dirs()
         return {topic: wanted or self.partitions for topic, wanted in topics.items()}
 
     def _clear_batch(self, batch_id: int) -> None:
         """Remove what an earlier, failed attempt of this batch left (a replay rewrites it all)."""
-        if not self.path.is_dir():
-            return
         prefix = f"batch-{batch_id:010d}-"
-        for topic_dir in self.path.iterdir():
-            if topic_dir.is_dir():
-                for file in topic_dir.glob(prefix + "*"):
-                    file.unlink()
+        for relpath in self.store.list_files():
+            topic, _, name = relpath.rpartition("/")
+            if topic and "/" not in topic and name.startswith(prefix):
+                self.store.delete(relpath)
 
     def write(self, records: DataFrame, batch_id: int) -> None:
         self._clear_batch(batch_id)
-        records.foreachPartition(_write_file_partition(str(self.path), batch_id))
+        records.foreachPartition(_write_file_partition(self.location, batch_id))
 
     def close(self) -> None:
         pass
 
 
-def read_file_sink(path: str | os.PathLike[str], topic: str | None = None) -> Iterator[FileRecord]:
-    """The records of a :class:`FileSink` directory, per topic in write order.
+def read_file_sink(path: str | os.PathLike[str] | StorageURI, topic: str | None = None) -> Iterator[FileRecord]:
+    """The records of a :class:`FileSink` directory (local or a storage URI), per topic in write order.
 
     >>> # [r for r in read_file_sink("/tmp/out", "shop_orders") if r.is_tombstone]
     """
-    root = Path(path)
-    topics = [root / topic] if topic is not None else sorted(p for p in root.iterdir() if p.is_dir())
-    for topic_dir in topics:
-        if not topic_dir.is_dir():
-            continue
-        files = []
-        for file in topic_dir.iterdir():
-            m = _BATCH_FILE.fullmatch(file.name)
-            if m:
-                files.append((int(m.group("batch")), int(m.group("part")), file))
-        for _, _, file in sorted(files):
-            with open(file, encoding="utf-8") as fh:
-                for line in fh:
-                    if not line.strip():
-                        continue
-                    raw = json.loads(line)
-                    yield FileRecord(
-                        topic=raw["topic"],
-                        partition=int(raw["partition"]),
-                        key=bytes.fromhex(raw["key"]) if raw.get("key") is not None else None,
-                        value=bytes.fromhex(raw["value"]) if raw.get("value") is not None else None,
-                        headers=tuple(
-                            (h["key"], bytes.fromhex(h["value"]) if h.get("value") is not None else None)
-                            for h in raw.get("headers") or ()
-                        ),
-                        commit_ts=raw.get("commit_ts"),
-                        batch=int(raw.get("batch", 0)),
-                    )
+    location = path if isinstance(path, StorageURI) else parse_storage_uri(str(path), option="sink-uri")
+    store = location.filesystem()
+    files: dict[str, list[tuple[int, int, str]]] = {}
+    for relpath in store.list_files(topic or ""):
+        if topic is not None:
+            relpath = f"{topic}/{relpath}"
+        name_topic, _, name = relpath.rpartition("/")
+        m = _BATCH_FILE.fullmatch(name)
+        if m and name_topic and "/" not in name_topic:
+            files.setdefault(name_topic, []).append((int(m.group("batch")), int(m.group("part")), relpath))
+    for name_topic in sorted(files):
+        for _, _, relpath in sorted(files[name_topic]):
+            for line in store.read_text(relpath).splitlines():
+                if not line.strip():
+                    continue
+                raw = json.loads(line)
+                yield FileRecord(
+                    topic=raw["topic"],
+                    partition=int(raw["partition"]),
+                    key=bytes.fromhex(raw["key"]) if raw.get("key") is not None else None,
+                    value=bytes.fromhex(raw["value"]) if raw.get("value") is not None else None,
+                    headers=tuple(
+                        (h["key"], bytes.fromhex(h["value"]) if h.get("value") is not None else None)
+                        for h in raw.get("headers") or ()
+                    ),
+                    commit_ts=raw.get("commit_ts"),
+                    batch=int(raw.get("batch", 0)),
+                )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ directory so that a restarted job knows the versions the topic's earlier DDLs cr
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
@@ -42,6 +41,7 @@ from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import ConfigError, SourceError
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
 from avro_registry_sink.redact import redact_url
+from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import complete_table, pick_version
 
@@ -99,9 +99,17 @@ _STORAGE_DEPTHS = (3, 4, 5)  # <schema>/<table>/<version>/ [+ partition] [+ date
 # Source URIs
 
 
+#: Options of file sources read by this module (besides the store's own parameters).
+_FILE_SOURCE_OPTIONS = frozenset({"pathGlobFilter"})
+
+
 @dataclass(frozen=True)
 class SourceSpec:
-    """A parsed ``--source``: ``kind`` is ``storage``, ``canal-json`` or ``debezium-json``."""
+    """A parsed ``--source``: ``kind`` is ``storage``, ``canal-json`` or ``debezium-json``.
+
+    For file sources ``location`` is where the files are (:class:`~avro_registry_sink.storage_fs.StorageURI`:
+    a local directory, S3, GCS, Azure or HDFS) and ``path`` what Spark reads (a local path or a Hadoop URI).
+    """
 
     kind: str
     transport: str  # "file" or "kafka"
@@ -110,6 +118,7 @@ class SourceSpec:
     topics: tuple[str, ...] = ()
     options: Mapping[str, str] = field(default_factory=dict)
     kafka: KafkaOptions = DEFAULT_KAFKA  # TLS/SASL of a Kafka source: the URI's query with TiCDC's names
+    location: StorageURI | None = None
 
     @property
     def is_storage(self) -> bool:
@@ -120,14 +129,30 @@ class SourceSpec:
         return self.transport == "kafka"
 
     def check(self) -> None:
-        """Raise :class:`ConfigError` when a directory source does not exist (before any Spark work)."""
-        if not self.is_kafka and (not self.path or not Path(self.path).is_dir()):
+        """Raise :class:`ConfigError` when a directory source does not exist or its store refuses us
+        (before any Spark work)."""
+        if self.is_kafka:
+            return
+        if self.location is not None and not self.location.is_local:
+            self.location.filesystem().probe()
+            return
+        if not self.path or not Path(self.path).is_dir():
             raise ConfigError(f"Source directory {self.path!r} does not exist.", option="source", value=self.path)
 
     def describe(self) -> str:
+        """The source as text, credentials left out (recorded in the checkpoint's ``job.json``)."""
         if self.is_kafka:
             return f"{self.kind}+kafka://{','.join(self.brokers)}/{','.join(self.topics)}"
-        return f"{self.kind}://{self.path}" if self.kind == "storage" else f"{self.kind}+file://{self.path}"
+        where = self.path if self.location is None or self.location.is_local else str(self.location)
+        if self.kind == "storage":
+            return f"storage://{where}" if where and where.startswith("/") else str(where)
+        return f"{self.kind}+file://{where}" if where and where.startswith("/") else f"{self.kind}+{where}"
+
+
+def _file_source(kind: str, text: str) -> SourceSpec:
+    location = parse_storage_uri(text, option="source", allowed=_FILE_SOURCE_OPTIONS)
+    path = location.path if location.is_local else location.hadoop_uri()
+    return SourceSpec(kind=kind, transport="file", path=path, options=dict(location.extra), location=location)
 
 
 def parse_source(text: str, sink: Any = None) -> SourceSpec:
@@ -141,25 +166,34 @@ def parse_source(text: str, sink: Any = None) -> SourceSpec:
     ('cdc',)
     >>> parse_source("/data/ticdc").kind
     'storage'
+    >>> parse_source("s3://bucket/cdc?endpoint=http://127.0.0.1:9000").path
+    's3a://bucket/cdc'
+    >>> parse_source("canal-json+s3://bucket/canal").describe()
+    'canal-json+s3://bucket/canal'
     """
     if "://" not in text:
-        return SourceSpec(kind="storage", transport="file", path=str(Path(text).resolve()))
+        return _file_source("storage", text)
     split = urlsplit(text)
     scheme = split.scheme.lower()
-    query = dict(parse_qsl(split.query, keep_blank_values=True))
-    if scheme in ("storage", "file", "local"):
-        path = unquote(split.netloc + split.path) if scheme != "file" else unquote(split.path)
+    if scheme in ("storage", "local"):  # this project's (and TiCDC's local) spelling of a directory
+        path = unquote(split.netloc + split.path)
         if not path:
             raise ConfigError(f"Invalid source {redact_url(text)!r}: no directory.", option="source", value=redact_url(text))
-        return SourceSpec(kind="storage", transport="file", path=str(Path(path).resolve()), options=query)
+        query = f"?{split.query}" if split.query else ""
+        return _file_source("storage", f"file://{path}{query}")
+    if scheme in STORE_OF_SCHEME:
+        return _file_source("storage", text)
     kind, _, transport = scheme.partition("+")
-    if kind not in _FORMATS or transport not in ("kafka", "file"):
+    if kind not in _FORMATS or (transport != "kafka" and transport not in STORE_OF_SCHEME):
         raise ConfigError(
-            f"Invalid source {redact_url(text)!r}: expected storage:///dir (or a plain directory), canal-json+kafka://host:port/topic, "
-            "canal-json+file:///dir, debezium-json+kafka://host:port/topic or debezium-json+file:///dir.",
+            f"Invalid source {redact_url(text)!r}: expected a TiCDC storage-sink directory (a path, storage:///dir, file:///dir, "
+            "s3://bucket/prefix?endpoint=..., gcs://, azure://, s3a://, gs://, abfss://, hdfs://), "
+            "canal-json+kafka://host:port/topic, canal-json+file:///dir (or +s3://, ...), "
+            "debezium-json+kafka://host:port/topic or debezium-json+file:///dir.",
             option="source", value=redact_url(text),
         )
     if transport == "kafka":
+        query = dict(parse_qsl(split.query, keep_blank_values=True))
         brokers = tuple(b for b in split.netloc.rpartition("@")[2].split(",") if b)
         topics = tuple(t for t in unquote(split.path.lstrip("/")).split(",") if t)
         if not brokers or not topics:
@@ -168,10 +202,12 @@ def parse_source(text: str, sink: Any = None) -> SourceSpec:
         return SourceSpec(kind=kind, transport="kafka", brokers=brokers, topics=topics,
                           options={k: v for k, v in query.items() if k not in KAFKA_KEYS},
                           kafka=kafka_options(query, _same_cluster_kafka(brokers, sink)))
-    path = unquote(split.netloc + split.path)
-    if not path:
+    rest = text.split("+", 1)[1]
+    if transport == "file" and not (unquote(split.netloc + split.path)):
         raise ConfigError(f"Invalid source {redact_url(text)!r}: no directory.", option="source", value=redact_url(text))
-    return SourceSpec(kind=kind, transport="file", path=str(Path(path).resolve()), options=query)
+    if transport == "file" and split.netloc:  # file://relative/dir as the old parser took it
+        rest = "file://" + str(Path(unquote(split.netloc + split.path)).resolve()) + (f"?{split.query}" if split.query else "")
+    return _file_source(kind, rest)
 
 
 def _same_cluster_kafka(brokers: tuple[str, ...], sink: Any) -> KafkaOptions:
@@ -182,13 +218,6 @@ def _same_cluster_kafka(brokers: tuple[str, ...], sink: Any) -> KafkaOptions:
 
 # --------------------------------------------------------------------------------------------------
 # Small helpers
-
-
-def _path_of(uri: str) -> str:
-    """A local path from Spark's ``file:/...`` URI."""
-    if uri.startswith("file:"):
-        return unquote(urlsplit(uri).path)
-    return uri
 
 
 def location_of(source: str) -> dict[str, Any]:
@@ -281,8 +310,9 @@ def _error_row(error_json: str, order: tuple[int, str, int], schema: str | None 
 
 
 def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int | None = None) -> DataFrame:
-    """New data files under a storage-sink ``root``: a streaming DataFrame of ``path`` (file URIs)."""
-    root = str(Path(root).resolve())
+    """New data files under a storage-sink ``root`` (a local path or a Hadoop URI: ``s3a://``, ``gs://``, ...):
+    a streaming DataFrame of ``path`` (as Spark names them) and ``content`` (read only where it is used)."""
+    root = str(Path(root).resolve()) if "://" not in root else root
     streams = []
     for depth in _STORAGE_DEPTHS:
         glob = root.rstrip("/") + "/" + "/".join(["*"] * depth) + "/CDC*.{csv,json}"
@@ -291,7 +321,7 @@ def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int
         )
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-        streams.append(reader.load(glob).select("path"))
+        streams.append(reader.load(glob).select("path", "content"))
     out = streams[0]
     for other in streams[1:]:
         out = out.unionByName(other)
@@ -334,7 +364,6 @@ def resolve_storage_files(
     a known table version by identity instead of comparing definitions field by field.
     """
     completed = {} if completed is None else completed
-    root = str(layout.root.resolve())
     tables_all, broken_keys = layout.table_versions_and_errors()
     hints = hints or {}
     files = []
@@ -344,7 +373,11 @@ def resolve_storage_files(
     held: dict[str, str] = {}
     broken = {str(exc.context.get("source") or ""): exc.message for exc in broken_keys.values()}
     for uri in sorted(set(paths)):
-        relpath = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
+        try:
+            relpath = layout.location.relative(uri)
+        except ConfigError:
+            errors.append(_error_json(uri, "outside the source", f"{uri}: not under {layout.location}."))
+            continue
         data_file = _data_file(layout, relpath)
         if data_file is None:
             errors.append(_error_json(relpath, "not a data file", f"{relpath}: not a storage-sink data file path."))
@@ -418,7 +451,7 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
 
 def parse_storage_files(
     files_df: DataFrame,
-    root: str,
+    root: str | StorageURI,
     files: StorageFiles,
     csv_options: CsvOptions | None,
     explicit: frozenset[str] = frozenset(),
@@ -433,17 +466,20 @@ def parse_storage_files(
     """
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     tables = dict(files.tables)
-    root = str(Path(root).resolve())
+    location = root if isinstance(root, StorageURI) else parse_storage_uri(str(root))
 
     def parse(batches: Iterator[Any]) -> Iterator[Any]:
         from avro_registry_sink.sources.storage import StorageLayout
 
-        layout = StorageLayout(root)
+        layout = StorageLayout(location)
 
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
                 for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                    relpath = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
+                    try:
+                        relpath = location.relative(uri)
+                    except ConfigError:
+                        continue
                     if relpath in by_relpath:
                         key, order = by_relpath[relpath]
                         yield from _storage_file_rows(relpath, content, tables[key], order,
@@ -451,7 +487,7 @@ def parse_storage_files(
 
         yield from _batches(rows(), PARSED_DDL)
 
-    return files_df.mapInArrow(parse, PARSED_DDL)
+    return files_df.select("path", "content").mapInArrow(parse, PARSED_DDL)
 
 
 #: The one-pass storage stage's output: Kafka columns, order columns, ``error`` (dead-letter JSON).
@@ -463,7 +499,7 @@ ENCODED_DDL = (
 
 def encode_storage_files(
     files_df: DataFrame,
-    root: str,
+    root: str | StorageURI,
     files: StorageFiles,
     plans: Mapping[tuple[str, str, int], Any],
     csv_options: CsvOptions | None,
@@ -481,7 +517,7 @@ def encode_storage_files(
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     tables = dict(files.tables)
     plans = dict(plans)
-    root = str(Path(root).resolve())
+    location = root if isinstance(root, StorageURI) else parse_storage_uri(str(root))
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import numpy as np
@@ -492,7 +528,7 @@ def encode_storage_files(
         from avro_registry_sink.sources.storage import StorageLayout
         from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, stage_for
 
-        layout = StorageLayout(root)
+        layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
 
         def finish(records: pa.RecordBatch, order: tuple[int, str, int], lines: Any, errors: Any) -> pa.RecordBatch:
@@ -504,7 +540,10 @@ def encode_storage_files(
 
         for batch in batches:
             for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                relpath = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
+                try:
+                    relpath = location.relative(uri)
+                except ConfigError:
+                    continue
                 if relpath not in by_relpath:
                     continue
                 key, order = by_relpath[relpath]
@@ -594,7 +633,7 @@ def changelog_stream(
     pattern = spec.options.get("pathGlobFilter")
     if pattern:
         reader = reader.option("pathGlobFilter", pattern)
-    return reader.load(spec.path).select("path")
+    return reader.load(spec.path).select("path", "content")
 
 
 def _split_messages(text: str) -> list[tuple[int, str]]:
@@ -632,20 +671,19 @@ def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
             F.col("offset").alias("order_line"),
             F.lit(None).cast("string").alias("error"),
         )
-    root = str(Path(spec.path or ".").resolve())
+    location = spec.location or parse_storage_uri(spec.path or ".")
     fmt = spec.kind
-    spark = batch_df.sparkSession
-    uris = [row[0] for row in batch_df.select("path").collect()]
-    if not uris:
-        return spark.createDataFrame([], MESSAGES_DDL)
-    files = spark.read.format("binaryFile").load(uris).select("path", "content")
+    files = batch_df.select("path", "content")  # the stream's files, read by Spark from their store
 
     def split(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
                 for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                    name = os.path.relpath(_path_of(uri), root).replace(os.sep, "/")
-                    text = content.decode("utf-8", "surrogateescape")
+                    try:
+                        name = location.relative(uri)
+                    except ConfigError:
+                        name = uri
+                    text = bytes(content).decode("utf-8", "surrogateescape")
                     for line, message in _split_messages(text):
                         source = f"{name}:{line}"
                         if any("\udc80" <= ch <= "\udcff" for ch in message):

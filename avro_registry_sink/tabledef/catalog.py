@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from avro_registry_sink.errors import AvroSinkError, SourceError
+from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 
 __all__ = ["TableCatalog", "complete_table", "pick_version"]
@@ -84,15 +84,18 @@ class TableCatalog:
     Seeded with the user's definitions (``--tables``, version 0 unless they say otherwise), grown by DDL
     events (each one a new version at its commit ts; a DDL at or below the newest version is already
     applied and skipped, so a replayed batch changes nothing) and by definitions inferred from the first
-    message of a table nothing else describes. ``path`` makes it durable (JSON, replaced atomically).
+    message of a table nothing else describes. ``path`` (a local path or a storage URI, e.g. under an
+    ``s3://`` checkpoint) makes it durable (JSON, replaced atomically as far as the store allows).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, seed: Iterable[TableDef] = ()) -> None:
-        self.path = Path(path) if path is not None else None
+    def __init__(self, path: str | os.PathLike[str] | StorageURI | None = None, seed: Iterable[TableDef] = ()) -> None:
+        self.path = path if isinstance(path, StorageURI) or path is None else parse_storage_uri(
+            str(path), option="checkpoint")
+        self._store = self.path.parent().filesystem() if self.path is not None else None
         self._versions: dict[tuple[str, str], list[tuple[int, TableDef]]] = {}
         self._dropped: dict[tuple[str, str], int] = {}
         self.notes: list[str] = []
-        if self.path is not None and self.path.exists():
+        if self._store is not None and self._store.exists(self.path.name):  # type: ignore[union-attr]
             self._load()
         for table in seed:
             key = (table.schema_name, table.table)
@@ -102,8 +105,8 @@ class TableCatalog:
     # -- persistence -----------------------------------------------------------------------------
 
     def _load(self) -> None:
-        assert self.path is not None
-        data = json.loads(self.path.read_text(encoding="utf-8"))
+        assert self.path is not None and self._store is not None
+        data = json.loads(self._store.read_text(self.path.name))
         for entry in data.get("tables", []):
             table = _table_from_json(entry)
             self._versions.setdefault((table.schema_name, table.table), []).append((table.version, table))
@@ -113,16 +116,13 @@ class TableCatalog:
             versions.sort(key=lambda item: item[0])
 
     def save(self) -> None:
-        if self.path is None:
+        if self.path is None or self._store is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {
             "tables": [_table_to_json(t) for key in sorted(self._versions) for _, t in self._versions[key]],
             "dropped": [{"schema": s, "table": t, "commit_ts": ts} for (s, t), ts in sorted(self._dropped.items())],
         }
-        temp = self.path.with_name(self.path.name + ".tmp")
-        temp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-        os.replace(temp, self.path)
+        self._store.write_text(self.path.name, json.dumps(data, indent=1, ensure_ascii=False))
 
     # -- lookups -----------------------------------------------------------------------------------
 

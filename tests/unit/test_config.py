@@ -55,7 +55,7 @@ def test_empty_mode_keeps_default_like_ticdc():
 
 
 def test_bad_scheme():
-    with pytest.raises(ConfigError, match="kafka:// or file://"):
+    with pytest.raises(ConfigError, match="kafka://, file:// or a storage URI"):
         parse_sink_uri("mysql://x/")
 
 
