@@ -293,6 +293,9 @@ class StorageURI:
             endpoint = params.get("endpoint")
             if endpoint:
                 conf[prefix + "connection.ssl.enabled"] = "true" if endpoint.lower().startswith("https") else "false"
+                # S3-compatible stores ignore the region, but without one the SDK probes for it (instance
+                # metadata, with timeouts) before every new client
+                conf.setdefault(prefix + "endpoint.region", "us-east-1")
             if "access-key" in params:
                 provider = ("org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if "session-token" in params
                             else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")

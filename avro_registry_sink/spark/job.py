@@ -982,6 +982,7 @@ def run_job(
                 f"was committed; a rerun with checkpoint {str(checkpoint)!r} resumes from it.",
                 batch=processor.failed_batch,
             ) from error
-        return JobResult(totals=processor.totals, checkpoint=options.checkpoint, bad_input=processor.bad_input,
+        shown: Path | str = options.checkpoint if checkpoint.is_local else str(checkpoint)  # no credentials
+        return JobResult(totals=processor.totals, checkpoint=shown, bad_input=processor.bad_input,
                          dead_letters=processor.dead_letters, plans=processor.plans,
                          sink=getattr(sink, "description", ""))
