@@ -802,6 +802,36 @@ def demo(
                   f"--tables {ddl} --config {settings} --available-now", soft_wrap=True)
 
 
+@app.command()
+def package(
+    out: Annotated[Path, typer.Option("--out", help="Directory for executor-env.tar.gz and submit.py.")] = Path("dist"),
+    stores: Annotated[Optional[str], typer.Option("--stores", help="Comma-separated stores the job will use (s3, azure), for the --packages line printed.")] = None,
+    kafka: Annotated[bool, typer.Option("--kafka/--no-kafka", help="Include Spark's Kafka connector in the --packages line printed.")] = False,
+) -> None:
+    """Build what a Spark cluster needs to run the job: a packed environment for --archives and the spark-submit file.
+
+    Prints the spark-submit command line (packages pinned to this Spark's and Hadoop's versions).
+    """
+    from avro_registry_sink.spark.job import kafka_package
+    from avro_registry_sink.spark.package import build_executor_env
+    from avro_registry_sink.spark.session import store_packages
+
+    try:
+        archive = build_executor_env(out)
+    except (RuntimeError, OSError) as exc:
+        raise _fail(f"Building the executor environment failed: {exc}", code=1) from None
+    packages = ([kafka_package()] if kafka else []) + store_packages(
+        [s.strip() for s in (stores or "").split(",") if s.strip()])
+    line = ["spark-submit", "--master", "spark://HOST:7077"]
+    if packages:
+        line += ["--packages", ",".join(packages)]
+    line += ["--archives", f"{archive}#env", "--conf", "spark.pyspark.python=./env/bin/python",
+             "--conf", f"spark.pyspark.driver.python={sys.executable}", str(archive.parent / "submit.py"),
+             "run", "--source", "...", "--checkpoint", "..."]
+    typer.echo(f"Built {archive} ({archive.stat().st_size // (1 << 20)} MiB) and {archive.parent / 'submit.py'}.")
+    typer.echo(" ".join(line))
+
+
 def _quiet_spark_warnings() -> None:
     import warnings
 

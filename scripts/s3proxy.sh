@@ -16,8 +16,9 @@
 #   S3PROXY_PORT           18090                     HTTP on 127.0.0.1
 #   S3PROXY_IDENTITY       avro-sink-test            the access key clients sign with (a test value)
 #   S3PROXY_CREDENTIAL     avro-sink-test-secret     the secret key (a test value)
-#   S3PROXY_BACKEND        filesystem                filesystem (under $S3PROXY_CACHE/run/data, wiped on
-#                                                    start) or transient (in memory)
+#   S3PROXY_BACKEND        transient                 transient (in memory) or filesystem (under
+#                                                    $S3PROXY_CACHE/run/data, wiped on start; its directory
+#                                                    markers confuse Hadoop's S3A: Spark checkpoints fail)
 #   S3PROXY_CACHE          <repo>/.cache/s3proxy
 #   S3PROXY_JAVA           $JAVA_HOME/bin/java|java   Java 17+
 #   S3PROXY_HEAP_OPTS      -Xmx384m
@@ -31,7 +32,7 @@ S3PROXY_VERSION="${S3PROXY_VERSION:-2.6.0}"
 S3PROXY_PORT="${S3PROXY_PORT:-18090}"
 S3PROXY_IDENTITY="${S3PROXY_IDENTITY:-avro-sink-test}"
 S3PROXY_CREDENTIAL="${S3PROXY_CREDENTIAL:-avro-sink-test-secret}"
-S3PROXY_BACKEND="${S3PROXY_BACKEND:-filesystem}"
+S3PROXY_BACKEND="${S3PROXY_BACKEND:-transient}"
 S3PROXY_CACHE="${S3PROXY_CACHE:-$REPO/.cache/s3proxy}"
 S3PROXY_HEAP_OPTS="${S3PROXY_HEAP_OPTS:--Xmx384m}"
 S3PROXY_START_TIMEOUT="${S3PROXY_START_TIMEOUT:-60}"

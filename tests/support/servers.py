@@ -279,3 +279,49 @@ def ensure_mariadb(stop_at_exit: bool = True) -> str:
     ``scripts/mariadb.sh start`` (Debian's package, installed when missing; port ``MARIADB_PORT``, default 13306)."""
     url = os.environ.get("MARIADB_URL", "").strip()
     return url or _start("mariadb.sh", stop_at_exit)
+
+
+@dataclass(frozen=True)
+class S3Store:
+    """The S3Proxy server of ``scripts/s3proxy.sh``: its endpoint and the test identity it accepts."""
+
+    endpoint: str
+    access_key: str
+    secret_key: str
+
+    def uri(self, bucket: str, prefix: str = "", **params: str) -> str:
+        """TiCDC's storage URI of ``s3://bucket/prefix`` on this store (credentials in the query, as TiCDC takes them)."""
+        query = f"endpoint={self.endpoint}&access-key={self.access_key}&secret-access-key={self.secret_key}"
+        query += "".join(f"&{k}={v}" for k, v in params.items())
+        return f"s3://{bucket}/{prefix}?{query}" if prefix else f"s3://{bucket}?{query}"
+
+    def create_bucket(self, bucket: str) -> None:
+        from urllib.parse import urlsplit
+
+        from pyarrow import fs
+
+        split = urlsplit(self.endpoint)
+        s3 = fs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key, endpoint_override=split.netloc,
+                             scheme=split.scheme, region="us-east-1", allow_bucket_creation=True)
+        s3.create_dir(bucket)
+
+
+def ensure_s3proxy(stop_at_exit: bool = True) -> S3Store:
+    """A running S3Proxy (``scripts/s3proxy.sh start``: port ``S3PROXY_PORT``, default 18090, empty store)."""
+    endpoint = _start("s3proxy.sh", stop_at_exit)
+    return S3Store(endpoint=endpoint, access_key=os.environ.get("S3PROXY_IDENTITY", "avro-sink-test"),
+                   secret_key=os.environ.get("S3PROXY_CREDENTIAL", "avro-sink-test-secret"))
+
+
+@dataclass(frozen=True)
+class SparkCluster:
+    """The standalone cluster of ``scripts/spark-cluster.sh``: master URL and web UI (``/json`` lists apps)."""
+
+    master: str
+    ui: str
+
+
+def ensure_spark_cluster(stop_at_exit: bool = True) -> SparkCluster:
+    """A running standalone Spark cluster (master + 2 workers of 1 core, port ``SPARK_CLUSTER_PORT``)."""
+    master, ui = _start("spark-cluster.sh", stop_at_exit).split()
+    return SparkCluster(master=master, ui=ui)

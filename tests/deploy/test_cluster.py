@@ -1,0 +1,96 @@
+"""The job submitted with spark-submit to a real standalone cluster whose executors lack the package.
+
+``scripts/spark-cluster.sh`` starts a master and two workers (1 core each) from pyspark's own Spark; their
+executors' default Python is the system's ``python3``, which has neither this project nor its dependencies.
+The job goes there as the README says: ``avro-registry-sink package`` builds the executor environment and
+``submit.py``, spark-submit ships the environment with ``--archives``. Its output equals the local run of the
+same input byte for byte, and the master's ``/json`` shows the application ran on the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from avro_registry_sink.config import RegistryConfig, SinkConfig
+from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
+from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.sinks import read_file_sink
+from avro_registry_sink.spark.sources import parse_source
+from tests.support.servers import ensure_spark_cluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+CLI = str(Path(sys.executable).with_name("avro-registry-sink"))
+APP_NAME = "avro-registry-sink-cluster-test"
+
+
+def _records(where: Path) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for r in read_file_sink(where):
+        out.setdefault(r.topic, []).append((r.partition, r.key, r.value, r.commit_ts))
+    return {topic: sorted(rows, key=repr) for topic, rows in out.items()}
+
+
+def test_spark_submit_to_a_standalone_cluster_gives_the_local_output(spark, tmp_path):
+    cluster = ensure_spark_cluster()
+    worker_python = os.environ.get("SPARK_CLUSTER_PYTHON", "/usr/bin/python3")
+    lacks = subprocess.run([worker_python, "-c", "import avro_registry_sink"], capture_output=True, text=True)
+    assert lacks.returncode != 0 and "No module named" in lacks.stderr  # the executors' own Python
+
+    built = subprocess.run([CLI, "package", "--out", str(tmp_path / "dist")], capture_output=True, text=True,
+                           timeout=1200)
+    assert built.returncode == 0, built.stderr[-3000:]
+    archive, submit = tmp_path / "dist" / "executor-env.tar.gz", tmp_path / "dist" / "submit.py"
+    assert archive.exists() and submit.exists() and "spark-submit" in built.stdout
+
+    manifest = generate_demo(tmp_path / "input", rows_per_table=12)
+    ddl, settings = write_rerun_files(manifest, tmp_path)
+    with EmbeddedRegistry() as server, RegistryClient(RegistryConfig(urls=(server.url,))) as registry:
+        local = run_job(spark, JobOptions(
+            source=parse_source(str(tmp_path / "input")), checkpoint=tmp_path / "local-ck",
+            sink=SinkConfig(scheme="file", path=str(tmp_path / "local-out")), csv_options=manifest.csv_options,
+            tables=tuple(manifest.tables.values())), registry=registry)
+        assert local.totals.rows == len(manifest.all_events)
+
+        import pyspark
+
+        spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+        env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+                                                                 "AVRO_SINK_SPARK_MASTER", "PYTHONPATH")}
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        submitted = subprocess.run([
+            str(spark_submit), "--master", cluster.master, "--name", APP_NAME,
+            "--archives", f"{archive}#env", "--conf", "spark.pyspark.python=./env/bin/python",
+            "--conf", f"spark.pyspark.driver.python={sys.executable}", "--conf", "spark.executor.memory=768m",
+            "--conf", "spark.sql.shuffle.partitions=3",
+            str(submit), "run", "--source", str(tmp_path / "input"), "--tables", str(ddl), "--config", str(settings),
+            "--available-now", "--registry", server.url, "--checkpoint", str(tmp_path / "cluster-ck"),
+            "--sink-uri", f"file://{tmp_path / 'cluster-out'}?protocol=avro", "--progress", "none",
+        ], env=env, capture_output=True, text=True, timeout=1200)
+        assert submitted.returncode == 0, submitted.stderr[-4000:]
+        summary = json.loads(submitted.stdout.strip().splitlines()[-1])
+        assert summary["rows"] == local.totals.rows and summary["errors"] == 0
+
+    assert _records(tmp_path / "cluster-out") == _records(tmp_path / "local-out")  # same bytes, same schema ids
+
+    with urllib.request.urlopen(f"{cluster.ui}/json/", timeout=10) as answer:
+        state = json.load(answer)
+    apps = [a for a in state["completedapps"] + state["activeapps"] if a["name"] == APP_NAME]
+    assert apps, f"the master knows no application {APP_NAME!r}: {state}"
+    app = apps[-1]
+    assert app["state"] == "FINISHED"
+    ran = 0  # its executors, as the workers report them
+    for worker in state["workers"]:
+        with urllib.request.urlopen(f"{worker['webuiaddress']}/json/", timeout=10) as answer:
+            seen = json.load(answer)
+        ran += sum(e["appid"] == app["id"] for e in seen["executors"] + seen["finishedexecutors"])
+    assert ran >= 1
