@@ -27,7 +27,8 @@ from avro_registry_sink.spark.sinks import read_file_sink
 from avro_registry_sink.spark.sources import parse_source
 from tests.support.servers import ensure_spark_cluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning"),
+              pytest.mark.timeout(2400)]  # JVM starts and first downloads (hadoop-aws, pip) on a busy machine
 
 CLI = str(Path(sys.executable).with_name("avro-registry-sink"))
 APP_NAME = "avro-registry-sink-cluster-test"
