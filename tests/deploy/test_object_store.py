@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -67,12 +68,13 @@ def _records(where) -> dict[str, list[tuple]]:
 
 
 def test_storage_tree_on_s3_equals_the_local_run_and_resumes_after_a_kill(spark, s3, tmp_path):
-    s3.create_bucket("ticdc")
+    bucket = f"ticdc-{uuid.uuid4().hex[:8]}"  # a store that is reused between runs starts empty for this test
+    s3.create_bucket(bucket)
     manifest = generate_demo(tmp_path / "input", rows_per_table=16)
     ddl, settings = write_rerun_files(manifest, tmp_path)
-    source = s3.uri("ticdc", "cdc/changefeed-1")
-    checkpoint = s3.uri("ticdc", "jobs/ck")
-    output = s3.uri("ticdc", "jobs/out")
+    source = s3.uri(bucket, "cdc/changefeed-1")
+    checkpoint = s3.uri(bucket, "jobs/ck")
+    output = s3.uri(bucket, "jobs/out")
     _upload_in_ticdc_order(tmp_path / "input", source)
 
     with EmbeddedRegistry() as server, RegistryClient(RegistryConfig(urls=(server.url,))) as registry:
