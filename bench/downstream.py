@@ -7,8 +7,9 @@ commit ts). The servers are the test suite's (``tests/support/servers.py``: Kafk
 with Debezium's JDBC sink, PostgreSQL, each started by its repo script, or reused through ``KAFKA_BOOTSTRAP``,
 ``APICURIO_URL``, ``CONNECT_URL``, ``POSTGRES_URL``). Two phases, timed apart:
 
-1. **job**: the product's CLI in this process (``run --available-now``) from the tree into Kafka, registering in
-   Apicurio: from start to the last batch committed.
+1. **job**: the product's CLI in this process (``run --available-now --max-files-per-trigger 1``: a batch per
+   file of 300,000 changes, as a stream takes them) from the tree into Kafka, registering in Apicurio: from
+   start to the last batch committed.
 2. **apply**: a JDBC sink connector (the configuration of ``tests/downstream/sinkdb.py``, as the README shows,
    with ``batch.size`` and the consumer's ``max.poll.records`` set to ``--batch``) created on the topic; until
    its consumer group committed the topic's end offsets (every record is in PostgreSQL). The table's row
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         started = time.perf_counter()
         _cli(["run", "--source", str(tree.root), "--available-now", "--progress", "none",
               "--csv", "include-commit-ts=true", "--state-dir", str(Path(state)), "--sink-uri", sink_uri,
-              "--topic-rule", prefix + "_{schema}_{table}"])
+              "--topic-rule", prefix + "_{schema}_{table}", "--max-files-per-trigger", "1"])
         job = time.perf_counter() - started
     spark.stop()
     name = f"{prefix}-postgres"
