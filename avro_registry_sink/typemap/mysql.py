@@ -294,7 +294,7 @@ def _convert_decimal(col: ColumnDef, value: Any, options: EncodingOptions, table
         if isinstance(value, str):
             _to_decimal(col, value, table)  # validate, but keep TiDB's text as it is
             return value
-        return format(_to_decimal(col, value, table).quantize(Decimal(1).scaleb(-scale)), "f")
+        return format(_to_decimal(col, value, table).quantize(Decimal(1).scaleb(-scale), context=_EXACT), "f")
     number = _to_decimal(col, value, table)
     precision = col.precision if col.precision is not None else 10
     unscaled = decimal_unscaled(number, scale)

@@ -168,6 +168,7 @@ VALUES = [
     (col(T.DECIMAL, precision=10, scale=7), "129012.1230000", STRINGS, "129012.1230000"),
     (col(T.DECIMAL, precision=10, scale=4), "0.0000", STRINGS, "0.0000"),
     (col(T.DECIMAL, precision=10, scale=2), 5, STRINGS, "5.00"),
+    (col(T.DECIMAL, precision=65, scale=30), 10**34, STRINGS, "1" + "0" * 34 + "." + "0" * 30),  # > 28 digits
     (col(T.BIT, length=10), 683, PRECISE, bytes.fromhex("02ab")),
     (col(T.BIT, length=8), 65, PRECISE, b"A"),
     (col(T.BIT, length=1), 0, PRECISE, b"\x00"),
