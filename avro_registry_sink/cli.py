@@ -555,6 +555,17 @@ def _require_connectors(spark, stores: set[str]) -> None:
                     f"--packages {packages} (this Spark's Hadoop version).")
 
 
+def _size(option: str, text: str | None) -> int | None:
+    from avro_registry_sink.spark.session import memory_bytes
+
+    if text is None:
+        return None
+    try:
+        return memory_bytes(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (option '{option}')") from None
+
+
 def _checkpoint_for(state: Path, source: str, sink: str) -> Path:
     import hashlib
     import re
@@ -579,9 +590,53 @@ def _print_totals(result, console) -> None:
     if totals.filtered:
         console.print("Left out by [filter] rules: " + ", ".join(
             f"{table} ({n} files/messages)" for table, n in sorted(totals.filtered.items())), markup=False)
-    if totals.errors:
-        console.print(f"[yellow]{totals.errors} bad lines/messages[/yellow] were skipped; see "
-                      + ", ".join(str(p) for p in result.dead_letters))
+    _print_dead_letters(result, console)
+
+
+def _print_dead_letters(result, console) -> None:
+    """How many rows were dead-lettered, where, and how to deliver them after a fix."""
+    if not result.totals.errors:
+        return
+    console.print(f"[yellow]{result.totals.errors} rows dead-lettered[/yellow] (not delivered; each with its "
+                  f"location and reason) in {result.checkpoint / 'dead-letter'}: "
+                  + ", ".join(p.name for p in result.dead_letters)
+                  + ". After fixing the cause, `avro-registry-sink replay` with the same options delivers them.")
+
+
+def _job_options(*, source: str, sink_uri: str | None, config: Path | None, checkpoint: Path | None,
+                 topic_rule: str | None, registry: str | None, tables: Path | None, csv: list[str] | None,
+                 state_dir: Path | None, enable_tidb_extension: str | None, avro_decimal_handling_mode: str | None,
+                 avro_bigint_unsigned_handling_mode: str | None, **job: Any):
+    """The JobOptions of ``run`` and ``replay`` from their shared options (``job``: the rest of JobOptions)."""
+    from avro_registry_sink.config import default_state_dir
+    from avro_registry_sink.redact import remember
+    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.sources import parse_source
+
+    state = state_dir or default_state_dir()
+    cfg = build_config(
+        config_file=config, sink_uri=sink_uri, enable_tidb_extension=enable_tidb_extension,
+        decimal_mode=avro_decimal_handling_mode, bigint_mode=avro_bigint_unsigned_handling_mode,
+        registry=registry,
+    )
+    if cfg.scheme == "file" and not cfg.path:
+        cfg = cfg.model_copy(update={"path": str(state / "output")})
+    if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
+        state.mkdir(parents=True, exist_ok=True)
+        cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
+            update={"embedded_data": str(state / "registry.db")})})
+    spec = parse_source(source, cfg)
+    remember(spec.kafka)
+    spec.check()
+    return JobOptions(
+        source=spec,
+        checkpoint=checkpoint or _checkpoint_for(state, spec.describe(), sink_uri or cfg.path or ""),
+        sink=cfg,
+        topic_rule=topic_rule,
+        csv_options=_csv_settings(csv, config),
+        tables=tuple(read_tables(tables)) if tables is not None else (),
+        **job,
+    )
 
 
 @app.command()
@@ -597,6 +652,7 @@ def run(
     available_now: Annotated[bool, typer.Option("--available-now/--continuous", help="Process what exists and stop, or keep running.")] = False,
     trigger_interval: Annotated[str, typer.Option("--trigger-interval", help="Micro-batch interval when continuous.")] = "10 seconds",
     max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1)] = None,
+    max_bytes_per_trigger: Annotated[Optional[str], typer.Option("--max-bytes-per-trigger", help="Input per micro-batch, e.g. 512m (default: an eighth of the JVM heap).")] = None,
     max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1)] = None,
     max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     producer: Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")] = "auto",
@@ -645,6 +701,7 @@ def run(
             available_now=available_now,
             trigger_interval=trigger_interval,
             max_files_per_trigger=max_files_per_trigger,
+            max_bytes_per_trigger=_size("--max-bytes-per-trigger", max_bytes_per_trigger),
             max_offsets_per_trigger=max_offsets_per_trigger,
             csv_options=_csv_settings(csv, config),
             tables=table_defs,
@@ -672,6 +729,63 @@ def run(
     else:
         typer.echo(json.dumps({"status": "ok", "checkpoint": str(result.checkpoint), **result.totals.to_json(),
                                "dead_letters": [str(p) for p in result.dead_letters]}, default=str))
+
+
+@app.command()
+def replay(
+    source: SourceOpt,
+    sink_uri: SinkUriOpt = None,
+    config: ConfigOpt = None,
+    checkpoint: CheckpointOpt = None,
+    topic_rule: TopicRuleOpt = None,
+    registry: RegistryOpt = None,
+    tables: TablesOpt = None,
+    csv: CsvOpt = None,
+    producer: Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")] = "auto",
+    progress: ProgressOpt = "auto",
+    state_dir: StateDirOpt = None,
+    enable_tidb_extension: ExtensionOpt = None,
+    avro_decimal_handling_mode: DecimalOpt = None,
+    avro_bigint_unsigned_handling_mode: BigintOpt = None,
+) -> None:
+    """Deliver the rows a run dead-lettered, after fixing the cause (a setting, --tables, --csv ...).
+
+    Takes the same options as ``run`` (the same checkpoint: given, or derived from the same source and
+    sink). Each dead-letter record is delivered at most once; rows that fail again stay dead-lettered with
+    the new reason. Exit status 0 when every record was delivered, 1 when some failed again or a batch
+    failed, 2 for bad options.
+    """
+    from avro_registry_sink.progress import make_progress
+    from avro_registry_sink.spark.job import check_checkpoint, job_session
+    from avro_registry_sink.spark.replay import replay_dead_letters
+
+    try:
+        options = _job_options(
+            source=source, sink_uri=sink_uri, config=config, checkpoint=checkpoint, topic_rule=topic_rule,
+            registry=registry, tables=tables, csv=csv, state_dir=state_dir, enable_tidb_extension=enable_tidb_extension,
+            avro_decimal_handling_mode=avro_decimal_handling_mode,
+            avro_bigint_unsigned_handling_mode=avro_bigint_unsigned_handling_mode, kafka_producer=producer,
+        )
+        if not check_checkpoint(options):
+            raise ValueError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the --checkpoint (or the "
+                             "same --source, --sink-uri and --state-dir) of the run whose dead letters to replay.")
+        reporter = make_progress("none" if progress == "auto" else progress)
+    except (AvroSinkError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    _quiet_spark_warnings()
+    spark = job_session(kafka=options.source.is_kafka or options.sink.scheme == "kafka")
+    try:
+        result = replay_dead_letters(spark, options, progress=reporter)
+    except AvroSinkError as exc:
+        raise _fail(str(exc), code=1) from None
+    summary = {"status": "ok" if not result.failed_again else "failed_again", "replay": result.replay,
+               "checkpoint": str(options.checkpoint), "pending": result.pending, "delivered": result.delivered,
+               "failed_again": result.failed_again, "not_replayable": result.not_replayable,
+               "rows": result.totals.rows, "per_topic": result.totals.per_topic,
+               "dead_letter": str(result.dead_letter) if result.dead_letter else None}
+    typer.echo(json.dumps(summary, default=str))
+    if result.failed_again:
+        raise typer.Exit(1)
 
 
 def _decode_sample(client, value: bytes) -> Any:
@@ -793,9 +907,7 @@ def demo(
     finally:
         if not spark_was_running:
             spark.stop()
-    if result.totals.errors:
-        console.print(f"[yellow]{result.totals.errors} bad input records[/yellow]: "
-                      + ", ".join(str(p) for p in result.dead_letters))
+    _print_dead_letters(result, console)
     console.print(f"Records: {base / 'output'}/<topic>/batch-*.jsonl (hex key/value: 00 + schema id + Avro body). "
                   f"Checkpoint: {base / 'checkpoint'}.")
     console.print(f"Run the job on this input yourself: avro-registry-sink run --source {base / 'input'} "
@@ -833,9 +945,20 @@ def package(
 
 
 def _quiet_spark_warnings() -> None:
+    import logging
     import warnings
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    # When the Spark JVM dies (out of memory), py4j's client and PySpark's accumulator server print Python
+    # tracebacks of their own from background threads; the job reports the cause in one line instead.
+    logging.getLogger().setLevel(logging.CRITICAL)
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    from pyspark import accumulators
+
+    for name in ("AccumulatorTCPServer", "AccumulatorUnixServer"):
+        server = getattr(accumulators, name, None)
+        if server is not None:
+            server.handle_error = lambda self, request, client_address: None
 
 
 def _active_spark():

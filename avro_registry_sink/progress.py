@@ -105,6 +105,7 @@ class JobTotals:
     last_batch_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     filtered: dict[str, int] = field(default_factory=dict)  # per table: files/messages left out by [filter] rules
+    dead_letter_files: list[str] = field(default_factory=list)
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
@@ -125,6 +126,8 @@ class JobTotals:
         self.max_commit_ts = max(self.max_commit_ts, report.max_commit_ts)
         self.last_batch_seconds = report.seconds
         self.warnings.extend(report.warnings)
+        if report.dead_letter and report.dead_letter not in self.dead_letter_files:
+            self.dead_letter_files.append(report.dead_letter)
 
     @property
     def elapsed(self) -> float:
@@ -144,6 +147,8 @@ class JobTotals:
             "rows": self.rows,
             "tombstones": self.tombstones,
             "errors": self.errors,
+            "dead_lettered": self.errors,
+            "dead_letter_files": list(self.dead_letter_files),
             "per_table": dict(sorted(self.per_table.items())),
             "per_topic": dict(sorted(self.per_topic.items())),
             "filtered": dict(sorted(self.filtered.items())),
@@ -257,7 +262,7 @@ class RichProgress:
             )
             stats = Text(
                 f"batches {totals.batches}   rows {totals.rows}   {totals.rows_per_second:,.0f} rows/s   "
-                f"tombstones {totals.tombstones}   bad input {totals.errors}   "
+                f"tombstones {totals.tombstones}   dead-lettered {totals.errors}   "
                 f"schema versions {len(totals.schemas)}   lag {_format_lag(totals.lag())}"
             )
             grid = Table(show_edge=False, expand=False)

@@ -81,7 +81,9 @@ __all__ = [
     "ensure_spark_kafka",
     "job_session",
     "kafka_package",
+    "resource_failure",
     "run_job",
+    "trigger_limits",
 ]
 
 #: Newest file number per storage data directory, in the checkpoint (see ``_late_files``).
@@ -101,6 +103,57 @@ class JobFailed(AvroSinkError):
     """The streaming query stopped with an error; nothing of the failing batch was committed."""
 
 
+class SparkResourceError(JobFailed):
+    """Spark ran out of a resource (JVM heap, a Python worker, an executor): the message names the setting."""
+
+
+#: What a failure looks like when Spark itself lost a resource: (pattern in the error text, what it is,
+#: what to change). The JVM exit statuses come from ``-XX:+ExitOnOutOfMemoryError`` (3) and Spark's own
+#: handler of a fatal error in a task (52).
+_RESOURCE_FAILURES: tuple[tuple[str, str, str], ...] = (
+    ("java.lang.OutOfMemoryError", "the Spark JVM ran out of memory ({detail})", "heap"),
+    ("Python worker exited unexpectedly", "a Python worker of Spark died (killed by the system, usually for "
+     "lack of memory)", "batch"),
+    ("ExecutorLostFailure", "a Spark executor was lost ({detail})", "executor"),
+)
+_OOM_EXIT_CODES = {3: "exit status 3: java.lang.OutOfMemoryError", 52: "exit status 52: out of memory in a task"}
+
+
+def resource_failure(error: BaseException | str, exit_code: int | None, settings: Mapping[str, str]) -> str | None:
+    """One sentence for a failure caused by Spark's resources (see :data:`_RESOURCE_FAILURES`), else ``None``.
+
+    ``exit_code`` is the Spark JVM's exit status when it died; ``settings`` the values to name
+    (``heap``: the JVM heap, ``batch``: the input per batch).
+
+    >>> resource_failure("[Errno 111] Connection refused", 3, {"heap": "1g", "batch": "128m"})[:60]
+    'The Spark JVM ran out of memory (exit status 3: java.lang.Out'
+    """
+    text = " ".join(str(error).split())
+    cause = None
+    if exit_code is not None:
+        if exit_code in _OOM_EXIT_CODES:
+            cause, what = f"the Spark JVM ran out of memory ({_OOM_EXIT_CODES[exit_code]})", "heap"
+        else:
+            cause, what = f"the Spark JVM exited with status {exit_code}", "heap"
+    else:
+        for pattern, description, what in _RESOURCE_FAILURES:
+            at = text.find(pattern)
+            if at >= 0:
+                detail = text[at:at + 120].split(" at ")[0].strip()
+                cause = description.format(detail=detail)
+                break
+    if cause is None:
+        return None
+    advice = {
+        "heap": f"raise the JVM heap with AVRO_SINK_DRIVER_MEMORY (spark.driver.memory, now {settings.get('heap', '?')}) "
+                f"or take less input per batch (now {settings.get('batch', '?')})",
+        "batch": f"take less input per batch (now {settings.get('batch', '?')}) or give the machine more memory",
+        "executor": f"give executors more memory (spark.executor.memory) or take less input per batch (now "
+                    f"{settings.get('batch', '?')})",
+    }[what]
+    return f"{cause[0].upper()}{cause[1:]}: {advice}."
+
+
 @dataclass(frozen=True)
 class JobOptions:
     """Everything a run needs besides the SparkSession (plain, frozen data)."""
@@ -112,6 +165,7 @@ class JobOptions:
     available_now: bool = True
     trigger_interval: str = "10 seconds"
     max_files_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None  # default (no files/bytes/offsets limit given): trigger_limits
     max_offsets_per_trigger: int | None = None
     csv_options: CsvOptions | None = None
     tables: tuple[TableDef, ...] = ()  # user definitions: complete schema files, seed changelog tables
@@ -335,6 +389,13 @@ def _check_budget(options: JobOptions, errors: list[dict[str, Any]], delivered: 
         )
 
 
+def _is_update_half(record: Any, csv: Any, op: str) -> bool:
+    """A CSV record that is one half of an UPDATE written with ``output-old-value`` (op ``D`` or ``I``)."""
+    flag = 3 + int(csv.include_commit_ts)  # op, table, schema, [commit-ts], is-update
+    fields = record.fields
+    return len(fields) > flag and fields[0].text == op and fields[flag].text == "true"
+
+
 # --------------------------------------------------------------------------------------------------
 # foreachBatch
 
@@ -353,6 +414,7 @@ class _BatchProcessor:
         self.totals = JobTotals()
         self.failure: BaseException | None = None
         self.failed_batch: int | None = None
+        self.current_batch: int | None = None  # the batch running (or the last one): a dead JVM fails it
         self.bad_input: list[dict[str, Any]] = []
         self.dead_letters: list[Path] = []
         self.plans: dict[PlanKey, TablePlan] = {}
@@ -382,6 +444,7 @@ class _BatchProcessor:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
+            self.current_batch = batch_id
             try:
                 self._process(batch_df, batch_id)
             except BaseException as exc:
@@ -614,9 +677,16 @@ class _BatchProcessor:
             wanted = lines.get(relpath, set())
             text = decode_text(bytes(row["content"]))
             if relpath.endswith(".csv"):
-                for record in iter_records(text, self.options.csv_options or DEFAULT_CSV_OPTIONS):
+                csv = self.options.csv_options or DEFAULT_CSV_OPTIONS
+                records = list(iter_records(text, csv))
+                for i, record in enumerate(records):
                     if record.line in wanted:
-                        out[f"{relpath}:{record.line}"] = text[record.start:record.end].encode("utf-8", "surrogateescape")
+                        end = record.end
+                        following = records[i + 1] if i + 1 < len(records) else None
+                        if csv.output_old_value and following is not None and _is_update_half(record, csv, "D") \
+                                and _is_update_half(following, csv, "I"):
+                            end = following.end  # an UPDATE is its old-value row and its new-value row: both replay
+                        out[f"{relpath}:{record.line}"] = text[record.start:end].encode("utf-8", "surrogateescape")
             else:
                 for number, line in enumerate(text.split("\n"), start=1):
                     if number in wanted:
@@ -875,11 +945,32 @@ def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) 
         connect(",".join(options.sink.brokers), options.sink.kafka)
 
 
+def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
+    """How much input a micro-batch takes: the options' limits, else a budget derived from the JVM heap
+    (:func:`~avro_registry_sink.spark.session.trigger_budget` of ``spark.driver.memory``, or of
+    ``spark.executor.memory`` on a cluster), so a backlog of any size is processed in batches that fit."""
+    from avro_registry_sink.spark.session import ASSUMED_MESSAGE_BYTES, memory_bytes, trigger_budget
+
+    if options.source.is_kafka and options.max_offsets_per_trigger:
+        return {"max_offsets_per_trigger": options.max_offsets_per_trigger}
+    if not options.source.is_kafka and (options.max_files_per_trigger or options.max_bytes_per_trigger):
+        return {k: v for k, v in (("max_files_per_trigger", options.max_files_per_trigger),
+                                  ("max_bytes_per_trigger", options.max_bytes_per_trigger)) if v}
+    local = spark.sparkContext.master.startswith("local")
+    heap = memory_bytes(spark.conf.get("spark.driver.memory" if local else "spark.executor.memory", "1g"))
+    budget = trigger_budget(heap)
+    if options.source.is_kafka:
+        return {"max_offsets_per_trigger": max(1, budget // ASSUMED_MESSAGE_BYTES)}
+    return {"max_bytes_per_trigger": budget}
+
+
 def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
     spec = options.source
     spec.check()
+    limits = trigger_limits(spark, options)
     if spec.is_storage:
-        return storage_stream(spark, spec.path, max_files_per_trigger=options.max_files_per_trigger)
+        return storage_stream(spark, spec.path, max_files_per_trigger=limits.get("max_files_per_trigger"),
+                              max_bytes_per_trigger=limits.get("max_bytes_per_trigger"))
     if spec.is_kafka:
         from avro_registry_sink.spark.sinks import has_spark_kafka
 
@@ -891,8 +982,40 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
                 option="source",
             )
         check_kafka(options, sink=False)
-    return changelog_stream(spark, spec, max_offsets_per_trigger=options.max_offsets_per_trigger,
-                            max_files_per_trigger=options.max_files_per_trigger)
+    return changelog_stream(spark, spec, **limits)
+
+
+def _resource_settings(spark: SparkSession, options: JobOptions) -> dict[str, str]:
+    """The settings a resource failure names, read while the JVM is alive."""
+    limits = trigger_limits(spark, options)
+    batch = ", ".join(f"{k.replace('_', '-')}={f'{v >> 20}m' if 'bytes' in k else v}" for k, v in limits.items())
+    local = spark.sparkContext.master.startswith("local")
+    return {"heap": spark.conf.get("spark.driver.memory" if local else "spark.executor.memory", "1g"), "batch": batch}
+
+
+def _jvm_exit_code(spark: SparkSession) -> int | None:
+    """The Spark JVM's exit status if it has died (a local session's gateway process), else ``None``."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if proc is None:
+        return None
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=2)  # a JVM that is going down takes a moment
+    return proc.poll()
+
+
+def _resource_error(spark: SparkSession, error: BaseException, settings: Mapping[str, str], batch: int | None,
+                    options: JobOptions) -> SparkResourceError | None:
+    code = None
+    if "OutOfMemoryError" in str(error) or isinstance(error, (ConnectionError, OSError)) or \
+            type(error).__module__.startswith("py4j"):
+        code = _jvm_exit_code(spark)
+    cause = resource_failure(error, code, settings)
+    if cause is None:
+        return None
+    where = f"Batch {batch}" if batch is not None else "The query"
+    return SparkResourceError(
+        f"{cause} {where} was not committed; a rerun with checkpoint {str(options.checkpoint)!r} resumes from it.",
+        batch=batch)
 
 
 def run_job(
@@ -931,6 +1054,7 @@ def run_job(
     if isinstance(sink, KafkaSink):
         sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts
     stream = _stream(spark, options)
+    settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
         manager = SchemaManager(client, router, options.sink.encoding,
                                 unavailable_budget=options.sink.registry.unavailable_budget,
@@ -971,7 +1095,11 @@ def run_job(
             sink.close()
         if error is None and processor.failure is not None and not stopped:
             error = processor.failure
-        progress.finish(processor.totals, error)
+        if error is not None and not isinstance(error, AvroSinkError):
+            failed = processor.failed_batch if processor.failed_batch is not None else processor.current_batch
+            error = _resource_error(spark, error, settings, failed, options) or error
+        with contextlib.suppress(Exception):  # a reporter must not hide the failure
+            progress.finish(processor.totals, error)
         if error is not None:
             if isinstance(error, AvroSinkError):
                 raise error

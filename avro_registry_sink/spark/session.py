@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULT_CONF", "PROVIDED_ARTIFACTS", "STORE_CLASSES", "STORE_PACKAGES", "apply_hadoop_conf",
-           "hadoop_version", "local_session", "missing_store_classes", "store_packages", "submitted_conf"]
+           "default_driver_memory", "hadoop_version", "local_session", "memory_bytes", "missing_store_classes",
+           "physical_memory", "store_packages", "submitted_conf", "trigger_budget"]
 
 #: Settings every session gets unless ``conf`` (or a spark-submit ``--conf``) says otherwise.
 DEFAULT_CONF: dict[str, str] = {
@@ -38,6 +39,69 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|private key|keystore\.key",
     "spark.sql.redaction.options.regex": r"(?i)url|secret|password|token|jaas|private key|keystore\.key",
 }
+
+#: A local session's JVM heap by default: this share of the machine's memory, within the bounds below
+#: (``AVRO_SINK_DRIVER_MEMORY``, or ``spark.driver.memory`` passed to :func:`local_session`, overrides it).
+#: Spark's own default, 1 GiB, is what made a 5M-row backlog die of a full heap.
+HEAP_SHARE = 4
+HEAP_BOUNDS = (1 << 30, 16 << 30)
+
+#: Input bytes per micro-batch by default: this fraction of the heap (files: ``maxBytesPerTrigger``; Kafka:
+#: ``maxOffsetsPerTrigger`` = that many bytes of ``ASSUMED_MESSAGE_BYTES`` messages), within the bounds below.
+#: A batch's rows are parsed, encoded, shuffled and cached at several times their input size.
+TRIGGER_SHARE = 8
+TRIGGER_BOUNDS = (32 << 20, 1 << 30)
+ASSUMED_MESSAGE_BYTES = 1024
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def memory_bytes(text: str | int) -> int:
+    """Bytes of a JVM/Spark size (``"6g"``, ``"512m"``, ``"1024k"``, ``"2gb"``; a bare number is bytes).
+
+    >>> memory_bytes("6g"), memory_bytes("512m"), memory_bytes(4096)
+    (6442450944, 536870912, 4096)
+    """
+    if isinstance(text, int):
+        return text
+    found = re.fullmatch(r"(\d+)\s*([kmgt]?)b?", text.strip().lower())
+    if found is None:
+        raise ValueError(f"Invalid size {text!r}: expected a number with an optional unit k, m, g or t (e.g. 6g).")
+    return int(found.group(1)) * _UNITS[found.group(2)]
+
+
+def physical_memory() -> int:
+    """The memory this process may use: the machine's, or the cgroup limit when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return total
+
+
+def default_driver_memory() -> str:
+    """``spark.driver.memory`` of a local session: ``AVRO_SINK_DRIVER_MEMORY``, else a quarter of the memory
+    (1-16 GiB). In local mode the executors are threads of the driver, so this is the heap of everything."""
+    configured = os.environ.get("AVRO_SINK_DRIVER_MEMORY")
+    if configured:
+        memory_bytes(configured)  # a bad value fails here, naming it
+        return configured
+    low, high = HEAP_BOUNDS
+    return f"{min(max(physical_memory() // HEAP_SHARE, low), high) >> 20}m"
+
+
+def trigger_budget(heap: int) -> int:
+    """Input bytes per micro-batch for a JVM heap of ``heap`` bytes (see :data:`TRIGGER_SHARE`).
+
+    >>> trigger_budget(6 << 30) >> 20
+    768
+    """
+    low, high = TRIGGER_BOUNDS
+    return min(max(heap // TRIGGER_SHARE, low), high)
+
 
 #: Spark's JVM logging: errors only (``AVRO_SINK_SPARK_LOG4J`` names another log4j2 properties file).
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -152,7 +216,9 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
     from pyspark.sql import SparkSession
 
     log4j = os.environ.get("AVRO_SINK_SPARK_LOG4J") or str(LOG4J_CONFIG)
-    java_options = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"}
+    # A full heap ends the JVM at once (exit status 3) instead of leaving it half working; the job reports it.
+    java_options = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} -XX:+ExitOnOutOfMemoryError",
+                    "spark.driver.memory": default_driver_memory()}
     builder = SparkSession.builder
     if "spark.app.name" not in submitted:
         builder = builder.appName(app_name)

@@ -309,7 +309,8 @@ def _error_row(error_json: str, order: tuple[int, str, int], schema: str | None 
 # Storage sink
 
 
-def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int | None = None) -> DataFrame:
+def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int | None = None,
+                   max_bytes_per_trigger: int | None = None) -> DataFrame:
     """New data files under a storage-sink ``root`` (a local path or a Hadoop URI: ``s3a://``, ``gs://``, ...):
     a streaming DataFrame of ``path`` (as Spark names them) and ``content`` (read only where it is used)."""
     root = str(Path(root).resolve()) if "://" not in root else root
@@ -321,6 +322,8 @@ def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int
         )
         if max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+        elif max_bytes_per_trigger:
+            reader = reader.option("maxBytesPerTrigger", int(max_bytes_per_trigger))
         streams.append(reader.load(glob).select("path", "content"))
     out = streams[0]
     for other in streams[1:]:
@@ -608,8 +611,11 @@ def changelog_stream(
     *,
     max_offsets_per_trigger: int | None = None,
     max_files_per_trigger: int | None = None,
+    max_bytes_per_trigger: int | None = None,
 ) -> DataFrame:
-    """The raw stream of a changelog source (Kafka records, or the files of a directory)."""
+    """The raw stream of a changelog source (Kafka records, or the files of a directory); a micro-batch takes
+    at most ``max_offsets_per_trigger`` Kafka records, or ``max_files_per_trigger`` files or
+    ``max_bytes_per_trigger`` bytes of files."""
     if spec.is_kafka:
         reader = (
             spark.readStream.format("kafka")
@@ -630,6 +636,8 @@ def changelog_stream(
     )
     if max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+    elif max_bytes_per_trigger:
+        reader = reader.option("maxBytesPerTrigger", int(max_bytes_per_trigger))
     pattern = spec.options.get("pathGlobFilter")
     if pattern:
         reader = reader.option("pathGlobFilter", pattern)

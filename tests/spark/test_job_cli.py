@@ -61,3 +61,26 @@ def test_run_rejects_a_bad_source(tmp_path):
     result = runner.invoke(app, ["run", "--source", "kinesis://stream", "--state-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "Invalid source" in result.stderr
+
+
+def test_dead_lettered_rows_are_counted_in_the_summary_without_spark_traces(spark, tmp_path, capfd):
+    manifest = generate_demo(tmp_path / "in", rows_per_table=6)
+    csv_file = next(f for f in manifest.data_files if f.endswith(".csv"))
+    with open(tmp_path / "in" / csv_file, "a", encoding="utf-8") as fh:
+        fh.write('"I","orders","shop",not-a-number\r\n')  # a bad line, dead-lettered on its own
+    ddl = tmp_path / "tables.sql"
+    ddl.write_text(";\n".join(manifest.create_statements.values()) + ";\n", encoding="utf-8")
+    capfd.readouterr()
+    result = runner.invoke(app, [
+        "run", "--source", str(tmp_path / "in"), "--available-now", "--sink-uri", f"file://{tmp_path / 'out'}",
+        "--state-dir", str(tmp_path / "state"), "--tables", str(ddl), "--csv", "include-commit-ts=true",
+        "--csv", "output-old-value=true", "--progress", "json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["dead_lettered"] == 1 and summary["rows"] == len(manifest.all_events)
+    (path,) = summary["dead_letter_files"]
+    assert path.endswith(".jsonl") and "dead-letter" in path
+    finish = json.loads([line for line in result.stderr.splitlines() if '"finish"' in line][-1])
+    assert finish["dead_lettered"] == 1
+    jvm = capfd.readouterr().err  # what Spark's JVM and Python workers wrote on the real stderr
+    assert "Traceback" not in jvm and " ERROR " not in jvm, jvm[-3000:]
