@@ -125,7 +125,7 @@ def resource_failure(error: BaseException | str, exit_code: int | None, settings
     ``exit_code`` is the Spark JVM's exit status when it died; ``settings`` the values to name
     (``heap``: the JVM heap, ``batch``: the input per batch).
 
-    >>> resource_failure("[Errno 111] Connection refused", 3, {"heap": "1g", "batch": "128m"})[:60]
+    >>> resource_failure("[Errno 111] Connection refused", 3, {"heap": "1g", "batch": "128m"})[:61]
     'The Spark JVM ran out of memory (exit status 3: java.lang.Out'
     """
     text = " ".join(str(error).split())
