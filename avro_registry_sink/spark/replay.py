@@ -216,7 +216,8 @@ def replay_dead_letters(
             processor = _BatchProcessor(replay_options, manager, sink, progress, client, router)
             progress.start({"source": f"replay {number} of {checkpoint / 'dead-letter'}",
                             "sink": getattr(sink, "description", ""), "checkpoint": str(checkpoint)})
-            processor(spark.createDataFrame([(p,) for p in paths], "path STRING"), batch_id)
+            # the stream's batch shape (``binaryFile``: path, content): changelog batches read the content
+            processor(spark.read.format("binaryFile").load(paths).select("path", "content"), batch_id)
     finally:
         sink.close()
     progress.finish(processor.totals)

@@ -5,13 +5,18 @@ UTF-8, a truncated line, a wrong field count, an unparseable number, a value out
 record, a non-JSON line, JSON of the wrong shape, a data file before its schema file, a corrupt schema
 file, a missing table definition) is planted among good rows, and the run must satisfy, per table:
 rows in = rows delivered + rows dead-lettered (each bad row on its own, with its location and raw bytes),
-while the other tables are delivered in full.
+while the other tables are delivered in full. Then the user's fix (a larger max-message-bytes, the missing
+table definition) is followed by ``replay``: exactly the rows the fix made valid are delivered, once; the
+rows still bad stay dead-lettered with their reason; a second replay delivers nothing. Schema files that
+arrive late or are repaired are not replay's business: their data files are held and read by the next run.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +28,7 @@ from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.replay import pending_records, replay_dead_letters
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
@@ -56,6 +62,44 @@ def _data(root: Path, table: str, number: int, ext: str) -> Path:
 
 def _delivered(out: Path, registry) -> dict[str, set[int]]:
     return {topic: {key["id"] for _, _, key, _ in records} for topic, records in decode_file_sink(out, registry).items()}
+
+
+def _delivered_counts(out: Path, registry) -> Counter:
+    return Counter((topic, key["id"]) for topic, records in decode_file_sink(out, registry).items()
+                   for _, _, key, _ in records)
+
+
+def _reason(record: dict) -> str:
+    """The reason without the encoder's position in its batch (which differs between a run and a replay)."""
+    return re.sub(r"batch row \d+", "batch row", record["reason"])
+
+
+def _replay_after_fix(spark, fixed: JobOptions, registry, made_valid: dict[bytes, tuple[str, int]]) -> None:
+    """Replay with the fixed options (``made_valid``: raw bytes -> (topic, id) the fix makes valid), twice.
+
+    The first replay delivers exactly the ``made_valid`` rows, once each, and leaves the other dead letters
+    pending with their original location and reason; the second one delivers nothing.
+    """
+    out = Path(fixed.sink.path)
+    before = {r["id"]: r for r in pending_records(fixed.checkpoint)}
+    fixed_ids = {i for i, r in before.items() if base64.b64decode(r["raw_base64"]) in made_valid}
+    assert len(fixed_ids) == len(made_valid)
+    expected = _delivered_counts(out, registry) + Counter(made_valid.values())
+
+    first = replay_dead_letters(spark, fixed, registry=registry)
+    assert (first.delivered, first.failed_again) == (len(fixed_ids), len(before) - len(fixed_ids))
+    assert _delivered_counts(out, registry) == expected and max(expected.values()) == 1  # each row once
+    still = {r["id"]: r for r in pending_records(fixed.checkpoint)}
+    assert set(still) == set(before) - fixed_ids
+    for record_id, record in still.items():  # still bad, for the same reason, at the original location
+        original = before[record_id]
+        assert (_reason(record), record["source"], record["raw_base64"], record["replay"]) == \
+            (_reason(original), original["source"], original["raw_base64"], first.replay)
+
+    second = replay_dead_letters(spark, fixed, registry=registry)
+    assert (second.delivered, second.failed_again) == (0, len(still))
+    assert _delivered_counts(out, registry) == expected
+    assert {r["id"] for r in pending_records(fixed.checkpoint)} == set(still)
 
 
 def _dead(result) -> list[dict]:
@@ -143,6 +187,11 @@ def test_storage_files_every_row_delivered_or_dead_lettered_alone(spark, tmp_pat
     assert delivered["shop_other"] == set(range(1, 8)) and not again.bad_input
     assert json.loads((tmp_path / "checkpoint" / "held-files.json").read_text())["held"] == {}
 
+    # The fix for the oversize rows is a larger max-message-bytes; replay delivers them (and only them).
+    fixed = replace(options, sink=options.sink.model_copy(update={"max_message_bytes": 4096}))
+    _replay_after_fix(spark, fixed, registry, {faults_csv[106]: ("shop_csv_t", 106),
+                                               faults_json[207]: ("shop_json_t", 207)})
+
 
 def test_changelog_files_every_message_delivered_or_dead_lettered_alone(spark, tmp_path, registry):
     src = tmp_path / "canal"
@@ -177,6 +226,9 @@ def test_changelog_files_every_message_delivered_or_dead_lettered_alone(spark, t
     assert all(r["file"] == "part-1.json" and r["source"] == f"part-1.json:{r['line']}" and r["format"] == "canal-json"
                for r in dead)
 
+    fixed = replace(options, sink=options.sink.model_copy(update={"max_message_bytes": 4096}))
+    _replay_after_fix(spark, fixed, registry, {faults[107]: ("shop_t1", 107)})
+
 
 def test_debezium_kafka_dump_is_read_and_a_missing_definition_dead_letters_only_its_rows(spark, tmp_path, registry):
     src = tmp_path / "dbz"
@@ -196,6 +248,12 @@ def test_debezium_kafka_dump_is_read_and_a_missing_definition_dead_letters_only_
     result = run_job(spark, options, registry=registry)
     assert _delivered(tmp_path / "out", registry) == {"shop_known": {1, 2, 3}}
     assert [(r["source"], r["reason"], r["table"]) for r in _dead(result)] == [("dump.json:4", "unknown table", "ghost")]
+
+    # The fix is the missing definition (--tables); replay delivers the ghost row from the saved message.
+    fixed = replace(options, tables=(known, _table("ghost")))
+    [ghost] = [base64.b64decode(r["raw_base64"]) for r in pending_records(options.checkpoint)]
+    assert json.loads(ghost) == message("ghost", 1)  # the message, out of its saved envelope
+    _replay_after_fix(spark, fixed, registry, {ghost: ("shop_ghost", 1)})
 
     # A dump whose values are not messages is refused as a whole, saying what it looks like.
     _write(tmp_path / "bad" / "dump.json", [json.dumps({"key": "k", "value": "%%% not a message"}).encode()])
