@@ -16,8 +16,10 @@ in (table version, file, line) / (input partition, offset) order.
 * :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
   one file per (topic, batch, Spark partition): ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
   value in hex (``00`` + 4-byte schema id + Avro body: the Confluent frame is visible at a glance), a
-  tombstone's value ``null``. A replayed batch overwrites its own files, so the file sink is exactly
-  once. :func:`read_file_sink` reads them back in order.
+  tombstone's value ``null``. Spark's own text writer writes them (the JSON is built by Spark SQL) into a
+  staging directory, and Hadoop ``FileSystem`` renames move them into place. A batch is visible only once
+  complete, and a replayed batch replaces its own files, so the file sink is exactly once.
+  :func:`read_file_sink` reads them back in order.
 
 Executors get only plain data (paths, a config dict); producers and admin clients are built where
 they are used and never cross a process boundary.
@@ -25,7 +27,6 @@ they are used and never cross a process boundary.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -47,6 +48,7 @@ __all__ = [
     "FileSink",
     "KafkaSink",
     "KafkaSinkError",
+    "STAGING_DIR",
     "Sink",
     "has_spark_kafka",
     "read_file_sink",
@@ -99,43 +101,43 @@ class FileRecord:
         return self.value is None
 
 
-def _hex(data: Any) -> str | None:
-    return None if data is None else bytes(data).hex()
+#: Where :class:`FileSink` stages a batch before moving it into place; a batch with files under
+#: ``_staging/batch-<id>/`` is being written (or its writer died): :func:`read_file_sink` skips it.
+STAGING_DIR = "_staging"
+
+#: Spark's output file names: ``part-<task partition>-<uuid>.c<file>.txt``.
+_SPARK_PART = re.compile(r"part-(\d+)-.*\.txt$")
 
 
-def _write_file_partition(root: StorageURI, batch_id: int) -> Any:
-    """The ``foreachPartition`` function of :class:`FileSink` (closes over plain data only: the URI)."""
+def _file_lines(records: DataFrame, batch_id: int) -> DataFrame:
+    """``(line, topic, seq)``: each record as the file sink's JSON line, built by Spark SQL (no Python per row).
 
-    def write(rows: Iterable[Any]) -> None:
-        from pyspark import TaskContext
+    The line is what ``json.dumps(..., separators=(",", ":"))`` of the record gives: the fields in this
+    order, bytes as lower-case hex, nulls kept. ``seq`` keeps the rows' order through the writer's sort.
+    """
+    from pyspark.sql import functions as F
 
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
-        store = root.filesystem()
-        with contextlib.ExitStack() as stack:  # every topic's file is published only if the whole partition is
-            handles: dict[str, Any] = {}
-            for row in rows:
-                topic = row["topic"]
-                fh = handles.get(topic)
-                if fh is None:
-                    fh = handles[topic] = stack.enter_context(
-                        store.open_write(f"{topic}/batch-{batch_id:010d}-part-{part:05d}.jsonl"))
-                headers = row["headers"] or []
-                fh.write((json.dumps({
-                    "topic": topic,
-                    "partition": row["partition"],
-                    "key": _hex(row["key"]),
-                    "value": _hex(row["value"]),
-                    "headers": [{"key": h["key"], "value": _hex(h["value"])} for h in headers],
-                    "commit_ts": row["commit_ts"],
-                    "batch": batch_id,
-                }, separators=(",", ":")) + "\n").encode("utf-8"))
+    def hexed(column: Any) -> Any:
+        return F.lower(F.hex(column))
 
-    return write
+    headers = F.transform(F.coalesce(F.col("headers"), F.array()),
+                          lambda h: F.struct(h["key"].alias("key"), hexed(h["value"]).alias("value")))
+    record = F.struct(
+        F.col("topic"), F.col("partition"), hexed(F.col("key")).alias("key"), hexed(F.col("value")).alias("value"),
+        headers.alias("headers"), F.col("commit_ts"), F.lit(batch_id).cast("bigint").alias("batch"),
+    )
+    return records.select(F.to_json(record, {"ignoreNullFields": "false"}).alias("line"), F.col("topic"),
+                          F.monotonically_increasing_id().alias("seq"))
 
 
 class FileSink:
     """Kafka-shaped records as JSON Lines under ``path``, a local directory or a storage URI (see the module docs).
+
+    Spark's text writer writes a batch under ``<path>/_staging/batch-<id>/topic=<topic>/`` (Spark's commit
+    protocol); the driver then renames its files to ``<path>/<topic>/batch-<id>-part-<n>.jsonl`` through
+    Hadoop's ``FileSystem`` (the session's Hadoop settings carry the store's credentials, so executors get
+    none) and removes the staging directory: a batch is complete once nothing is left under it. A rerun
+    of a batch removes what an earlier attempt left and writes it again.
 
     >>> # sink = FileSink("/tmp/out", partitions=3); sink.write(records_df, batch_id=0)
     >>> # sink = FileSink("s3://bucket/out?endpoint=http://127.0.0.1:9000&access-key=...&secret-access-key=...")
@@ -152,20 +154,60 @@ class FileSink:
         self.store.make_dirs()
         return {topic: wanted or self.partitions for topic, wanted in topics.items()}
 
-    def _clear_batch(self, batch_id: int) -> None:
-        """Remove what an earlier, failed attempt of this batch left (a replay rewrites it all)."""
-        prefix = f"batch-{batch_id:010d}-"
-        for relpath in self.store.list_files():
-            topic, _, name = relpath.rpartition("/")
-            if topic and "/" not in topic and name.startswith(prefix):
-                self.store.delete(relpath)
-
     def write(self, records: DataFrame, batch_id: int) -> None:
-        self._clear_batch(batch_id)
-        records.foreachPartition(_write_file_partition(self.location, batch_id))
+        from avro_registry_sink.spark.session import apply_hadoop_conf
+
+        spark = records.sparkSession
+        apply_hadoop_conf(spark, self.location.hadoop_conf())
+        staging = self.location.hadoop_uri(f"{STAGING_DIR}/batch-{batch_id:010d}")
+        # sorting by (topic, seq) is the writer's own sort on topic, made total so each file keeps the rows' order
+        (_file_lines(records, batch_id).sortWithinPartitions("topic", "seq").drop("seq")
+         .write.mode("overwrite").partitionBy("topic")
+         .option("compression", "none").option("maxRecordsPerFile", 0).text(staging))
+        _publish(spark, self.location.hadoop_uri(), staging, batch_id)
 
     def close(self) -> None:
         pass
+
+
+def _publish(spark: SparkSession, root: str, staging: str, batch_id: int) -> None:
+    """Move a staged batch into place (Hadoop ``FileSystem`` renames, on the driver): first the files an
+    earlier attempt of the batch left are removed, then each staged part is renamed, then the staging
+    directory goes."""
+    from urllib.parse import unquote
+
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    hpath = jvm.org.apache.hadoop.fs.Path
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    if root.startswith("file:"):  # the raw local FS: the .crc side files stay in the staging directory
+        fs = jvm.org.apache.hadoop.fs.RawLocalFileSystem()
+        fs.initialize(jvm.java.net.URI("file:///"), conf)
+    else:
+        fs = hpath(root).getFileSystem(conf)
+    prefix = f"batch-{batch_id:010d}-part-"
+    for status in fs.listStatus(hpath(root)):
+        if status.isDirectory() and status.getPath().getName() != STAGING_DIR:
+            for old in fs.globStatus(hpath(status.getPath(), prefix + "*")) or []:
+                fs.delete(old.getPath(), False)
+    staged = hpath(staging)
+    for topic_dir in (fs.listStatus(staged) if fs.exists(staged) else []):
+        name = topic_dir.getPath().getName()
+        if not topic_dir.isDirectory() or not name.startswith("topic="):
+            continue
+        target = hpath(root + "/" + unquote(name[len("topic="):]))
+        fs.mkdirs(target)
+        for part in fs.listStatus(topic_dir.getPath()):
+            found = _SPARK_PART.match(part.getPath().getName())
+            if found is None:
+                continue
+            final = hpath(target, f"{prefix}{int(found.group(1)):05d}.jsonl")
+            if not fs.rename(part.getPath(), final):
+                raise OSError(f"Cannot move {part.getPath().toString()} to {final.toString()}; batch {batch_id} "
+                              "is not committed and a rerun writes it again.")
+    fs.delete(staged, True)
+    parent = staged.getParent()
+    if fs.exists(parent) and not list(fs.listStatus(parent)):
+        fs.delete(parent, True)
 
 
 def read_file_sink(path: str | os.PathLike[str] | StorageURI, topic: str | None = None) -> Iterator[FileRecord]:
@@ -175,13 +217,13 @@ def read_file_sink(path: str | os.PathLike[str] | StorageURI, topic: str | None 
     """
     location = path if isinstance(path, StorageURI) else parse_storage_uri(str(path), option="sink-uri")
     store = location.filesystem()
+    unfinished = {int(m.group(1)) for relpath in store.list_files(STAGING_DIR)
+                  if (m := re.match(rf"{STAGING_DIR}/batch-(\d+)/", relpath))}
     files: dict[str, list[tuple[int, int, str]]] = {}
     for relpath in store.list_files(topic or ""):
-        if topic is not None:
-            relpath = f"{topic}/{relpath}"
         name_topic, _, name = relpath.rpartition("/")
         m = _BATCH_FILE.fullmatch(name)
-        if m and name_topic and "/" not in name_topic:
+        if m and name_topic and "/" not in name_topic and int(m.group("batch")) not in unfinished:
             files.setdefault(name_topic, []).append((int(m.group("batch")), int(m.group("part")), relpath))
     for name_topic in sorted(files):
         for _, _, relpath in sorted(files[name_topic]):
