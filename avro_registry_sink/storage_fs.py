@@ -296,6 +296,9 @@ class StorageURI:
                 # S3-compatible stores ignore the region, but without one the SDK probes for it (instance
                 # metadata, with timeouts) before every new client
                 conf.setdefault(prefix + "endpoint.region", "us-east-1")
+                # not every S3-compatible store implements DeleteObjects (S3Proxy answers 501): the
+                # committer's cleanup of a written batch deletes object by object there
+                conf[prefix + "multiobjectdelete.enable"] = "false"
             if "access-key" in params:
                 provider = ("org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if "session-token" in params
                             else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
