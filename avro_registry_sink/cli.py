@@ -5,10 +5,13 @@ Exit status: 0 on success, 2 for bad input (a one-line error on stderr), 1 for a
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional, get_type_hints
 
 import typer
 
@@ -88,6 +91,54 @@ def build_config(
     return config
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _TiCDCArgs:
+    """TiCDC's encoding and routing options, taken alike by every command that derives schemas."""
+
+    enable_tidb_extension: ExtensionOpt = None
+    avro_decimal_handling_mode: DecimalOpt = None
+    avro_bigint_unsigned_handling_mode: BigintOpt = None
+    topic_rule: TopicRuleOpt = None
+    sink_uri: SinkUriOpt = None
+    config: ConfigOpt = None
+
+    def sink_config(self, registry: str | None = None) -> SinkConfig:
+        """The configuration these options give (flags > sink URI > environment > TOML file > defaults)."""
+        return build_config(config_file=self.config, sink_uri=self.sink_uri,
+                            enable_tidb_extension=self.enable_tidb_extension,
+                            decimal_mode=self.avro_decimal_handling_mode,
+                            bigint_mode=self.avro_bigint_unsigned_handling_mode, registry=registry)
+
+
+def _option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Let a command take a group of options as one dataclass parameter: typer sees each field of the group
+    as an option of its own, the command receives the group built from them (one place per shared option)."""
+    hints = get_type_hints(command, include_extras=True)
+    params: list[inspect.Parameter] = []
+    groups: dict[str, tuple[type, list[str]]] = {}
+    for param in inspect.signature(command).parameters.values():
+        kind = hints[param.name]
+        if not dataclasses.is_dataclass(kind):
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=kind))
+            continue
+        fields = dataclasses.fields(kind)
+        groups[param.name] = (kind, [f.name for f in fields])
+        field_hints = get_type_hints(kind, include_extras=True)
+        params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=field_hints[f.name],
+                                     default=inspect.Parameter.empty if f.default is dataclasses.MISSING
+                                     else f.default) for f in fields]
+
+    @functools.wraps(command)
+    def wrapper(**options: Any) -> Any:
+        for name, (kind, names) in groups.items():
+            options[name] = kind(**{n: options.pop(n) for n in names})
+        return command(**options)
+
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
 def build_router(config: SinkConfig, topic_rule: str | None):
     from avro_registry_sink.spark.job import build_router as job_router
 
@@ -121,26 +172,16 @@ def derive_tables(ddl: Path, config: SinkConfig, topic_rule: str | None):
 
 
 @app.command()
+@_option_groups
 def schemas(
     ddl: DdlOpt,
-    enable_tidb_extension: ExtensionOpt = None,
-    avro_decimal_handling_mode: DecimalOpt = None,
-    avro_bigint_unsigned_handling_mode: BigintOpt = None,
-    topic_rule: TopicRuleOpt = None,
-    sink_uri: SinkUriOpt = None,
-    config: ConfigOpt = None,
+    ticdc: _TiCDCArgs,
 ) -> None:
     """Print the key and value Avro schemas TiCDC would register for each table of a DDL file (JSON)."""
     try:
-        cfg = build_config(
-            config_file=config,
-            sink_uri=sink_uri,
-            enable_tidb_extension=enable_tidb_extension,
-            decimal_mode=avro_decimal_handling_mode,
-            bigint_mode=avro_bigint_unsigned_handling_mode,
-        )
+        cfg = ticdc.sink_config()
         out = []
-        for table, route, derived in derive_tables(ddl, cfg, topic_rule):
+        for table, route, derived in derive_tables(ddl, cfg, ticdc.topic_rule):
             out.append(
                 {
                     "schema": table.schema_name,
@@ -178,16 +219,12 @@ def _load_event_values(values: Any, table, line_no: int) -> dict[str, Any]:
 
 
 @app.command()
+@_option_groups
 def encode(
     ddl: DdlOpt,
     events: Annotated[Path, typer.Option("--events", help="JSON Lines: {schema, table, op, commit_ts, values}.")],
+    ticdc: _TiCDCArgs,
     registry: RegistryOpt = None,
-    enable_tidb_extension: ExtensionOpt = None,
-    avro_decimal_handling_mode: DecimalOpt = None,
-    avro_bigint_unsigned_handling_mode: BigintOpt = None,
-    topic_rule: TopicRuleOpt = None,
-    sink_uri: SinkUriOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """Encode change events to Confluent-framed Avro, registering schemas as needed; one JSON line per event."""
     import pyarrow as pa
@@ -200,12 +237,8 @@ def encode(
     from avro_registry_sink.spark.stage import CHANGE_SCHEMA, StagePlan, encode_change_batch
 
     try:
-        cfg = build_config(
-            config_file=config, sink_uri=sink_uri, enable_tidb_extension=enable_tidb_extension,
-            decimal_mode=avro_decimal_handling_mode, bigint_mode=avro_bigint_unsigned_handling_mode,
-            registry=registry,
-        )
-        router = build_router(cfg, topic_rule)
+        cfg = ticdc.sink_config(registry)
+        router = build_router(cfg, ticdc.topic_rule)
         selection = TableSelection.from_config(cfg)
         tables = {(t.schema_name.lower(), t.table.lower()): t for t in read_tables(ddl)}
         try:
@@ -291,15 +324,11 @@ def encode(
 
 
 @app.command()
+@_option_groups
 def check(
     ddl: DdlOpt,
     registry: Annotated[str, typer.Option("--registry", "--schema-registry", help="Schema registry URL(s) to ask.")],
-    enable_tidb_extension: ExtensionOpt = None,
-    avro_decimal_handling_mode: DecimalOpt = None,
-    avro_bigint_unsigned_handling_mode: BigintOpt = None,
-    topic_rule: TopicRuleOpt = None,
-    sink_uri: SinkUriOpt = None,
-    config: ConfigOpt = None,
+    ticdc: _TiCDCArgs,
     output: Annotated[str, typer.Option("--output", help="table|json")] = "table",
 ) -> None:
     """Pre-flight: would the schemas of this DDL be accepted by the registry? Registers nothing.
@@ -314,14 +343,10 @@ def check(
     if output not in ("table", "json"):
         raise _fail(f"Invalid value {output!r} for option '--output': valid values are table or json.")
     try:
-        cfg = build_config(
-            config_file=config, sink_uri=sink_uri, enable_tidb_extension=enable_tidb_extension,
-            decimal_mode=avro_decimal_handling_mode, bigint_mode=avro_bigint_unsigned_handling_mode,
-            registry=registry,
-        )
+        cfg = ticdc.sink_config(registry)
         results = []
         with RegistryClient(cfg.registry) as client:
-            for table, route, derived in derive_tables(ddl, cfg, topic_rule):
+            for table, route, derived in derive_tables(ddl, cfg, ticdc.topic_rule):
                 for subject, text in ((route.key_subject, derived.key_json), (route.value_subject, derived.value_json)):
                     if text is None:
                         continue
@@ -449,6 +474,51 @@ TablesOpt = Annotated[Optional[Path], typer.Option("--tables", help="CREATE TABL
 CsvOpt = Annotated[Optional[list[str]], typer.Option("--csv", help="A TiCDC sink.csv setting of the storage sink, KEY=VALUE (include-commit-ts=true, output-old-value=true, delimiter=|, quote=, ...); repeatable.")]
 ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|none: live display on a terminal, JSON log lines otherwise.")]
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
+ProducerOpt = Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _JobArgs(_TiCDCArgs):
+    """The options ``run`` and ``replay`` share: the same options find the same checkpoint."""
+
+    source: SourceOpt
+    checkpoint: CheckpointOpt = None
+    registry: RegistryOpt = None
+    tables: TablesOpt = None
+    csv: CsvOpt = None
+    producer: ProducerOpt = "auto"
+    progress: ProgressOpt = "auto"
+    state_dir: StateDirOpt = None
+
+    def job_options(self, **job: Any):
+        """The job's ``JobOptions`` (``job``: the command's own fields of it); the source is checked (a bad
+        URI, missing credentials, an unreachable store) before Spark starts."""
+        from avro_registry_sink.config import default_state_dir
+        from avro_registry_sink.redact import remember
+        from avro_registry_sink.spark.job import JobOptions
+        from avro_registry_sink.spark.sources import parse_source
+
+        state = self.state_dir or default_state_dir()
+        cfg = self.sink_config(self.registry)
+        if cfg.scheme == "file" and not cfg.path:
+            cfg = cfg.model_copy(update={"path": str(state / "output")})
+        if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
+            state.mkdir(parents=True, exist_ok=True)
+            cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
+                update={"embedded_data": str(state / "registry.db")})})
+        spec = parse_source(self.source, cfg)
+        remember(spec.kafka)
+        spec.check()
+        return JobOptions(
+            source=spec,
+            checkpoint=self.checkpoint or _checkpoint_for(state, spec.describe(), self.sink_uri or cfg.path or ""),
+            sink=cfg,
+            topic_rule=self.topic_rule,
+            csv_options=_csv_settings(self.csv, self.config),
+            tables=tuple(read_tables(self.tables)) if self.tables is not None else (),
+            kafka_producer=self.producer,
+            **job,
+        )
 
 
 def _bad_row_budget(text: str | None) -> dict[str, Any]:
@@ -544,15 +614,19 @@ def _check_locations(spec, checkpoint: str | None, cfg: SinkConfig) -> set[str]:
     return stores
 
 
-def _require_connectors(spark, stores: set[str]) -> None:
-    """Exit 2 when the session lacks a store's Hadoop connector (spark-submit without --packages)."""
+def _job_session(options, stores: set[str]):
+    """The job's SparkSession (Kafka connector when a side is Kafka, the Hadoop connectors of ``stores``);
+    exit 2 when the session lacks a store's connector (spark-submit without --packages)."""
+    from avro_registry_sink.spark.job import job_session
     from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
 
+    spark = job_session(kafka=options.source.is_kafka or options.sink.scheme == "kafka", stores=stores)
     missing = missing_store_classes(spark, stores)
     if missing:
         packages = ",".join(store_packages(missing, hadoop_version(spark))) or "the store's Hadoop connector"
         raise _fail(f"Spark has no Hadoop connector for {', '.join(missing)} storage URIs: submit with "
                     f"--packages {packages} (this Spark's Hadoop version).")
+    return spark
 
 
 def _size(option: str, text: str | None) -> int | None:
@@ -603,64 +677,16 @@ def _print_dead_letters(result, console) -> None:
                   + ". After fixing the cause, `avro-registry-sink replay` with the same options delivers them.")
 
 
-def _job_options(*, source: str, sink_uri: str | None, config: Path | None, checkpoint: Path | None,
-                 topic_rule: str | None, registry: str | None, tables: Path | None, csv: list[str] | None,
-                 state_dir: Path | None, enable_tidb_extension: str | None, avro_decimal_handling_mode: str | None,
-                 avro_bigint_unsigned_handling_mode: str | None, **job: Any):
-    """The JobOptions of ``run`` and ``replay`` from their shared options (``job``: the rest of JobOptions)."""
-    from avro_registry_sink.config import default_state_dir
-    from avro_registry_sink.redact import remember
-    from avro_registry_sink.spark.job import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
-
-    state = state_dir or default_state_dir()
-    cfg = build_config(
-        config_file=config, sink_uri=sink_uri, enable_tidb_extension=enable_tidb_extension,
-        decimal_mode=avro_decimal_handling_mode, bigint_mode=avro_bigint_unsigned_handling_mode,
-        registry=registry,
-    )
-    if cfg.scheme == "file" and not cfg.path:
-        cfg = cfg.model_copy(update={"path": str(state / "output")})
-    if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
-        state.mkdir(parents=True, exist_ok=True)
-        cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
-            update={"embedded_data": str(state / "registry.db")})})
-    spec = parse_source(source, cfg)
-    remember(spec.kafka)
-    spec.check()
-    return JobOptions(
-        source=spec,
-        checkpoint=checkpoint or _checkpoint_for(state, spec.describe(), sink_uri or cfg.path or ""),
-        sink=cfg,
-        topic_rule=topic_rule,
-        csv_options=_csv_settings(csv, config),
-        tables=tuple(read_tables(tables)) if tables is not None else (),
-        **job,
-    )
-
-
 @app.command()
+@_option_groups
 def run(
-    source: SourceOpt,
-    sink_uri: SinkUriOpt = None,
-    config: ConfigOpt = None,
-    checkpoint: CheckpointOpt = None,
-    topic_rule: TopicRuleOpt = None,
-    registry: RegistryOpt = None,
-    tables: TablesOpt = None,
-    csv: CsvOpt = None,
+    job: _JobArgs,
     available_now: Annotated[bool, typer.Option("--available-now/--continuous", help="Process what exists and stop, or keep running.")] = False,
     trigger_interval: Annotated[str, typer.Option("--trigger-interval", help="Micro-batch interval when continuous.")] = "10 seconds",
     max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1)] = None,
     max_bytes_per_trigger: Annotated[Optional[str], typer.Option("--max-bytes-per-trigger", help="Input per micro-batch, e.g. 512m (default: an eighth of the JVM heap).")] = None,
     max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1)] = None,
     max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
-    producer: Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")] = "auto",
-    progress: ProgressOpt = "auto",
-    state_dir: StateDirOpt = None,
-    enable_tidb_extension: ExtensionOpt = None,
-    avro_decimal_handling_mode: DecimalOpt = None,
-    avro_bigint_unsigned_handling_mode: BigintOpt = None,
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
@@ -669,48 +695,20 @@ def run(
     """
     from rich.console import Console
 
-    from avro_registry_sink.config import default_state_dir
     from avro_registry_sink.progress import make_progress
-    from avro_registry_sink.redact import remember
-    from avro_registry_sink.spark.job import JobOptions, check_checkpoint, check_kafka, job_session, run_job
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.job import check_checkpoint, check_kafka, run_job
 
-    state = state_dir or default_state_dir()
     try:
-        cfg = build_config(
-            config_file=config, sink_uri=sink_uri, enable_tidb_extension=enable_tidb_extension,
-            decimal_mode=avro_decimal_handling_mode, bigint_mode=avro_bigint_unsigned_handling_mode,
-            registry=registry,
-        )
-        if cfg.scheme == "file" and not cfg.path:
-            cfg = cfg.model_copy(update={"path": str(state / "output")})
-        if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
-            state.mkdir(parents=True, exist_ok=True)
-            cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
-                update={"embedded_data": str(state / "registry.db")})})
-        spec = parse_source(source, cfg)
-        remember(spec.kafka)
-        spec.check()  # a bad URI, missing credentials, an unreachable store: refused before Spark starts
-        stores = _check_locations(spec, checkpoint, cfg)
-        table_defs = tuple(read_tables(tables)) if tables is not None else ()
-        options = JobOptions(
-            source=spec,
-            checkpoint=checkpoint or _checkpoint_for(state, spec.describe(), sink_uri or cfg.path or ""),
-            sink=cfg,
-            topic_rule=topic_rule,
-            available_now=available_now,
-            trigger_interval=trigger_interval,
+        options = job.job_options(
+            available_now=available_now, trigger_interval=trigger_interval,
             max_files_per_trigger=max_files_per_trigger,
             max_bytes_per_trigger=_size("--max-bytes-per-trigger", max_bytes_per_trigger),
-            max_offsets_per_trigger=max_offsets_per_trigger,
-            csv_options=_csv_settings(csv, config),
-            tables=table_defs,
-            kafka_producer=producer,
-            **_bad_row_budget(max_bad_rows),
+            max_offsets_per_trigger=max_offsets_per_trigger, **_bad_row_budget(max_bad_rows),
         )
+        stores = _check_locations(options.source, job.checkpoint, options.sink)
         check_checkpoint(options)
-        _check_tables(cfg, topic_rule, table_defs)
-        reporter = make_progress(progress)
+        _check_tables(options.sink, job.topic_rule, options.tables)
+        reporter = make_progress(job.progress)
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     _quiet_spark_warnings()
@@ -718,8 +716,7 @@ def run(
         check_kafka(options)  # before Spark's start: a wrong password or CA fails in seconds
     except AvroSinkError as exc:
         raise _fail(str(exc), code=1) from None
-    spark = job_session(kafka=spec.is_kafka or cfg.scheme == "kafka", stores=stores)
-    _require_connectors(spark, stores)
+    spark = _job_session(options, stores)
     try:
         result = run_job(spark, options, progress=reporter)
     except AvroSinkError as exc:
@@ -732,21 +729,9 @@ def run(
 
 
 @app.command()
+@_option_groups
 def replay(
-    source: SourceOpt,
-    sink_uri: SinkUriOpt = None,
-    config: ConfigOpt = None,
-    checkpoint: CheckpointOpt = None,
-    topic_rule: TopicRuleOpt = None,
-    registry: RegistryOpt = None,
-    tables: TablesOpt = None,
-    csv: CsvOpt = None,
-    producer: Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")] = "auto",
-    progress: ProgressOpt = "auto",
-    state_dir: StateDirOpt = None,
-    enable_tidb_extension: ExtensionOpt = None,
-    avro_decimal_handling_mode: DecimalOpt = None,
-    avro_bigint_unsigned_handling_mode: BigintOpt = None,
+    job: _JobArgs,
 ) -> None:
     """Deliver the rows a run dead-lettered, after fixing the cause (a setting, --tables, --csv ...).
 
@@ -756,24 +741,20 @@ def replay(
     failed, 2 for bad options.
     """
     from avro_registry_sink.progress import make_progress
-    from avro_registry_sink.spark.job import check_checkpoint, job_session
+    from avro_registry_sink.spark.job import check_checkpoint
     from avro_registry_sink.spark.replay import replay_dead_letters
 
     try:
-        options = _job_options(
-            source=source, sink_uri=sink_uri, config=config, checkpoint=checkpoint, topic_rule=topic_rule,
-            registry=registry, tables=tables, csv=csv, state_dir=state_dir, enable_tidb_extension=enable_tidb_extension,
-            avro_decimal_handling_mode=avro_decimal_handling_mode,
-            avro_bigint_unsigned_handling_mode=avro_bigint_unsigned_handling_mode, kafka_producer=producer,
-        )
+        options = job.job_options()
+        stores = _check_locations(options.source, job.checkpoint, options.sink)
         if not check_checkpoint(options):
             raise ValueError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the --checkpoint (or the "
                              "same --source, --sink-uri and --state-dir) of the run whose dead letters to replay.")
-        reporter = make_progress("none" if progress == "auto" else progress)
+        reporter = make_progress("none" if job.progress == "auto" else job.progress)
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     _quiet_spark_warnings()
-    spark = job_session(kafka=options.source.is_kafka or options.sink.scheme == "kafka")
+    spark = _job_session(options, stores)
     try:
         result = replay_dead_letters(spark, options, progress=reporter)
     except AvroSinkError as exc:

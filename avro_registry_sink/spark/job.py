@@ -933,6 +933,23 @@ def _registry_for(options: JobOptions, registry: Any) -> Iterator[Any]:
         yield client
 
 
+def _sink_for(spark: SparkSession, options: JobOptions) -> Sink:
+    """The sink of ``options.sink``; a file sink without a path writes beside a local checkpoint."""
+    checkpoint = options.checkpoint_uri
+    return build_sink(options.sink, spark, producer=options.kafka_producer,
+                      default_dir=Path(checkpoint.parent().child("output").path) if checkpoint.is_local else None)
+
+
+def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, sink: Sink,
+                     progress: ProgressReporter) -> _BatchProcessor:
+    """The ``foreachBatch`` function of the job and of a replay, with its schema manager (column selectors
+    and ``[filter] rules`` of ``options.sink`` applied)."""
+    manager = SchemaManager(registry, router, options.sink.encoding,
+                            unavailable_budget=options.sink.registry.unavailable_budget,
+                            selection=TableSelection.from_config(options.sink))
+    return _BatchProcessor(options, manager, sink, progress, registry, router)
+
+
 def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) -> None:
     """Connect to the Kafka clusters of the source and the sink (whichever are Kafka): wrong credentials, an
     untrusted CA or a listener of the wrong kind raise ``KafkaConnectionError`` within seconds. The CLI calls
@@ -1049,17 +1066,13 @@ def run_job(
 
     stores = [u for u in (options.source.location, checkpoint, _sink_location(options.sink)) if u is not None]
     apply_hadoop_conf(spark, hadoop_settings(stores))
-    sink = sink or build_sink(options.sink, spark, producer=options.kafka_producer,
-                              default_dir=Path(checkpoint.parent().child("output").path) if checkpoint.is_local else None)
+    sink = sink or _sink_for(spark, options)
     if isinstance(sink, KafkaSink):
         sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts
     stream = _stream(spark, options)
     settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
-        manager = SchemaManager(client, router, options.sink.encoding,
-                                unavailable_budget=options.sink.registry.unavailable_budget,
-                                selection=TableSelection.from_config(options.sink))
-        processor = _BatchProcessor(options, manager, sink, progress, client, router)
+        processor = _batch_processor(options, client, router, sink, progress)
         writer = stream.writeStream.foreachBatch(processor).option(
             "checkpointLocation", checkpoint.hadoop_uri("spark") if not checkpoint.is_local
             else checkpoint.child("spark").path

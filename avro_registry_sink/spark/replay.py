@@ -174,8 +174,7 @@ def replay_dead_letters(
     ``sink`` and ``router`` default as in :func:`~avro_registry_sink.spark.job.run_job`.
     """
     from avro_registry_sink.errors import ConfigError
-    from avro_registry_sink.manager import SchemaManager
-    from avro_registry_sink.spark.job import _BatchProcessor, _registry_for, build_router, build_sink, check_checkpoint
+    from avro_registry_sink.spark.job import _batch_processor, _registry_for, _sink_for, build_router, check_checkpoint
 
     if not check_checkpoint(options):  # and it is this very source's
         raise ConfigError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the checkpoint (or the same "
@@ -202,8 +201,7 @@ def replay_dead_letters(
         shutil.copy2(checkpoint / "tables.json", work / "checkpoint" / "tables.json")
     replay_options = replace(options, source=_replay_source(options, tree), checkpoint=work / "checkpoint")
     router = router or build_router(options.sink, options.topic_rule)
-    sink = sink or build_sink(options.sink, spark, producer=options.kafka_producer,
-                              default_dir=checkpoint.parent / "output")
+    sink = sink or _sink_for(spark, options)
     progress = progress or NullProgress()
     paths = sorted(p.resolve().as_uri() for p in tree.rglob("*") if p.is_file() and
                    (p.name.startswith("CDC") and not p.name.endswith(".index") if options.source.is_storage
@@ -211,9 +209,7 @@ def replay_dead_letters(
     batch_id = REPLAY_BATCH_BASE + number
     try:
         with _registry_for(options, registry) as client:
-            manager = SchemaManager(client, router, options.sink.encoding,
-                                    unavailable_budget=options.sink.registry.unavailable_budget)
-            processor = _BatchProcessor(replay_options, manager, sink, progress, client, router)
+            processor = _batch_processor(replay_options, client, router, sink, progress)
             progress.start({"source": f"replay {number} of {checkpoint / 'dead-letter'}",
                             "sink": getattr(sink, "description", ""), "checkpoint": str(checkpoint)})
             # the stream's batch shape (``binaryFile``: path, content): changelog batches read the content
