@@ -59,41 +59,24 @@ find_java() {
 }
 
 fetch_dist() {
-  if [ -f "$DIST/.complete" ]; then return 0; fi
-  command -v mvn >/dev/null || die "mvn (Maven) is needed to fetch Apicurio from Maven Central (apt-get install maven)"
-  local tmp="$DIST.tmp.$$"
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
+  begin_fetch "$DIST" Apicurio || return 0
+  local tmp="$FETCH_TMP"
   log "fetching io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all from Maven Central into $DIST"
   # shellcheck disable=SC2086  # APICURIO_MVN_ARGS is a list of words on purpose
   if ! retry "${MVN_FETCH[@]}" ${APICURIO_MVN_ARGS:-} \
       "$DEPENDENCY_PLUGIN:copy" -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
       -DoutputDirectory="$tmp/download" -Dmdep.overWriteReleases=true >&2; then
-    rm -rf "$tmp"
-    die "could not fetch Apicurio Registry $APICURIO_VERSION with Maven"
+    fetch_failed "could not fetch Apicurio Registry $APICURIO_VERSION with Maven"
   fi
   tar -xzf "$tmp/download/apicurio-registry-app-$APICURIO_VERSION-all.tar.gz" -C "$tmp"
   rm -rf "$tmp/download"
-  [ -f "$tmp/quarkus-run.jar" ] || { rm -rf "$tmp"; die "quarkus-run.jar missing from the Apicurio distribution"; }
-  install_fetched "$tmp" "$DIST"
+  [ -f "$tmp/quarkus-run.jar" ] || fetch_failed "quarkus-run.jar missing from the Apicurio distribution"
+  install_fetched "$DIST"
 }
 
 answers() { curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$1/apis/ccompat/v7/subjects"; }
 
-wait_ready() {
-  local pid="$1" port="$2" deadline=$((SECONDS + APICURIO_START_TIMEOUT))
-  until answers "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log_tail
-      die "Apicurio (pid $pid) exited during startup"
-    fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      log_tail
-      die "Apicurio did not answer within ${APICURIO_START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
-}
+wait_ready() { await_ready "$1" "$APICURIO_START_TIMEOUT" Apicurio answers "$2"; }
 
 start() {
   local pid java

@@ -42,13 +42,6 @@ CONNECT_HEAP_OPTS="${CONNECT_HEAP_OPTS:--Xmx512m -Xms128m}"
 CONNECT_START_TIMEOUT="${CONNECT_START_TIMEOUT:-180}"
 CONNECT_STOP_TIMEOUT="${CONNECT_STOP_TIMEOUT:-30}"
 DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-if [ -n "${CONNECT_JAVA:-}" ]; then
-  JAVA="$CONNECT_JAVA"
-elif [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
-  JAVA="$JAVA_HOME/bin/java"
-else
-  JAVA=java
-fi
 
 DIST="$CONNECT_CACHE/$CONNECT_KAFKA_VERSION-$CONNECT_CONVERTER_VERSION-$CONNECT_JDBC_VERSION"
 RUN="$CONNECT_CACHE/run"          # wiped on every start: config, offsets, log, pid, url
@@ -59,13 +52,12 @@ LOG="$RUN/connect.log"
 SERVICE=connect.sh SERVICE_CACHE="$CONNECT_CACHE" PROCESS_PATTERN='ConnectStandalone' STOP_TIMEOUT="$CONNECT_STOP_TIMEOUT"
 # shellcheck source=scripts/lib/service.sh
 source "$REPO/scripts/lib/service.sh"
+JAVA="$(service_java "${CONNECT_JAVA:-}")"
 MVN_CENTRAL=("${MVN_FETCH[@]}" -s "$REPO/scripts/connect/settings.xml")
 
 fetch_dist() {
-  if [ -f "$DIST/.complete" ]; then return 0; fi
-  command -v mvn >/dev/null || die "mvn (Maven) is needed to fetch Kafka Connect from Maven Central (apt-get install maven)"
-  local tmp="$DIST.tmp.$$"
-  rm -rf "$tmp"
+  begin_fetch "$DIST" "Kafka Connect" || return 0
+  local tmp="$FETCH_TMP"
   mkdir -p "$tmp/libs" "$tmp/plugins" "$tmp/download"
   log "fetching Kafka Connect $CONNECT_KAFKA_VERSION, Apicurio's converter $CONNECT_CONVERTER_VERSION and" \
       "Debezium's JDBC sink $CONNECT_JDBC_VERSION from Maven Central into $DIST"
@@ -78,14 +70,13 @@ fetch_dist() {
      || ! retry "${MVN_CENTRAL[@]}" ${CONNECT_MVN_ARGS:-} "$DEPENDENCY_PLUGIN:copy" \
         -Dartifact="io.debezium:debezium-connector-jdbc:$CONNECT_JDBC_VERSION:tar.gz:plugin" \
         -DoutputDirectory="$tmp/download" -Dmdep.overWriteReleases=true >&2; then
-    rm -rf "$tmp"
-    die "could not fetch Kafka Connect and its plugins with Maven"
+    fetch_failed "could not fetch Kafka Connect and its plugins with Maven"
   fi
   tar -xzf "$tmp/download/debezium-connector-jdbc-$CONNECT_JDBC_VERSION-plugin.tar.gz" -C "$tmp/plugins"
   rm -rf "$tmp/download"
-  [ -f "$tmp/libs/connect-runtime-$CONNECT_KAFKA_VERSION.jar" ] || { rm -rf "$tmp"; die "connect-runtime jar missing after the fetch"; }
-  [ -d "$tmp/plugins/debezium-connector-jdbc" ] || { rm -rf "$tmp"; die "the JDBC sink plugin archive did not unpack to debezium-connector-jdbc/"; }
-  install_fetched "$tmp" "$DIST"
+  [ -f "$tmp/libs/connect-runtime-$CONNECT_KAFKA_VERSION.jar" ] || fetch_failed "connect-runtime jar missing after the fetch"
+  [ -d "$tmp/plugins/debezium-connector-jdbc" ] || fetch_failed "the JDBC sink plugin archive did not unpack to debezium-connector-jdbc/"
+  install_fetched "$DIST"
 }
 
 write_config() {
@@ -126,20 +117,7 @@ CONF
 
 answers() { curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$1/connectors"; }
 
-wait_ready() {
-  local pid="$1" port="$2" deadline=$((SECONDS + CONNECT_START_TIMEOUT))
-  until answers "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log_tail
-      die "the Connect worker (pid $pid) exited during startup"
-    fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      log_tail
-      die "the Connect worker did not answer within ${CONNECT_START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
-}
+wait_ready() { await_ready "$1" "$CONNECT_START_TIMEOUT" "the Connect worker" answers "$2"; }
 
 start() {
   local pid

@@ -41,13 +41,6 @@ KAFKA_CACHE="${KAFKA_CACHE:-$REPO/.cache/kafka}"
 KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
-if [ -n "${KAFKA_JAVA:-}" ]; then
-  JAVA="$KAFKA_JAVA"
-elif [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
-  JAVA="$JAVA_HOME/bin/java"
-else
-  JAVA=java
-fi
 
 LIBS="$KAFKA_CACHE/$KAFKA_VERSION/libs"
 RUN="$KAFKA_CACHE/run"            # wiped on every start: data, config, log, pid
@@ -59,22 +52,18 @@ READY_LINE="Kafka Server started"  # logged by KafkaRaftServer once broker and c
 SERVICE=kafka.sh SERVICE_CACHE="$KAFKA_CACHE" PROCESS_PATTERN='kafka\.Kafka' STOP_TIMEOUT="$KAFKA_STOP_TIMEOUT"
 # shellcheck source=scripts/lib/service.sh
 source "$REPO/scripts/lib/service.sh"
+JAVA="$(service_java "${KAFKA_JAVA:-}")"
 
 fetch_libs() {
-  if [ -f "$LIBS/.complete" ]; then return 0; fi
-  command -v mvn >/dev/null || die "mvn (Maven) is needed to fetch Kafka from Maven Central (apt-get install maven)"
-  local tmp="$LIBS.tmp.$$"
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
+  begin_fetch "$LIBS" Kafka || return 0
   log "fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its runtime deps from Maven Central into $LIBS"
   # shellcheck disable=SC2086  # KAFKA_MVN_ARGS is a list of words on purpose
   if ! retry "${MVN_FETCH[@]}" -f "$REPO/scripts/kafka/pom.xml" ${KAFKA_MVN_ARGS:-} \
-      dependency:copy-dependencies -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$tmp" >&2; then
-    rm -rf "$tmp"
-    die "could not fetch Kafka $KAFKA_VERSION with Maven"
+      dependency:copy-dependencies -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$FETCH_TMP" >&2; then
+    fetch_failed "could not fetch Kafka $KAFKA_VERSION with Maven"
   fi
-  [ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ] || { rm -rf "$tmp"; die "kafka_2.13-$KAFKA_VERSION.jar missing after the fetch"; }
-  install_fetched "$tmp" "$LIBS"
+  [ -f "$FETCH_TMP/kafka_2.13-$KAFKA_VERSION.jar" ] || fetch_failed "kafka_2.13-$KAFKA_VERSION.jar missing after the fetch"
+  install_fetched "$LIBS"
 }
 
 # A fresh CA, a server certificate for 127.0.0.1/localhost and a client certificate, PEM (keys PKCS#8,
@@ -160,24 +149,9 @@ logger.request.level = WARN
 EOF
 }
 
-# Wait until the broker logged that it started and its listener accepts connections.
-wait_ready() {
-  local pid="$1" deadline=$((SECONDS + KAFKA_START_TIMEOUT))
-  while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log_tail
-      die "the broker (pid $pid) exited during startup"
-    fi
-    if grep -q "$READY_LINE" "$LOG" 2>/dev/null && port_open "$KAFKA_PORT"; then
-      return 0
-    fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      log_tail
-      die "the broker did not become ready within ${KAFKA_START_TIMEOUT}s"
-    fi
-    sleep 0.5
-  done
-}
+# The broker logged that it started and its listener accepts connections.
+broker_ready() { grep -q "$READY_LINE" "$LOG" 2>/dev/null && port_open "$KAFKA_PORT"; }
+wait_ready() { await_ready "$1" "$KAFKA_START_TIMEOUT" "the broker" broker_ready; }
 
 # openssl makes the test certificates; on a fresh Debian/Ubuntu machine (as root) it is installed.
 ensure_openssl() {

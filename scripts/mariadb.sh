@@ -53,20 +53,8 @@ install_package() {
 
 client() { mariadb --no-defaults --protocol=socket --socket="$SOCKET" -u root "$@"; }
 
-wait_ready() {
-  local pid="$1" deadline=$((SECONDS + MARIADB_START_TIMEOUT))
-  until client -e 'SELECT 1' >/dev/null 2>&1 && port_open "$MARIADB_PORT"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log_tail
-      die "MariaDB (pid $pid) exited during startup"
-    fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      log_tail
-      die "MariaDB did not answer within ${MARIADB_START_TIMEOUT}s"
-    fi
-    sleep 0.3
-  done
-}
+server_answers() { client -e 'SELECT 1' >/dev/null 2>&1 && port_open "$MARIADB_PORT"; }
+wait_ready() { await_ready "$1" "$MARIADB_START_TIMEOUT" MariaDB server_answers; }
 
 start() {
   local pid bin user=()

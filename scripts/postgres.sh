@@ -39,16 +39,6 @@ SERVICE=postgres.sh SERVICE_CACHE="$POSTGRES_CACHE" PROCESS_PATTERN='postgres' S
 # shellcheck source=scripts/lib/service.sh
 source "$REPO/scripts/lib/service.sh"
 
-# postmaster.pid holds more than the pid: running_pid (service.sh) reads only its first line.
-running_pid() {
-  local pid
-  [ -f "$PID_FILE" ] || return 1
-  pid="$(head -n 1 "$PID_FILE" 2>/dev/null || true)"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$PROCESS_PATTERN" || return 1
-  echo "$pid"
-}
-
 find_bin() {
   if [ -n "${POSTGRES_BIN:-}" ]; then echo "$POSTGRES_BIN"; return 0; fi
   local dir

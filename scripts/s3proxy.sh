@@ -38,13 +38,6 @@ S3PROXY_HEAP_OPTS="${S3PROXY_HEAP_OPTS:--Xmx384m}"
 S3PROXY_START_TIMEOUT="${S3PROXY_START_TIMEOUT:-60}"
 S3PROXY_STOP_TIMEOUT="${S3PROXY_STOP_TIMEOUT:-20}"
 DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-if [ -n "${S3PROXY_JAVA:-}" ]; then
-  JAVA="$S3PROXY_JAVA"
-elif [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
-  JAVA="$JAVA_HOME/bin/java"
-else
-  JAVA=java
-fi
 
 DIST="$S3PROXY_CACHE/$S3PROXY_VERSION"
 JAR="$DIST/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar"
@@ -56,23 +49,19 @@ LOG="$RUN/s3proxy.log"
 SERVICE=s3proxy.sh SERVICE_CACHE="$S3PROXY_CACHE" PROCESS_PATTERN='s3proxy' STOP_TIMEOUT="$S3PROXY_STOP_TIMEOUT"
 # shellcheck source=scripts/lib/service.sh
 source "$REPO/scripts/lib/service.sh"
+JAVA="$(service_java "${S3PROXY_JAVA:-}")"
 
 fetch_jar() {
-  if [ -f "$DIST/.complete" ]; then return 0; fi
-  command -v mvn >/dev/null || die "mvn (Maven) is needed to fetch S3Proxy from Maven Central (apt-get install maven)"
-  local tmp="$DIST.tmp.$$"
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
+  begin_fetch "$DIST" S3Proxy || return 0
   log "fetching org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies from Maven Central into $DIST"
   # shellcheck disable=SC2086  # S3PROXY_MVN_ARGS is a list of words on purpose
   if ! retry "${MVN_FETCH[@]}" ${S3PROXY_MVN_ARGS:-} \
       "$DEPENDENCY_PLUGIN:copy" -Dartifact="org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
-      -DoutputDirectory="$tmp" -Dmdep.overWriteReleases=true >&2; then
-    rm -rf "$tmp"
-    die "could not fetch S3Proxy $S3PROXY_VERSION with Maven"
+      -DoutputDirectory="$FETCH_TMP" -Dmdep.overWriteReleases=true >&2; then
+    fetch_failed "could not fetch S3Proxy $S3PROXY_VERSION with Maven"
   fi
-  [ -f "$tmp/$(basename "$JAR")" ] || { rm -rf "$tmp"; die "$(basename "$JAR") missing after the fetch"; }
-  install_fetched "$tmp" "$DIST"
+  [ -f "$FETCH_TMP/$(basename "$JAR")" ] || fetch_failed "$(basename "$JAR") missing after the fetch"
+  install_fetched "$DIST"
 }
 
 write_config() {
@@ -91,20 +80,7 @@ write_config() {
 # Any HTTP answer (403 without a signature) means the server is up.
 answers() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$1/" || true)" != "000" ]; }
 
-wait_ready() {
-  local pid="$1" port="$2" deadline=$((SECONDS + S3PROXY_START_TIMEOUT))
-  until answers "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log_tail
-      die "S3Proxy (pid $pid) exited during startup"
-    fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      log_tail
-      die "S3Proxy did not answer within ${S3PROXY_START_TIMEOUT}s"
-    fi
-    sleep 0.3
-  done
-}
+wait_ready() { await_ready "$1" "$S3PROXY_START_TIMEOUT" S3Proxy answers "$2"; }
 
 start() {
   local pid

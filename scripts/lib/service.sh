@@ -1,4 +1,5 @@
-# Shared by scripts/kafka.sh and scripts/apicurio.sh: a JVM service run in the background from a cache dir.
+# Shared by the service scripts (kafka, connect, apicurio, s3proxy, postgres, mariadb, spark-cluster): a
+# server run in the background from a cache dir.
 #
 # The sourcing script sets, before `source`:
 #   SERVICE          name used in messages (e.g. kafka.sh)
@@ -11,11 +12,12 @@
 log() { echo "$SERVICE: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# The pid of our service, if it runs (guards against a stale pid file whose pid was reused).
+# The pid of our service, if it runs (guards against a stale pid file whose pid was reused). Only the pid
+# file's first line is read: PostgreSQL's postmaster.pid holds more after it.
 running_pid() {
   local pid
   [ -f "$PID_FILE" ] || return 1
-  pid="$(cat "$PID_FILE" 2>/dev/null || true)"
+  pid="$(head -n 1 "$PID_FILE" 2>/dev/null || true)"
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$PROCESS_PATTERN" || return 1
   echo "$pid"
@@ -28,6 +30,36 @@ log_tail() {
     log "last lines of $LOG:"
     tail -n 60 "$LOG" >&2
   fi
+}
+
+# The java to run: $1 (the script's own *_JAVA setting) when set, else $JAVA_HOME/bin/java, else java.
+service_java() {
+  if [ -n "${1:-}" ]; then
+    echo "$1"
+  elif [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
+    echo "$JAVA_HOME/bin/java"
+  else
+    echo java
+  fi
+}
+
+# Wait until the command "$@" (after the first three words) succeeds: the service answers. Gives up when
+# the process $1 exits or after $2 seconds; $3 names the service in the error, which ends the log.
+await_ready() {
+  local pid="$1" timeout="$2" what="$3"
+  local deadline=$((SECONDS + timeout))
+  shift 3
+  until "$@"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log_tail
+      die "$what (pid $pid) exited during startup"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log_tail
+      die "$what did not answer within ${timeout}s"
+    fi
+    sleep 0.3
+  done
 }
 
 # Run a Maven command up to 3 times, backing off 5 s then 15 s, for network hiccups while fetching.
@@ -49,11 +81,27 @@ retry() {
 MVN_FETCH=(mvn -q -B -Dstyle.color=never -Dmaven.wagon.http.retryHandler.count=5
            -Dmaven.wagon.httpconnectionManager.ttlSeconds=25)
 
-# Move a finished download ($1, a temporary directory) to its cache place ($2), marked complete.
+# Start fetching $2 (what, for messages) from Maven Central into the cache directory $1: false when it is
+# already complete; else FETCH_TMP is a fresh temporary directory beside it, for the download.
+begin_fetch() {
+  [ -f "$1/.complete" ] && return 1
+  command -v mvn >/dev/null || die "mvn (Maven) is needed to fetch $2 from Maven Central (apt-get install maven)"
+  FETCH_TMP="$1.tmp.$$"
+  rm -rf "$FETCH_TMP"
+  mkdir -p "$FETCH_TMP"
+}
+
+# Give up a fetch: drop its temporary directory and exit with the message.
+fetch_failed() {
+  rm -rf "$FETCH_TMP"
+  die "$1"
+}
+
+# Move the finished download (FETCH_TMP) to its cache place ($1), marked complete.
 install_fetched() {
-  touch "$1/.complete"
-  rm -rf "$2"
-  mv "$1" "$2"
+  touch "$FETCH_TMP/.complete"
+  rm -rf "$1"
+  mv "$FETCH_TMP" "$1"
 }
 
 stop() {
