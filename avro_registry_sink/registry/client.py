@@ -322,13 +322,9 @@ class RegistryClient:
                 self._hits += 1
                 return cached
             self._misses += 1
-        answer = self._request(
+        answer = self._post_schema(
             _Call("register", f"registering a schema under subject {subject!r}", subject=subject),
-            "POST",
-            f"/subjects/{_q(subject)}/versions",
-            _adapter(RegisterResponse),
-            params=_flags(normalize=norm),
-            body={"schema": schema},
+            f"/subjects/{_q(subject)}/versions", _adapter(RegisterResponse), schema, normalize=norm,
         )
         with self._lock:
             self._registered[key] = answer.id
@@ -342,14 +338,9 @@ class RegistryClient:
         >>> client.lookup("orders-value", '{"type":"string"}').version
         1
         """
-        norm = self._config.normalize if normalize is None else normalize
-        return self._request(
+        return self._post_schema(
             _Call("lookup", f"looking up a schema under subject {subject!r}", subject=subject),
-            "POST",
-            f"/subjects/{_q(subject)}",
-            _adapter(RegisteredSchema),
-            params=_flags(normalize=norm, deleted=deleted),
-            body={"schema": schema},
+            f"/subjects/{_q(subject)}", _adapter(RegisteredSchema), schema, normalize=normalize, deleted=deleted,
         )
 
     def get_schema(self, schema_id: int) -> Schema:
@@ -476,19 +467,15 @@ class RegistryClient:
         >>> client.test_compatibility("orders-value", '"string"').is_compatible
         True
         """
-        norm = self._config.normalize if normalize is None else normalize
-        return self._request(
+        return self._post_schema(
             _Call(
                 "test_compatibility",
                 f"testing a schema against version {version} of subject {subject!r}",
                 subject=subject,
                 version=version,
             ),
-            "POST",
             f"/compatibility/subjects/{_q(subject)}/versions/{_q(str(version))}",
-            _adapter(CompatibilityResult),
-            params=_flags(normalize=norm, verbose=verbose),
-            body={"schema": schema},
+            _adapter(CompatibilityResult), schema, normalize=normalize, verbose=verbose,
         )
 
     def test_compatibility_all(
@@ -499,14 +486,10 @@ class RegistryClient:
         >>> client.test_compatibility_all("orders-value", '"string"').messages
         []
         """
-        norm = self._config.normalize if normalize is None else normalize
-        return self._request(
+        return self._post_schema(
             _Call("test_compatibility_all", f"testing a schema against subject {subject!r}", subject=subject),
-            "POST",
-            f"/compatibility/subjects/{_q(subject)}/versions",
-            _adapter(CompatibilityResult),
-            params=_flags(normalize=norm, verbose=verbose),
-            body={"schema": schema},
+            f"/compatibility/subjects/{_q(subject)}/versions", _adapter(CompatibilityResult), schema,
+            normalize=normalize, verbose=verbose,
         )
 
     # -- config and mode -----------------------------------------------------------------------
@@ -604,6 +587,13 @@ class RegistryClient:
                 return parse(response.content)
             except ValueError as exc:  # invalid JSON, or JSON of the wrong shape
                 raise _Failed(urls=urls, attempts=attempts, response=response, unexpected=_first_line(exc)) from None
+
+    def _post_schema(self, call: _Call, path: str, parse: Callable[[bytes], T], schema: str, *,
+                     normalize: bool | None, **flags: bool) -> T:
+        """POST ``schema`` (registration, lookup, compatibility): ``normalize`` defaults to the config's."""
+        normalize = self._config.normalize if normalize is None else normalize
+        return self._request(call, "POST", path, parse, params=_flags(normalize=normalize, **flags),
+                             body={"schema": schema})
 
     def _send(
         self, method: str, path: str, params: Mapping[str, str], body: Mapping[str, Any] | None

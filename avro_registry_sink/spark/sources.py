@@ -309,6 +309,19 @@ def _error_row(error_json: str, order: tuple[int, str, int], schema: str | None 
 # Storage sink
 
 
+def _file_stream_reader(spark: SparkSession, max_files_per_trigger: int | None, max_bytes_per_trigger: int | None):
+    """A streaming reader of whole new files (Spark's ``binaryFile``), at most that many files, else bytes, a
+    micro-batch."""
+    reader = spark.readStream.format("binaryFile").schema(
+        "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
+    )
+    if max_files_per_trigger:
+        return reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
+    if max_bytes_per_trigger:
+        return reader.option("maxBytesPerTrigger", int(max_bytes_per_trigger))
+    return reader
+
+
 def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int | None = None,
                    max_bytes_per_trigger: int | None = None) -> DataFrame:
     """New data files under a storage-sink ``root`` (a local path or a Hadoop URI: ``s3a://``, ``gs://``, ...):
@@ -317,13 +330,7 @@ def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int
     streams = []
     for depth in _STORAGE_DEPTHS:
         glob = root.rstrip("/") + "/" + "/".join(["*"] * depth) + "/CDC*.{csv,json}"
-        reader = spark.readStream.format("binaryFile").schema(
-            "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
-        )
-        if max_files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-        elif max_bytes_per_trigger:
-            reader = reader.option("maxBytesPerTrigger", int(max_bytes_per_trigger))
+        reader = _file_stream_reader(spark, max_files_per_trigger, max_bytes_per_trigger)
         streams.append(reader.load(glob).select("path", "content"))
     out = streams[0]
     for other in streams[1:]:
@@ -631,13 +638,7 @@ def changelog_stream(
             if name.startswith("kafka."):
                 reader = reader.option(name, value)
         return reader.load().select("value", "topic", "partition", "offset")
-    reader = spark.readStream.format("binaryFile").schema(
-        "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
-    )
-    if max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
-    elif max_bytes_per_trigger:
-        reader = reader.option("maxBytesPerTrigger", int(max_bytes_per_trigger))
+    reader = _file_stream_reader(spark, max_files_per_trigger, max_bytes_per_trigger)
     pattern = spec.options.get("pathGlobFilter")
     if pattern:
         reader = reader.option("pathGlobFilter", pattern)

@@ -225,6 +225,16 @@ def _schema_id(request: Request) -> int:
         raise _HttpError(404, "HTTP 404 Not Found") from None
 
 
+def _listing(request: Request) -> dict[str, Any]:
+    """The deleted filters and paging of the list endpoints (subjects, versions)."""
+    return {"deleted": _flag(request, "deleted"), "deleted_only": _flag(request, "deletedOnly"),
+            "offset": _int_param(request, "offset", 0), "limit": _int_param(request, "limit", -1)}
+
+
+def _subject_version(request: Request) -> tuple[str, str]:
+    return request.path_params["subject"], request.path_params["version"]
+
+
 # -- handlers ----------------------------------------------------------------------------------------
 
 
@@ -271,10 +281,7 @@ async def _list_subjects(request: Request, store: RegistryStore) -> Response:
     return await _call_json(
         store.list_subjects,
         prefix=request.query_params.get("subjectPrefix") or None,
-        deleted=_flag(request, "deleted"),
-        deleted_only=_flag(request, "deletedOnly"),
-        offset=_int_param(request, "offset", 0),
-        limit=_int_param(request, "limit", -1),
+        **_listing(request),
     )
 
 
@@ -282,44 +289,26 @@ async def _list_versions(request: Request, store: RegistryStore) -> Response:
     return await _call_json(
         store.list_versions,
         request.path_params["subject"],
-        deleted=_flag(request, "deleted"),
-        deleted_only=_flag(request, "deletedOnly"),
         deleted_as_negative=_flag(request, "deletedAsNegative"),
-        offset=_int_param(request, "offset", 0),
-        limit=_int_param(request, "limit", -1),
+        **_listing(request),
     )
 
 
 async def _get_version(request: Request, store: RegistryStore) -> Response:
-    return await _call_json(
-        store.get_version,
-        request.path_params["subject"],
-        request.path_params["version"],
-        deleted=_flag(request, "deleted"),
-    )
+    return await _call_json(store.get_version, *_subject_version(request), deleted=_flag(request, "deleted"))
 
 
 async def _get_version_schema(request: Request, store: RegistryStore) -> Response:
-    result = await _call(
-        store.get_version,
-        request.path_params["subject"],
-        request.path_params["version"],
-        deleted=_flag(request, "deleted"),
-    )
+    result = await _call(store.get_version, *_subject_version(request), deleted=_flag(request, "deleted"))
     return Response(result["schema"], media_type=MEDIA_TYPE)
 
 
 async def _referenced_by(request: Request, store: RegistryStore) -> Response:
-    return await _call_json(store.referenced_by, request.path_params["subject"], request.path_params["version"])
+    return await _call_json(store.referenced_by, *_subject_version(request))
 
 
 async def _delete_version(request: Request, store: RegistryStore) -> Response:
-    return await _call_json(
-        store.delete_version,
-        request.path_params["subject"],
-        request.path_params["version"],
-        permanent=_flag(request, "permanent"),
-    )
+    return await _call_json(store.delete_version, *_subject_version(request), permanent=_flag(request, "permanent"))
 
 
 async def _delete_subject(request: Request, store: RegistryStore) -> Response:
