@@ -96,14 +96,7 @@ connector.client.config.override.policy=All
 key.converter=org.apache.kafka.connect.json.JsonConverter
 value.converter=org.apache.kafka.connect.json.JsonConverter
 CONF
-  cat >"$RUN/log4j2.properties" <<'CONF'
-status = warn
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
+  write_log4j2 "$RUN/log4j2.properties" <<'CONF'
 logger.reflections.name = org.reflections
 logger.reflections.level = ERROR
 logger.kafka.name = org.apache.kafka

@@ -134,14 +134,7 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
-  cat >"$RUN/log4j2.properties" <<'EOF'
-status = warn
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
+  write_log4j2 "$RUN/log4j2.properties" <<'EOF'
 logger.state.name = state.change.logger
 logger.state.level = WARN
 logger.request.name = kafka.request.logger

@@ -32,6 +32,23 @@ log_tail() {
   fi
 }
 
+# Write a log4j2 configuration to $1: INFO and up to the console (the service's log), then the logger
+# settings read from stdin.
+write_log4j2() {
+  {
+    cat <<'CONF'
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+CONF
+    cat
+  } >"$1"
+}
+
 # The java to run: $1 (the script's own *_JAVA setting) when set, else $JAVA_HOME/bin/java, else java.
 service_java() {
   if [ -n "${1:-}" ]; then
