@@ -9,16 +9,29 @@ message (so a dead-letter file is written), wrong credentials, a registry URL wi
 unreachable registry, a sink URI with a bad scheme. Searched: every command's stdout and stderr, the
 process's file descriptors 1 and 2 (the JVM, librdkafka), every log record, every file the runs wrote
 (checkpoint, job.json, dead letters, state directory) and every record the job wrote to Kafka.
+
+``registry serve`` likewise: its basic-auth passwords (users file, ``AVRO_SINK_REGISTRY_USERS``, ``--user``)
+and its TLS key password are sentinels; the server is started as a process, answers an authenticated
+request and refuses failed ones, is stopped, and is started again with a wrong key password and with a
+taken port; its stdout, stderr and every file it wrote are searched.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -29,9 +42,8 @@ from avro_registry_sink.registry.embedded.guard import BasicAuthUsers
 from avro_registry_sink.sources.demo import generate_demo
 from tests.integration.test_kafka_security import _consume, _create_topic, _options
 from tests.support.job import canal_messages
-from tests.support.servers import ensure_kafka_listeners
-
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+from tests.support.servers import ensure_kafka_listeners, free_port
+from tests.support.tls import make_tls_files
 
 ORDERS = Path(__file__).parent.parent / "data" / "cli_orders.sql"
 EVENT = {"schema": "shop", "table": "orders", "op": "insert", "commit_ts": 417318403368288260,
@@ -42,6 +54,9 @@ def _q(text: str) -> str:
     return quote(text, safe="")
 
 
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_no_secret_in_any_output_or_file(spark, tmp_path, capfd, caplog):
     from confluent_kafka import Producer
 
@@ -146,3 +161,82 @@ def test_no_secret_in_any_output_or_file(spark, tmp_path, capfd, caplog):
             assert secret.encode() not in data, f"{where} written to {path}"
         for record in records:
             assert secret.encode() not in b"".join(x for x in record[1:] if isinstance(x, bytes)), where
+
+
+def _serve(args: list[str], work: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
+    """``avro-registry-sink registry serve`` as its own process, stdout and stderr to files in ``work``."""
+    command = [sys.executable, "-m", "avro_registry_sink.cli", "registry", "serve", *args]
+    with open(work / f"{name}.out", "wb") as out, open(work / f"{name}.err", "wb") as err:
+        return subprocess.Popen(command, stdout=out, stderr=err, env={**os.environ, **env}, cwd=work)
+
+
+@pytest.mark.integration
+def test_registry_serve_shows_no_secret(tmp_path):
+    tag = uuid.uuid4().hex[:10]
+    sentinels = {
+        "users-file password": f"UsersFile-{tag}",
+        "AVRO_SINK_REGISTRY_USERS password": f"EnvUser-{tag}",
+        "--user password": f"ArgUser-{tag}",
+        "TLS key password": f"KeyPw-{tag}",
+        "wrong TLS key password": f"WrongKey-{tag}",
+        "wrong password tried": f"Tried-{tag}",
+    }
+    inputs, work = tmp_path / "inputs", tmp_path / "work"  # inputs hold the secrets on purpose; work is searched
+    work.mkdir()
+    tls = make_tls_files(inputs / "tls", common_name="localhost", key_password=sentinels["TLS key password"])
+    users = inputs / "users"
+    users.write_text(f"alice:{sentinels['users-file password']}\n")
+    port = free_port()
+    args = ["--port", str(port), "--data", str(work / "registry.db"), "--users-file", str(users),
+            "--user", f"carol:{sentinels['--user password']}", "--tls-cert", str(tls.cert), "--tls-key", str(tls.key)]
+    env = {"AVRO_SINK_REGISTRY_USERS": f"bob:{sentinels['AVRO_SINK_REGISTRY_USERS password']}",
+           "AVRO_SINK_REGISTRY_TLS_KEY_PASSWORD": sentinels["TLS key password"]}
+    answers: list[str] = []
+
+    server = _serve(args, work, "serve", env)
+    try:
+        with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=ssl.create_default_context(cafile=str(tls.ca)),
+                          timeout=10) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    client.get("/")
+                    break
+                except httpx.TransportError:
+                    assert server.poll() is None, (work / "serve.err").read_text()
+                    assert time.monotonic() < deadline, "registry serve did not answer within 60 s"
+                    time.sleep(0.2)
+            good = client.post("/subjects/orders-value/versions", auth=("alice", sentinels["users-file password"]),
+                               json={"schema": '{"type": "string"}'})
+            assert good.status_code == 200, good.text
+            for user in (("bob", sentinels["AVRO_SINK_REGISTRY_USERS password"]), ("carol", sentinels["--user password"])):
+                assert client.get("/subjects", auth=user).json() == ["orders-value"]
+            for auth in (("alice", sentinels["wrong password tried"]), ("mallory", sentinels["users-file password"]), None):
+                refused = client.get("/subjects", auth=auth)
+                assert refused.status_code == 401, refused.text
+                answers.append(refused.text + json.dumps(dict(refused.headers)))
+            answers.append(good.text + json.dumps(dict(good.headers)))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    assert (work / "registry.db").is_file()
+
+    # The failure paths: a wrong key password, and a taken port (all secrets given again).
+    wrong_key = _serve(args, work, "wrong-key", {**env, "AVRO_SINK_REGISTRY_TLS_KEY_PASSWORD": sentinels[
+        "wrong TLS key password"]})
+    assert wrong_key.wait(timeout=60) == 2
+    assert (work / "wrong-key.err").read_text().startswith("error: ")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = _serve([*args[:1], str(taken.getsockname()[1]), *args[2:]], work, "port-taken", env)
+        assert busy.wait(timeout=60) == 2
+    assert (work / "port-taken.err").read_text().startswith("error: Cannot listen on")
+
+    written = [p for p in work.rglob("*") if p.is_file()]
+    assert {"serve.out", "serve.err", "wrong-key.err", "port-taken.err", "registry.db"} <= {p.name for p in written}
+    for where, secret in sentinels.items():
+        for path in written:
+            assert secret.encode() not in path.read_bytes(), f"{where} written to {path.name}: {path.read_bytes()[-2000:]!r}"
+        for text in answers:
+            assert secret not in text, f"{where} in an HTTP answer: {text}"
