@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import SinkConfig
+from avro_registry_sink.config import SinkConfig, load_config
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.replay import pending_records, replay_dead_letters
@@ -70,6 +70,34 @@ def test_replay_after_the_fix_delivers_the_rest_exactly_once(spark, tmp_path, re
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.stdout.strip().splitlines()[-1])["delivered"] == 0  # nothing left: nothing twice
     assert _delivered(tmp_path / "out", registry) == _expected(manifest)
+
+
+def test_replay_leaves_out_what_the_run_leaves_out(spark, tmp_path, registry):
+    """Column selectors and ``[filter] rules`` hold for replayed rows as for the run's: the same schema, one
+    version per subject, the selected columns only."""
+    from tests.spark.test_job_selection import CHANGEFEED, DROPPED
+
+    manifest = generate_demo(tmp_path / "in", rows_per_table=4)
+    toml = tmp_path / "changefeed.toml"
+    toml.write_text(CHANGEFEED)
+    sink = load_config(config_file=toml, sink_uri=f"file://{tmp_path / 'out'}?protocol=avro", environ={})
+    fixed = JobOptions(source=parse_source(str(tmp_path / "in")), checkpoint=tmp_path / "ck", sink=sink,
+                       csv_options=manifest.csv_options, tables=tuple(manifest.tables.values()))
+    tight = replace(fixed, sink=sink.model_copy(update={"max_message_bytes": 80}))  # only tombstones fit
+
+    first = run_job(spark, tight, registry=registry)
+    assert first.totals.errors and first.totals.filtered
+    done = replay_dead_letters(spark, fixed, registry=registry)
+    assert (done.delivered, done.failed_again) == (first.totals.errors, 0)
+
+    assert not any(s.startswith("crm") for s in registry.get_subjects())
+    assert registry.get_versions("shop_customers-value") == [1]
+    fields = {f["name"] for f in json.loads(registry.get_latest("shop_customers-value").schema)["fields"]}
+    assert fields and not DROPPED & fields
+    customers = decode_file_sink(tmp_path / "out", registry)["shop_customers"]
+    counts = manifest.counts["shop.customers"]
+    assert len(customers) == counts.inserts + counts.updates + counts.deletes
+    assert all(not DROPPED & set(value) for *_, value in customers if value is not None)
 
 
 def test_replay_refuses_a_checkpoint_no_run_made(tmp_path):
