@@ -28,6 +28,7 @@ from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import BasicAuthUsers, EmbeddedRegistry, TlsFiles, exposure_warning
 from avro_registry_sink.registry.embedded.store import MAX_SCHEMA_DEPTH_LIMIT
 from tests.support.pki import Pki, make_pki
+from tests.support.servers import wait_for_answer
 
 pytestmark = pytest.mark.integration
 
@@ -578,14 +579,7 @@ def test_serve_command_with_auth_and_tls_end_to_end(pki: Pki, tmp_path: Path) ->
         try:
             trust = ssl.create_default_context(cafile=str(pki.ca_cert))
             with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=trust, timeout=10) as client:
-                deadline = time.monotonic() + 60
-                while True:
-                    try:
-                        client.get("/")
-                        break
-                    except httpx.TransportError:
-                        assert server.poll() is None and time.monotonic() < deadline, "registry serve did not start"
-                        time.sleep(0.2)
+                wait_for_answer(client, server)
                 assert client.get("/subjects").status_code == 401
                 assert client.get("/subjects", auth=(USER, PASSWORD)).json() == []
                 assert client.get("/subjects", auth=("bob", "env-password")).json() == []

@@ -26,7 +26,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote
@@ -42,7 +41,7 @@ from avro_registry_sink.registry.embedded.guard import BasicAuthUsers
 from avro_registry_sink.sources.demo import generate_demo
 from tests.integration.test_kafka_security import _consume, _create_topic, _options
 from tests.support.job import canal_messages
-from tests.support.servers import ensure_kafka_listeners, free_port
+from tests.support.servers import ensure_kafka_listeners, free_port, wait_for_answer
 from tests.support.tls import make_tls_files
 
 ORDERS = Path(__file__).parent.parent / "data" / "cli_orders.sql"
@@ -197,15 +196,7 @@ def test_registry_serve_shows_no_secret(tmp_path):
     try:
         with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=ssl.create_default_context(cafile=str(tls.ca)),
                           timeout=10) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    client.get("/")
-                    break
-                except httpx.TransportError:
-                    assert server.poll() is None, (work / "serve.err").read_text()
-                    assert time.monotonic() < deadline, "registry serve did not answer within 60 s"
-                    time.sleep(0.2)
+            wait_for_answer(client, server)
             good = client.post("/subjects/orders-value/versions", auth=("alice", sentinels["users-file password"]),
                                json={"schema": '{"type": "string"}'})
             assert good.status_code == 200, good.text

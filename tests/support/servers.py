@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -63,6 +63,24 @@ def wait_for_port(host: str, port: int, timeout: float = 60.0) -> None:
         except OSError as exc:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{host}:{port} did not accept connections within {timeout}s") from exc
+            time.sleep(0.2)
+
+
+def wait_for_answer(client: Any, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Block until the server ``process`` (e.g. ``registry serve``) answers ``GET /`` through the httpx
+    ``client``; ``RuntimeError`` when the process exits first, ``TimeoutError`` after ``timeout`` seconds."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.get("/")
+            return
+        except httpx.TransportError:
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited with status {process.returncode} before answering") from None
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the server did not answer within {timeout}s") from None
             time.sleep(0.2)
 
 
