@@ -44,7 +44,7 @@ from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, Pr
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection
-from avro_registry_sink.spark.sinks import FileSink, KafkaSink, Sink
+from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
     ENCODED_DDL,
     ORDER_COLUMNS,
@@ -339,12 +339,23 @@ def _stage_encoder() -> Callable[..., DataFrame]:
 
 
 def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], partitions: int) -> DataFrame:
-    """Encode (rows that cannot be encoded come out with an ``error``) and arrange rows so that each Kafka
-    partition's rows are in one Spark partition, in input order."""
+    """Encode (rows that cannot be encoded come out with an ``error``) and gather each Kafka partition's
+    rows in one Spark partition (put in order by :func:`_in_order` on the way to the sink)."""
     encoded = _stage_encoder()(changes, plans, keep=ORDER_COLUMNS, isolate=True)
-    return encoded.repartition(partitions, "topic", "partition").sortWithinPartitions(
-        "topic", "partition", *ORDER_COLUMNS
-    )
+    return encoded.repartition(partitions, "topic", "partition")
+
+
+def _input_position(error: Mapping[str, Any]) -> tuple[str, str, int, int]:
+    """Where a dead-lettered row was in the input, for listing a batch's rows in input order."""
+    return (str(error.get("file") or ""), str(error.get("topic") or ""), int(error.get("partition") or 0),
+            int(error.get("line") or error.get("offset") or 0))
+
+
+def _in_order(records: DataFrame) -> DataFrame:
+    """The records as sinks take them: per Spark partition sorted by :data:`RECORD_ORDER` (topic, Kafka
+    partition, then input order). Sorted here, once, in the job that writes them: the cached batch is
+    kept unsorted, since counting it needs no order."""
+    return records.sortWithinPartitions(*RECORD_ORDER)
 
 
 def _csv_explicit(options: Any) -> set[str]:
@@ -509,8 +520,7 @@ class _BatchProcessor:
             if plans:
                 partitions_out = self._spark_partitions(spark)
                 if one_pass:
-                    encoded = parsed.repartition(partitions_out, "topic", "partition").sortWithinPartitions(
-                        "topic", "partition", *ORDER_COLUMNS).persist()
+                    encoded = parsed.repartition(partitions_out, "topic", "partition").persist()
                 else:
                     partitions = self._topics(plans)
                     stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
@@ -544,28 +554,33 @@ class _BatchProcessor:
     def _materialize(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
                      report: BatchReport) -> tuple[DataFrame, list[dict[str, Any]]]:
         """Run the (cached) encode stage: the records to write, the rows it set aside, the counts."""
-        failed: list[dict[str, Any]] = []
-        records = encoded
-        if "error" in encoded.columns:  # rows the stage could not encode: bad input too
-            failed = [json.loads(r[0]) for r in encoded.filter("error IS NOT NULL").select("error").collect()]
-            records = encoded.filter("error IS NULL").drop("error")
         counted = BatchReport(batch_id=report.batch_id)
-        self._count(records, plans, counted)
+        failed = self._count(encoded, plans, counted)
         for name in ("rows", "tombstones", "per_table", "per_topic", "tombstones_per_topic", "max_commit_ts"):
             setattr(report, name, getattr(counted, name))
-        return records, failed
+        records = encoded.filter("error IS NULL").drop("error") if "error" in encoded.columns else encoded
+        return _in_order(records), failed
 
-    def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan], report: BatchReport) -> None:
+    def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
+               report: BatchReport) -> list[dict[str, Any]]:
+        """Count the records per topic into ``report`` and return the rows the stage set aside (their
+        ``error``): one pass over the batch."""
         from pyspark.sql import functions as F
 
         tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
+        good = F.col("error").isNull() if "error" in encoded.columns else F.lit(True)
         rows = encoded.groupBy("topic").agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
-            F.max("commit_ts").alias("max_ts"),
+            F.count(F.when(good, 1)).alias("n"),
+            F.count(F.when(good & F.col("value").isNull(), 1)).alias("tombstones"),
+            F.max(F.when(good, F.col("commit_ts"))).alias("max_ts"),
+            # errors are few: they travel to the driver with the counts (collect_list skips the nulls)
+            (F.collect_list("error") if "error" in encoded.columns else F.array().cast("array<string>")).alias("errors"),
         ).collect()
+        failed = sorted((json.loads(error) for row in rows for error in row["errors"]), key=_input_position)
         for row in rows:
             n, tombstones = int(row["n"]), int(row["tombstones"] or 0)
+            if not n:
+                continue
             report.rows += n
             report.tombstones += tombstones
             report.per_topic[row["topic"]] = n
@@ -573,6 +588,7 @@ class _BatchProcessor:
             table = tables.get(row["topic"], row["topic"])
             report.per_table[table] = report.per_table.get(table, 0) + n
             report.max_commit_ts = max(report.max_commit_ts, int(row["max_ts"] or 0))
+        return failed
 
     def _dead_letter(self, batch_id: int, errors: list[dict[str, Any]]) -> Path | str:
         relpath = f"dead-letter/batch-{batch_id:010d}.jsonl"
@@ -613,8 +629,7 @@ class _BatchProcessor:
         early = [json.loads(e) for e in files.errors]
         uris = [location.hadoop_uri(relpath) for relpath, _, _ in files.files]
         if uris:
-            slices = max(1, min(len(uris), spark.sparkContext.defaultParallelism * 2))
-            files_df = spark.read.format("binaryFile").load(uris).select("path", "content").repartition(slices)
+            files_df = spark.read.format("binaryFile").load(uris).select("path", "content")
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
             encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit)
@@ -1062,10 +1077,11 @@ def run_job(
     if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
         ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
     checkpoint = options.checkpoint_uri
-    from avro_registry_sink.spark.session import apply_hadoop_conf
+    from avro_registry_sink.spark.session import apply_hadoop_conf, spread_file_partitions
 
     stores = [u for u in (options.source.location, checkpoint, _sink_location(options.sink)) if u is not None]
     apply_hadoop_conf(spark, hadoop_settings(stores))
+    spread_file_partitions(spark)
     sink = sink or _sink_for(spark, options)
     if isinstance(sink, KafkaSink):
         sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts

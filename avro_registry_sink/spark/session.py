@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DEFAULT_CONF", "PROVIDED_ARTIFACTS", "STORE_CLASSES", "STORE_PACKAGES", "apply_hadoop_conf",
            "default_driver_memory", "hadoop_version", "local_session", "memory_bytes", "missing_store_classes",
-           "physical_memory", "store_packages", "submitted_conf", "trigger_budget"]
+           "physical_memory", "spread_file_partitions", "store_packages", "submitted_conf", "trigger_budget"]
 
 #: Settings every session gets unless ``conf`` (or a spark-submit ``--conf``) says otherwise.
 DEFAULT_CONF: dict[str, str] = {
@@ -194,6 +194,23 @@ def apply_hadoop_conf(spark: SparkSession, conf: dict[str, str]) -> None:
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     for key, value in conf.items():
         hadoop.set(key, value)
+
+
+#: Read-side file partitions per core (``spark.sql.files.minPartitionNum`` = this x the default parallelism).
+FILE_PARTITIONS_PER_CORE = 2
+
+
+def spread_file_partitions(spark: SparkSession) -> None:
+    """Let Spark's file scans split a batch's files over every core, unless the session sets it itself.
+
+    Data files are read whole (a CSV or JSON file is parsed where it is read), so Spark's packing of files
+    into read partitions decides how evenly the cores work. Its default aims at one partition per core and
+    puts a large file and a small one together; aiming at two per core gives the scheduler room to even
+    them out, without moving file contents through a shuffle (which a ``repartition`` of the read would).
+    """
+    key = "spark.sql.files.minPartitionNum"
+    if spark.conf.get(key, None) is None:
+        spark.conf.set(key, str(spark.sparkContext.defaultParallelism * FILE_PARTITIONS_PER_CORE))
 
 
 def local_session(app_name: str = "avro-registry-sink", master: str | None = "local[2]", **conf: Any) -> SparkSession:

@@ -48,6 +48,7 @@ __all__ = [
     "FileSink",
     "KafkaSink",
     "KafkaSinkError",
+    "RECORD_ORDER",
     "STAGING_DIR",
     "Sink",
     "has_spark_kafka",
@@ -105,29 +106,47 @@ class FileRecord:
 #: ``_staging/batch-<id>/`` is being written (or its writer died): :func:`read_file_sink` skips it.
 STAGING_DIR = "_staging"
 
+#: The order of the records a batch hands to a sink: per Spark partition, by topic and Kafka partition, each
+#: partition's rows in input order (table version, file, line / input partition, offset).
+RECORD_ORDER = ("topic", "partition", "order_version", "order_file", "order_line")
+
 #: Spark's output file names: ``part-<task partition>-<uuid>.c<file>.txt``.
 _SPARK_PART = re.compile(r"part-(\d+)-.*\.txt$")
 
 
 def _file_lines(records: DataFrame, batch_id: int) -> DataFrame:
-    """``(line, topic, seq)``: each record as the file sink's JSON line, built by Spark SQL (no Python per row).
+    """``(line, topic)``: each record as the file sink's JSON line, built by Spark SQL (no Python per row),
+    in an order Spark's partitioned writer keeps (sorted by topic, rows of a topic in their order).
 
     The line is what ``json.dumps(..., separators=(",", ":"))`` of the record gives: the fields in this
-    order, bytes as lower-case hex, nulls kept. ``seq`` keeps the rows' order through the writer's sort.
+    order, bytes as lower-case hex, nulls kept. The job hands over records already sorted by
+    :data:`RECORD_ORDER`: sorting by it again costs nothing (Spark drops a sort its input already
+    satisfies), and the writer, whose own sort is by topic only, finds nothing left to do. Other records
+    are numbered first, so the sort is total either way.
     """
     from pyspark.sql import functions as F
 
-    def hexed(column: Any) -> Any:
-        return F.lower(F.hex(column))
+    def text(column: Any) -> Any:  # a JSON number or null
+        return F.coalesce(column.cast("string"), F.lit("null"))
 
-    headers = F.transform(F.coalesce(F.col("headers"), F.array()),
-                          lambda h: F.struct(h["key"].alias("key"), hexed(h["value"]).alias("value")))
-    record = F.struct(
-        F.col("topic"), F.col("partition"), hexed(F.col("key")).alias("key"), hexed(F.col("value")).alias("value"),
-        headers.alias("headers"), F.col("commit_ts"), F.lit(batch_id).cast("bigint").alias("batch"),
+    def hexed(column: Any) -> Any:  # a JSON string of lower-case hex, or null
+        return F.coalesce(F.concat(F.lit('"'), F.lower(F.hex(column)), F.lit('"')), F.lit("null"))
+
+    # Concatenated, without a JSON generator per row: topics and header keys are Kafka names
+    # ([A-Za-z0-9._-], checked by the router), so nothing in them needs escaping.
+    headers = F.concat_ws(",", F.transform(F.coalesce(F.col("headers"), F.array()), lambda h: F.concat(
+        F.lit('{"key":"'), h["key"], F.lit('","value":'), hexed(h["value"]), F.lit("}"))))
+    line = F.concat(
+        F.lit('{"topic":"'), F.col("topic"), F.lit('","partition":'), text(F.col("partition")),
+        F.lit(',"key":'), hexed(F.col("key")), F.lit(',"value":'), hexed(F.col("value")),
+        F.lit(',"headers":['), headers, F.lit('],"commit_ts":'), text(F.col("commit_ts")),
+        F.lit(f',"batch":{int(batch_id)}}}'),
     )
-    return records.select(F.to_json(record, {"ignoreNullFields": "false"}).alias("line"), F.col("topic"),
-                          F.monotonically_increasing_id().alias("seq"))
+    if set(RECORD_ORDER) <= set(records.columns):
+        ordered = records.sortWithinPartitions(*RECORD_ORDER)
+    else:
+        ordered = records.withColumn("_seq", F.monotonically_increasing_id()).sortWithinPartitions("topic", "_seq")
+    return ordered.select(line.alias("line"), F.col("topic"))
 
 
 class FileSink:
@@ -160,9 +179,7 @@ class FileSink:
         spark = records.sparkSession
         apply_hadoop_conf(spark, self.location.hadoop_conf())
         staging = self.location.hadoop_uri(f"{STAGING_DIR}/batch-{batch_id:010d}")
-        # sorting by (topic, seq) is the writer's own sort on topic, made total so each file keeps the rows' order
-        (_file_lines(records, batch_id).sortWithinPartitions("topic", "seq").drop("seq")
-         .write.mode("overwrite").partitionBy("topic")
+        (_file_lines(records, batch_id).write.mode("overwrite").partitionBy("topic")
          .option("compression", "none").option("maxRecordsPerFile", 0).text(staging))
         _publish(spark, self.location.hadoop_uri(), staging, batch_id)
 
