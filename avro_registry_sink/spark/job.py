@@ -6,10 +6,13 @@
                                      resolve their definitions (schema files / the DDL catalog)
                                      SchemaManager.prepare_batch  (registry calls, once per new schema)
                                      sink.prepare(topics)         (create topics, learn partition counts)
-                                   executors: parse input -> change rows | bad-input rows
-                                              encode_changes (Avro, partition dispatch)
-                                              sorted so each Kafka partition gets its rows in input order
-                                   sink.write (Kafka or files); bad input -> dead-letter file; progress
+                                   one Spark job per batch, on the executors:
+                                              parse input -> change rows | bad-input rows
+                                              encode (Avro, partition dispatch), counted on the way (tally)
+                                              Kafka: each Kafka partition's rows in one task, in input order
+                                              files: each input file's rows in order, no shuffle
+                                   driver: the batch's verdict (misconfiguration, bad-row budget), then
+                                   the file sink publishes; bad input -> dead-letter file; progress
 
 A batch that raises (registry incompatibility or unavailability, an unreachable broker) is not
 committed: the query stops with the error, and the next run resumes from the checkpoint with that
@@ -59,6 +62,7 @@ from avro_registry_sink.spark.sources import (
     source_error_json,
     storage_stream,
 )
+from avro_registry_sink.spark.tally import TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog
@@ -338,24 +342,20 @@ def _stage_encoder() -> Callable[..., DataFrame]:
     return encode_changes
 
 
-def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], partitions: int) -> DataFrame:
-    """Encode (rows that cannot be encoded come out with an ``error``) and gather each Kafka partition's
-    rows in one Spark partition (put in order by :func:`_in_order` on the way to the sink)."""
-    encoded = _stage_encoder()(changes, plans, keep=ORDER_COLUMNS, isolate=True)
-    return encoded.repartition(partitions, "topic", "partition")
+def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], tally: Any = None) -> DataFrame:
+    """Encode; rows that cannot be encoded come out with an ``error`` (counted by ``tally`` if given)."""
+    return _stage_encoder()(changes, plans, keep=ORDER_COLUMNS, isolate=True, tally=tally)
+
+
+def _records(encoded: DataFrame) -> DataFrame:
+    """The encoded rows that are records (the others carry an ``error`` and go to the dead-letter file)."""
+    return encoded.filter("error IS NULL").drop("error") if "error" in encoded.columns else encoded
 
 
 def _input_position(error: Mapping[str, Any]) -> tuple[str, str, int, int]:
     """Where a dead-lettered row was in the input, for listing a batch's rows in input order."""
     return (str(error.get("file") or ""), str(error.get("topic") or ""), int(error.get("partition") or 0),
             int(error.get("line") or error.get("offset") or 0))
-
-
-def _in_order(records: DataFrame) -> DataFrame:
-    """The records as sinks take them: per Spark partition sorted by :data:`RECORD_ORDER` (topic, Kafka
-    partition, then input order). Sorted here, once, in the job that writes them: the cached batch is
-    kept unsorted, since counting it needs no order."""
-    return records.sortWithinPartitions(*RECORD_ORDER)
 
 
 def _csv_explicit(options: Any) -> set[str]:
@@ -500,8 +500,9 @@ class _BatchProcessor:
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
         spark = batch_df.sparkSession
+        tally = None if self._counts_first() else spark.sparkContext.accumulator(empty_tally(), TallyParam())
         if self.options.source.is_storage:
-            prepared = self._prepare_storage(spark, batch_df)
+            prepared = self._prepare_storage(spark, batch_df, tally)
         else:
             prepared = self._prepare_changelog(spark, batch_df)
         if prepared is None:
@@ -518,22 +519,33 @@ class _BatchProcessor:
             self._warnings = []
             self._filtered = {}
             if plans:
-                partitions_out = self._spark_partitions(spark)
                 if one_pass:
-                    encoded = parsed.repartition(partitions_out, "topic", "partition").persist()
+                    encoded = parsed
                 else:
                     partitions = self._topics(plans)
                     stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
-                    encoded = _encode(parsed.filter("error IS NULL"), stage_plans, partitions_out).persist()
-                cleanup.append(encoded)
-                records, failed = self._materialize(encoded, plans, report)  # encoded into the cache, counted
-                failed, notes = _check_parsed(failed)
-                report.warnings.extend(notes)
-                failed = self._with_raw(spark, failed)
-                errors.extend(failed)
-                report.errors += len(failed)
-                _check_budget(self.options, errors, report.rows)
-                self.sink.write(records, batch_id)
+                    encoded = _encode(parsed.filter("error IS NULL"), stage_plans, tally)
+
+                def check(failed: list[dict[str, Any]], delivered: int) -> None:
+                    """The batch's verdict, before it is published or committed."""
+                    failed, notes = _check_parsed(failed)
+                    report.warnings.extend(notes)
+                    failed = self._with_raw(spark, failed)
+                    errors.extend(failed)
+                    report.errors += len(failed)
+                    _check_budget(self.options, errors, delivered)
+
+                if tally is None:  # counted (and checked) before anything is written: the batch is cached
+                    encoded = encoded.persist()
+                    cleanup.append(encoded)
+                    failed = self._count(encoded, plans, report)
+                    check(failed, report.rows)
+                    self.sink.write(self._for_sink(_records(encoded), spark), batch_id)
+                else:  # one Spark job: encoded, counted on the way, written; checked before it is published
+                    def verdict() -> None:
+                        check(self._counted(tally.value, plans, report), report.rows)
+
+                    self.sink.write(self._for_sink(_records(encoded), spark), batch_id, check=verdict)
                 report.new_schemas = self._new_schemas(plans)
                 self.plans.update(plans)
             if not plans:
@@ -551,23 +563,30 @@ class _BatchProcessor:
                 with contextlib.suppress(Exception):
                     df.unpersist()
 
-    def _materialize(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
-                     report: BatchReport) -> tuple[DataFrame, list[dict[str, Any]]]:
-        """Run the (cached) encode stage: the records to write, the rows it set aside, the counts."""
-        counted = BatchReport(batch_id=report.batch_id)
-        failed = self._count(encoded, plans, counted)
-        for name in ("rows", "tombstones", "per_table", "per_topic", "tombstones_per_topic", "max_commit_ts"):
-            setattr(report, name, getattr(counted, name))
-        records = encoded.filter("error IS NULL").drop("error") if "error" in encoded.columns else encoded
-        return _in_order(records), failed
+    def _counts_first(self) -> bool:
+        """Whether a batch is counted before it is written (cached, two Spark jobs) rather than on the way.
+
+        Only a sink that cannot take a write back (Kafka) under a bad-row budget needs it: the budget
+        promises that nothing of a batch over it is written. The file sink publishes a batch only after
+        its verdict, so it never needs it."""
+        budget = self.options.max_bad_rows is not None or self.options.max_bad_ratio is not None
+        return budget and not getattr(self.sink, "staged", False)
+
+    def _for_sink(self, records: DataFrame, spark: SparkSession) -> DataFrame:
+        """The records as the sink takes them. Kafka: each Kafka partition's rows gathered in one Spark
+        partition and sorted by :data:`RECORD_ORDER` (one writer per Kafka partition keeps its order). The
+        file sink orders each topic's rows itself, without a shuffle (see :class:`FileSink`)."""
+        if getattr(self.sink, "staged", False):
+            return records
+        return records.repartition(self._spark_partitions(spark), "topic", "partition").sortWithinPartitions(
+            *RECORD_ORDER)
 
     def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
                report: BatchReport) -> list[dict[str, Any]]:
         """Count the records per topic into ``report`` and return the rows the stage set aside (their
-        ``error``): one pass over the batch."""
+        ``error``): one Spark job over the (cached) batch."""
         from pyspark.sql import functions as F
 
-        tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
         good = F.col("error").isNull() if "error" in encoded.columns else F.lit(True)
         rows = encoded.groupBy("topic").agg(
             F.count(F.when(good, 1)).alias("n"),
@@ -576,19 +595,25 @@ class _BatchProcessor:
             # errors are few: they travel to the driver with the counts (collect_list skips the nulls)
             (F.collect_list("error") if "error" in encoded.columns else F.array().cast("array<string>")).alias("errors"),
         ).collect()
-        failed = sorted((json.loads(error) for row in rows for error in row["errors"]), key=_input_position)
-        for row in rows:
-            n, tombstones = int(row["n"]), int(row["tombstones"] or 0)
+        return self._counted({"topics": {r["topic"]: [int(r["n"]), int(r["tombstones"] or 0), int(r["max_ts"] or 0)]
+                                         for r in rows},
+                              "errors": [error for r in rows for error in r["errors"]]}, plans, report)
+
+    def _counted(self, tally: Mapping[str, Any], plans: Mapping[PlanKey, TablePlan],
+                 report: BatchReport) -> list[dict[str, Any]]:
+        """Put a :data:`~avro_registry_sink.spark.tally.Tally` into ``report``; the rows the stage set aside."""
+        tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
+        for topic, (n, tombstones, max_ts) in sorted(tally["topics"].items()):
             if not n:
                 continue
             report.rows += n
             report.tombstones += tombstones
-            report.per_topic[row["topic"]] = n
-            report.tombstones_per_topic[row["topic"]] = tombstones
-            table = tables.get(row["topic"], row["topic"])
+            report.per_topic[topic] = n
+            report.tombstones_per_topic[topic] = tombstones
+            table = tables.get(topic, topic)
             report.per_table[table] = report.per_table.get(table, 0) + n
-            report.max_commit_ts = max(report.max_commit_ts, int(row["max_ts"] or 0))
-        return failed
+            report.max_commit_ts = max(report.max_commit_ts, max_ts)
+        return sorted((json.loads(error) for error in tally["errors"]), key=_input_position)
 
     def _dead_letter(self, batch_id: int, errors: list[dict[str, Any]]) -> Path | str:
         relpath = f"dead-letter/batch-{batch_id:010d}.jsonl"
@@ -602,7 +627,7 @@ class _BatchProcessor:
 
     # -- storage -------------------------------------------------------------------------------------
 
-    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame) -> Any:
+    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame, tally: Any = None) -> Any:
         paths = [row[0] for row in batch_df.select("path").collect()]
         held_before = self._held()
         if not paths and not held_before:
@@ -632,7 +657,8 @@ class _BatchProcessor:
             files_df = spark.read.format("binaryFile").load(uris).select("path", "content")
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
-            encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit)
+            encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
+                                           tally)
         else:
             encoded = spark.createDataFrame([], ENCODED_DDL)
         return encoded, plans, early, len(paths) + len(retried_now), []

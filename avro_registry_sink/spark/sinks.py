@@ -1,9 +1,10 @@
 """Where the encoded records of a micro-batch go: a real Kafka cluster, or local files.
 
 Both sinks take the stage's output (:data:`~avro_registry_sink.changes.KAFKA_DDL`: ``topic``,
-``partition``, ``key``, ``value``, ``headers``, ``commit_ts``) and keep the order of the rows within each
-Spark partition, which the job arranges so that every Kafka partition's rows sit in one Spark partition
-in (table version, file, line) / (input partition, offset) order.
+``partition``, ``key``, ``value``, ``headers``, ``commit_ts``) with its order columns (``order_version``,
+``order_file``, ``order_line``: table version, input file or partition, line or offset). The job hands the
+Kafka sink each Kafka partition's rows in one Spark partition, sorted by :data:`RECORD_ORDER`; the file
+sink orders each topic's rows itself (:data:`FILE_ORDER`), with no shuffle.
 
 * :class:`KafkaSink` - topics are created on the driver (``partition-num`` partitions, ``replication-factor``
   or the broker's) when missing (unless ``auto-create-topic=false``), and the partition count a topic
@@ -14,11 +15,13 @@ in (table version, file, line) / (input partition, offset) order.
   connection is checked once before the first batch (:meth:`KafkaSink.check`). A delivery failure fails
   the task, so the batch is not committed and is replayed on restart.
 * :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
-  one file per (topic, batch, Spark partition): ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
+  one file per (topic, batch, table version, input file or partition), numbered in input order:
+  ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
   value in hex (``00`` + 4-byte schema id + Avro body: the Confluent frame is visible at a glance), a
   tombstone's value ``null``. Spark's own text writer writes them (the JSON is built by Spark SQL) into a
-  staging directory, and Hadoop ``FileSystem`` renames move them into place. A batch is visible only once
-  complete, and a replayed batch replaces its own files, so the file sink is exactly once.
+  staging directory, and Hadoop ``FileSystem`` renames move them into place once the batch's checks
+  passed. A batch is visible only once complete, and a replayed batch replaces its own files, so the file
+  sink is exactly once.
   :func:`read_file_sink` reads them back in order.
 
 Executors get only plain data (paths, a config dict); producers and admin clients are built where
@@ -32,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
@@ -72,8 +75,10 @@ class Sink(Protocol):
         """Make sure the topics exist; returns the partition count of each (wanted count when new)."""
         ...
 
-    def write(self, records: DataFrame, batch_id: int) -> None:
-        """Write one batch's records; raise to fail the batch."""
+    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None) -> None:
+        """Write one batch's records; raise to fail the batch. ``check`` (the batch's verdict, which may
+        raise) is called once the records are written and before they are published, where the sink can
+        hold them back (:attr:`FileSink.staged`)."""
         ...
 
     def close(self) -> None: ...
@@ -106,23 +111,27 @@ class FileRecord:
 #: ``_staging/batch-<id>/`` is being written (or its writer died): :func:`read_file_sink` skips it.
 STAGING_DIR = "_staging"
 
-#: The order of the records a batch hands to a sink: per Spark partition, by topic and Kafka partition, each
-#: partition's rows in input order (table version, file, line / input partition, offset).
+#: The order of the records a batch hands to the Kafka sink: per Spark partition, by topic and Kafka partition,
+#: each partition's rows in input order (table version, file, line / input partition, offset).
 RECORD_ORDER = ("topic", "partition", "order_version", "order_file", "order_line")
+
+#: The file sink's order: per topic, by input (table version, file, line / input partition, offset). One staged
+#: file per (topic, table version, input file or partition); see :func:`_publish` for how they are numbered.
+FILE_ORDER = ("topic", "order_version", "order_file", "order_line")
 
 #: Spark's output file names: ``part-<task partition>-<uuid>.c<file>.txt``.
 _SPARK_PART = re.compile(r"part-(\d+)-.*\.txt$")
 
 
-def _file_lines(records: DataFrame, batch_id: int) -> DataFrame:
-    """``(line, topic)``: each record as the file sink's JSON line, built by Spark SQL (no Python per row),
-    in an order Spark's partitioned writer keeps (sorted by topic, rows of a topic in their order).
+def _file_lines(records: DataFrame, batch_id: int) -> tuple[DataFrame, tuple[str, ...]]:
+    """Each record as the file sink's JSON line, built by Spark SQL (no Python per row), in the order of
+    :data:`FILE_ORDER`; and the columns to partition the written files by.
 
     The line is what ``json.dumps(..., separators=(",", ":"))`` of the record gives: the fields in this
-    order, bytes as lower-case hex, nulls kept. The job hands over records already sorted by
-    :data:`RECORD_ORDER`: sorting by it again costs nothing (Spark drops a sort its input already
-    satisfies), and the writer, whose own sort is by topic only, finds nothing left to do. Other records
-    are numbered first, so the sort is total either way.
+    order, bytes as lower-case hex, nulls kept. Records with the order columns are sorted by
+    :data:`FILE_ORDER` within each Spark partition (no shuffle: every input file or partition is read by
+    one task) and written one file per (topic, table version, input file); others keep their order within
+    each Spark partition, one file per (topic, Spark partition).
     """
     from pyspark.sql import functions as F
 
@@ -142,18 +151,21 @@ def _file_lines(records: DataFrame, batch_id: int) -> DataFrame:
         F.lit(',"headers":['), headers, F.lit('],"commit_ts":'), text(F.col("commit_ts")),
         F.lit(f',"batch":{int(batch_id)}}}'),
     )
-    if set(RECORD_ORDER) <= set(records.columns):
-        ordered = records.sortWithinPartitions(*RECORD_ORDER)
+    if set(FILE_ORDER) <= set(records.columns):
+        by = FILE_ORDER[:-1]
+        ordered = records.sortWithinPartitions(*FILE_ORDER)
     else:
+        by = ("topic",)
         ordered = records.withColumn("_seq", F.monotonically_increasing_id()).sortWithinPartitions("topic", "_seq")
-    return ordered.select(line.alias("line"), F.col("topic"))
+    return ordered.select(line.alias("line"), *by), by
 
 
 class FileSink:
     """Kafka-shaped records as JSON Lines under ``path``, a local directory or a storage URI (see the module docs).
 
-    Spark's text writer writes a batch under ``<path>/_staging/batch-<id>/topic=<topic>/`` (Spark's commit
-    protocol); the driver then renames its files to ``<path>/<topic>/batch-<id>-part-<n>.jsonl`` through
+    Spark's text writer writes a batch under ``<path>/_staging/batch-<id>/topic=<topic>/...`` (Spark's commit
+    protocol); once ``write``'s ``check`` passed, the driver renames its files, in each topic's input order,
+    to ``<path>/<topic>/batch-<id>-part-<n>.jsonl`` through
     Hadoop's ``FileSystem`` (the session's Hadoop settings carry the store's credentials, so executors get
     none) and removes the staging directory: a batch is complete once nothing is left under it. A rerun
     of a batch removes what an earlier attempt left and writes it again.
@@ -173,53 +185,88 @@ class FileSink:
         self.store.make_dirs()
         return {topic: wanted or self.partitions for topic, wanted in topics.items()}
 
-    def write(self, records: DataFrame, batch_id: int) -> None:
+    #: A batch is written to a staging directory and published after its verdict (``write``'s ``check``).
+    staged = True
+
+    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None) -> None:
         from avro_registry_sink.spark.session import apply_hadoop_conf
 
         spark = records.sparkSession
         apply_hadoop_conf(spark, self.location.hadoop_conf())
         staging = self.location.hadoop_uri(f"{STAGING_DIR}/batch-{batch_id:010d}")
-        (_file_lines(records, batch_id).write.mode("overwrite").partitionBy("topic")
+        lines, by = _file_lines(records, batch_id)
+        (lines.write.mode("overwrite").partitionBy(*by)
          .option("compression", "none").option("maxRecordsPerFile", 0).text(staging))
-        _publish(spark, self.location.hadoop_uri(), staging, batch_id)
+        root = self.location.hadoop_uri()
+        fs, hpath = _filesystem(spark, root)
+        if check is not None:
+            try:
+                check()
+            except BaseException:
+                fs.delete(hpath(staging), True)  # nothing of a failed batch is published
+                raise
+        _publish(fs, hpath, root, staging, batch_id)
 
     def close(self) -> None:
         pass
 
 
-def _publish(spark: SparkSession, root: str, staging: str, batch_id: int) -> None:
-    """Move a staged batch into place (Hadoop ``FileSystem`` renames, on the driver): first the files an
-    earlier attempt of the batch left are removed, then each staged part is renamed, then the staging
-    directory goes."""
-    from urllib.parse import unquote
-
+def _filesystem(spark: SparkSession, root: str) -> tuple[Any, Any]:
+    """Hadoop's ``FileSystem`` of ``root`` (the raw local one for ``file:``, so that ``.crc`` side files
+    stay in the staging directory) and Hadoop's ``Path`` class."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     hpath = jvm.org.apache.hadoop.fs.Path
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    if root.startswith("file:"):  # the raw local FS: the .crc side files stay in the staging directory
+    if root.startswith("file:"):
         fs = jvm.org.apache.hadoop.fs.RawLocalFileSystem()
         fs.initialize(jvm.java.net.URI("file:///"), conf)
     else:
         fs = hpath(root).getFileSystem(conf)
+    return fs, hpath
+
+
+def _staged_parts(fs: Any, staged: Any) -> dict[str, list[tuple[tuple[int, str, int, str], Any]]]:
+    """Spark's part files under a staging directory, per topic, each with its place in the topic's order:
+    (table version, input file or partition, Spark's task partition, file name)."""
+    from urllib.parse import unquote
+
+    found: dict[str, list[tuple[tuple[int, str, int, str], Any]]] = {}
+    files = fs.listFiles(staged, True)
+    prefix = len(staged.toUri().getPath().rstrip("/")) + 1
+    while files.hasNext():
+        path = files.next().getPath()
+        name = path.getName()
+        part = _SPARK_PART.match(name)
+        if part is None:
+            continue
+        values = dict(d.split("=", 1) for d in path.getParent().toUri().getPath()[prefix:].split("/") if "=" in d)
+        if "topic" not in values:
+            continue
+        values = {k: unquote(v) for k, v in values.items()}
+        version = values.get("order_version", "0")
+        place = (int(version) if version.lstrip("-").isdigit() else 0, values.get("order_file", ""), int(part.group(1)), name)
+        found.setdefault(values["topic"], []).append((place, path))
+    return found
+
+
+def _publish(fs: Any, hpath: Any, root: str, staging: str, batch_id: int) -> None:
+    """Move a staged batch into place (Hadoop ``FileSystem`` renames, on the driver): first the files an
+    earlier attempt of the batch left are removed, then each topic's staged files are renamed in the
+    topic's order to ``<topic>/batch-<id>-part-<n>.jsonl`` (n = 0, 1, ...), then the staging directory goes."""
     prefix = f"batch-{batch_id:010d}-part-"
     for status in fs.listStatus(hpath(root)):
         if status.isDirectory() and status.getPath().getName() != STAGING_DIR:
             for old in fs.globStatus(hpath(status.getPath(), prefix + "*")) or []:
                 fs.delete(old.getPath(), False)
-    staged = hpath(staging)
-    for topic_dir in (fs.listStatus(staged) if fs.exists(staged) else []):
-        name = topic_dir.getPath().getName()
-        if not topic_dir.isDirectory() or not name.startswith("topic="):
-            continue
-        target = hpath(root + "/" + unquote(name[len("topic="):]))
+    staged = fs.makeQualified(hpath(staging))
+    parts = _staged_parts(fs, staged) if fs.exists(staged) else {}
+    for topic, places in parts.items():
+        target = hpath(root + "/" + topic)
         fs.mkdirs(target)
-        for part in fs.listStatus(topic_dir.getPath()):
-            found = _SPARK_PART.match(part.getPath().getName())
-            if found is None:
-                continue
-            final = hpath(target, f"{prefix}{int(found.group(1)):05d}.jsonl")
-            if not fs.rename(part.getPath(), final):
-                raise OSError(f"Cannot move {part.getPath().toString()} to {final.toString()}; batch {batch_id} "
+        for number, (_, path) in enumerate(sorted(places, key=lambda p: p[0])):
+            final = hpath(target, f"{prefix}{number:05d}.jsonl")
+            if not fs.rename(path, final):
+                raise OSError(f"Cannot move {path.toString()} to {final.toString()}; batch {batch_id} "
                               "is not committed and a rerun writes it again.")
     fs.delete(staged, True)
     parent = staged.getParent()
@@ -434,7 +481,12 @@ class KafkaSink:
 
     # -- records --------------------------------------------------------------------------------
 
-    def write(self, records: DataFrame, batch_id: int) -> None:
+    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None) -> None:
+        self._write(records, batch_id)
+        if check is not None:  # Kafka takes no write back: a batch failing here is delivered, not committed
+            check()
+
+    def _write(self, records: DataFrame, batch_id: int) -> None:
         if self.producer == "spark":
             writer = (
                 records.select(*KAFKA_COLUMNS)

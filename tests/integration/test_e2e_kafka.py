@@ -216,8 +216,8 @@ class CrashingKafkaSink(KafkaSink):
 
     crash_batch = 1
 
-    def write(self, records, batch_id: int) -> None:
-        super().write(records, batch_id)
+    def write(self, records, batch_id: int, **kw) -> None:
+        super().write(records, batch_id, **kw)
         if batch_id == self.crash_batch:
             raise RuntimeError(f"simulated crash after delivering batch {batch_id}")
 

@@ -63,7 +63,7 @@ _OOM_SCRIPT = textwrap.dedent('''
     from avro_registry_sink.spark.sinks import FileSink
 
     class HungrySink(FileSink):
-        def write(self, records, batch_id):
+        def write(self, records, batch_id, **kw):
             records.sparkSession.range(1).selectExpr("length(repeat('x', id + 1073741824))").collect()
 
     job.build_sink = lambda config, *a, **k: HungrySink(config.path)

@@ -101,8 +101,8 @@ class CrashingSink(FileSink):
         self.crash_batch = crash_batch
         self.crashed = False
 
-    def write(self, records, batch_id: int) -> None:
-        super().write(records, batch_id)
+    def write(self, records, batch_id: int, **kw) -> None:
+        super().write(records, batch_id, **kw)
         if batch_id == self.crash_batch and not self.crashed:
             self.crashed = True
             raise RuntimeError(f"simulated crash after writing batch {batch_id}")

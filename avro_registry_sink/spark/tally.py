@@ -1,0 +1,96 @@
+"""What a micro-batch's encode stage produced, counted where it runs: per topic and the rows it set aside.
+
+The job writes each batch in one Spark job (encode -> order -> sink) instead of caching the encoded
+batch and counting it in a second one. The counts the run summary, the bad-row budget and the
+dead-letter file need are gathered on the way by a Spark accumulator that the Python encode stage adds
+to for every Arrow batch it yields (:func:`tally_of`): a few numbers per topic, and the ``error`` text of
+the rows the stage refused (few, by nature). Spark merges a task's additions once the task has
+succeeded, so a failed and retried task is counted once.
+
+>>> import pyarrow as pa
+>>> batch = pa.RecordBatch.from_pydict({"topic": ["t", "t", "t"], "value": [b"v", None, None],
+...     "commit_ts": [5, 7, 9], "error": [None, None, '{"reason": "bad"}']})
+>>> tally = tally_of(batch)
+>>> tally["topics"], tally["errors"]
+({'t': [2, 1, 7]}, ['{"reason": "bad"}'])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from pyspark.accumulators import AccumulatorParam
+
+__all__ = ["Tally", "TallyParam", "empty_tally", "tallied", "tally_of"]
+
+#: ``{"topics": {topic: [records, tombstones, newest commit ts]}, "errors": [dead-letter JSON, ...]}``
+Tally = dict[str, Any]
+
+
+def empty_tally() -> Tally:
+    """A tally of nothing."""
+    return {"topics": {}, "errors": []}
+
+
+def tally_of(batch: Any) -> Tally:
+    """Count one Arrow batch of encoded records (``topic``, ``value``, ``commit_ts``, optional ``error``).
+
+    Rows with an ``error`` are not records: their error text is kept instead.
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    out = empty_tally()
+    n = batch.num_rows
+    if n == 0:
+        return out
+    names = batch.schema.names
+    if "error" in names:
+        error = batch.column("error")
+        if error.null_count < n:
+            bad = pc.is_valid(error)
+            out["errors"] = pc.filter(error, bad).to_pylist()
+            batch = batch.filter(pc.invert(bad))
+            if batch.num_rows == 0:
+                return out
+    tombstone = pc.is_null(batch.column("value")).to_numpy(zero_copy_only=False)
+    ts = batch.column("commit_ts").fill_null(0).to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(batch.column("topic"))
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    for code, topic in enumerate(encoded.dictionary.to_pylist()):
+        rows = codes == code
+        out["topics"][topic] = [int(np.count_nonzero(rows)), int(np.count_nonzero(tombstone & rows)),
+                                int(ts[rows].max())]
+    return out
+
+
+def tallied(encode: Callable[[Iterator[Any]], Iterator[Any]], accumulator: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """``encode`` (a ``mapInArrow`` function) adding a :func:`tally_of` each batch it yields to ``accumulator``."""
+    if accumulator is None:
+        return encode
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        for out in encode(batches):
+            accumulator.add(tally_of(out))
+            yield out
+
+    return run
+
+
+def _merge(into: Tally, other: Tally) -> Tally:
+    for topic, (n, tombstones, newest) in other.get("topics", {}).items():
+        have = into["topics"].get(topic)
+        into["topics"][topic] = ([n, tombstones, newest] if have is None
+                                 else [have[0] + n, have[1] + tombstones, max(have[2], newest)])
+    into["errors"].extend(other.get("errors", ()))
+    return into
+
+
+class TallyParam(AccumulatorParam):  # type: ignore[type-arg]
+    """Spark's accumulator rules for a :data:`Tally`."""
+
+    def zero(self, value: Tally) -> Tally:
+        return empty_tally()
+
+    def addInPlace(self, value1: Tally, value2: Tally) -> Tally:
+        return _merge(value1, value2)
