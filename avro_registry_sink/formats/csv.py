@@ -762,10 +762,6 @@ def read_columns(data: bytes, table: TableDef, options: CsvOptions = DEFAULT_CSV
 
     if not _fits_arrow(options) or data.startswith(HEADER_PREFIX.encode()):
         return None
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
     meta = options.meta_columns
     names = [f"f{i}" for i in range(meta + len(table.columns))]
     invalid: list[Any] = []
@@ -781,7 +777,8 @@ def read_columns(data: bytes, table: TableDef, options: CsvOptions = DEFAULT_CSV
             parse_options=pv.ParseOptions(delimiter=options.delimiter, quote_char=options.quote, double_quote=True,
                                           escape_char=False, newlines_in_values=True, ignore_empty_lines=True,
                                           invalid_row_handler=skip),
-            convert_options=pv.ConvertOptions(column_types={n: pa.string() for n in names},
+            # string columns: Arrow checks the UTF-8 (invalid bytes raise, and the reference path takes the file)
+            convert_options=pv.ConvertOptions(column_types={n: pa.string() for n in names}, check_utf8=True,
                                               null_values=[options.null], strings_can_be_null=True,
                                               quoted_strings_can_be_null=False),
         )
@@ -790,7 +787,7 @@ def read_columns(data: bytes, table: TableDef, options: CsvOptions = DEFAULT_CSV
     if invalid:
         return None
     n = parsed.num_rows
-    column = [parsed.column(i).combine_chunks() for i in range(len(names))]
+    column = [c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in parsed.columns]
     op = column[0]
     if op.null_count or not pc.all(pc.is_in(op, pa.array(["I", "U", "D"]))).as_py() if n else False:
         return None

@@ -62,7 +62,7 @@ from avro_registry_sink.spark.sources import (
     source_error_json,
     storage_stream,
 )
-from avro_registry_sink.spark.tally import TallyParam, empty_tally
+from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog
@@ -342,13 +342,14 @@ def _stage_encoder() -> Callable[..., DataFrame]:
     return encode_changes
 
 
-def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], tally: Any = None) -> DataFrame:
-    """Encode; rows that cannot be encoded come out with an ``error`` (counted by ``tally`` if given)."""
-    return _stage_encoder()(changes, plans, keep=ORDER_COLUMNS, isolate=True, tally=tally)
+def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], output: Any = None) -> DataFrame:
+    """Encode; rows that cannot be encoded come out with an ``error`` (see :class:`StageOutput` for ``output``)."""
+    return _stage_encoder()(changes, plans, keep=ORDER_COLUMNS, isolate=True, output=output)
 
 
 def _records(encoded: DataFrame) -> DataFrame:
-    """The encoded rows that are records (the others carry an ``error`` and go to the dead-letter file)."""
+    """The encoded rows that are records (the others carry an ``error`` and go to the dead-letter file;
+    the file sink's lines come without them)."""
     return encoded.filter("error IS NULL").drop("error") if "error" in encoded.columns else encoded
 
 
@@ -501,15 +502,16 @@ class _BatchProcessor:
         started = time.time()
         spark = batch_df.sparkSession
         tally = None if self._counts_first() else spark.sparkContext.accumulator(empty_tally(), TallyParam())
+        output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
         if self.options.source.is_storage:
-            prepared = self._prepare_storage(spark, batch_df, tally)
+            prepared = self._prepare_storage(spark, batch_df, output)
         else:
             prepared = self._prepare_changelog(spark, batch_df)
         if prepared is None:
             return
         parsed, plans, early_errors, inputs, cleanup = prepared
         try:
-            one_pass = "key" in parsed.columns  # storage: parsed and encoded in one executor pass
+            one_pass = self.options.source.is_storage  # storage files: parsed and encoded in one executor pass
             errors = list(early_errors)
             if not one_pass:
                 errors += [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
@@ -524,7 +526,7 @@ class _BatchProcessor:
                 else:
                     partitions = self._topics(plans)
                     stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
-                    encoded = _encode(parsed.filter("error IS NULL"), stage_plans, tally)
+                    encoded = _encode(parsed.filter("error IS NULL"), stage_plans, output)
 
                 def check(failed: list[dict[str, Any]], delivered: int) -> None:
                     """The batch's verdict, before it is published or committed."""
@@ -627,7 +629,7 @@ class _BatchProcessor:
 
     # -- storage -------------------------------------------------------------------------------------
 
-    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame, tally: Any = None) -> Any:
+    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame, output: Any = None) -> Any:
         paths = [row[0] for row in batch_df.select("path").collect()]
         held_before = self._held()
         if not paths and not held_before:
@@ -658,7 +660,7 @@ class _BatchProcessor:
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
             encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
-                                           tally)
+                                           output)
         else:
             encoded = spark.createDataFrame([], ENCODED_DDL)
         return encoded, plans, early, len(paths) + len(retried_now), []

@@ -125,7 +125,8 @@ _SPARK_PART = re.compile(r"part-(\d+)-.*\.txt$")
 
 def _file_lines(records: DataFrame, batch_id: int) -> tuple[DataFrame, tuple[str, ...]]:
     """Each record as the file sink's JSON line, built by Spark SQL (no Python per row), in the order of
-    :data:`FILE_ORDER`; and the columns to partition the written files by.
+    :data:`FILE_ORDER`; and the columns to partition the written files by. Records that already are lines
+    (``topic, line`` and the order columns: the job's encode stage builds them) are only put in order.
 
     The line is what ``json.dumps(..., separators=(",", ":"))`` of the record gives: the fields in this
     order, bytes as lower-case hex, nulls kept. Records with the order columns are sorted by
@@ -134,6 +135,9 @@ def _file_lines(records: DataFrame, batch_id: int) -> tuple[DataFrame, tuple[str
     each Spark partition, one file per (topic, Spark partition).
     """
     from pyspark.sql import functions as F
+
+    if "line" in records.columns:  # built by the encode stage (see avro_registry_sink.spark.file_lines)
+        return records.sortWithinPartitions(*FILE_ORDER).select("line", *FILE_ORDER[:-1]), FILE_ORDER[:-1]
 
     def text(column: Any) -> Any:  # a JSON number or null
         return F.coalesce(column.cast("string"), F.lit("null"))

@@ -514,7 +514,7 @@ def encode_storage_files(
     plans: Mapping[tuple[str, str, int], Any],
     csv_options: CsvOptions | None,
     explicit: frozenset[str] = frozenset(),
-    tally: Any = None,
+    output: Any = None,
 ) -> DataFrame:
     """Executor stage, one pass: data files -> encoded Kafka records (:data:`ENCODED_DDL`).
 
@@ -523,10 +523,10 @@ def encode_storage_files(
     encoder, with no Python object per row; any other file, or one with a record the vectorized path
     declines or a value the encoder refuses, goes through the reference parser and
     :func:`~avro_registry_sink.spark.stage.encode_change_batch`, which reports each bad row on its own.
-    ``plans`` are the :class:`~avro_registry_sink.spark.stage.StagePlan` of every table version; ``tally``
-    an accumulator of :class:`~avro_registry_sink.spark.tally.TallyParam` that counts what comes out.
+    ``plans`` are the :class:`~avro_registry_sink.spark.stage.StagePlan` of every table version; ``output``
+    a :class:`~avro_registry_sink.spark.tally.StageOutput` (counted, or the file sink's lines).
     """
-    from avro_registry_sink.spark.tally import tallied
+    from avro_registry_sink.spark.tally import StageOutput
 
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     tables = dict(files.tables)
@@ -599,7 +599,7 @@ def encode_storage_files(
                         [pa.nulls(n, f.type) for f in KAFKA_SCHEMA], schema=KAFKA_SCHEMA)
                     yield finish(empty, order, [r[10] for r in errors], pa.array([r[-1] for r in errors], pa.string()))
 
-    return files_df.mapInArrow(tallied(run, tally), ENCODED_DDL)
+    return files_df.mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL))
 
 
 def _arrow_schema_of_encoded() -> Any:

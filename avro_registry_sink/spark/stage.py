@@ -585,17 +585,17 @@ def _append_kept(out: pa.RecordBatch, batch: pa.RecordBatch, keep: tuple[str, ..
 
 
 def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: Sequence[str] = (),
-                   isolate: bool = False, tally: Any = None) -> DataFrame:
+                   isolate: bool = False, output: Any = None) -> DataFrame:
     """Encode a change DataFrame (:data:`~avro_registry_sink.changes.CHANGE_DDL`) into Kafka records.
 
     ``plans`` maps ``(schema, table, table_version)`` to the :class:`StagePlan` of that version. Output
     rows keep the input order within each partition; ``keep`` names input columns passed through after
     the Kafka columns (for instance ordering columns). With ``isolate`` rows that cannot be encoded come out
     with null key and value and the reason in an ``error`` column (see :func:`encode_change_batch`)
-    instead of failing the job. ``tally``: an accumulator of :class:`~avro_registry_sink.spark.tally.TallyParam`
-    that counts what comes out.
+    instead of failing the job. ``output``: a :class:`~avro_registry_sink.spark.tally.StageOutput` (counted,
+    or the file sink's lines; those need ``isolate`` and the order columns in ``keep``).
     """
-    from avro_registry_sink.spark.tally import tallied
+    from avro_registry_sink.spark.tally import StageOutput
 
     plans = dict(plans)
     keep = tuple(keep)
@@ -605,7 +605,7 @@ def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: S
         for batch in batches:
             yield _append_kept(encode_change_batch(batch, plans, isolate=isolate), batch, keep)
 
-    return df.mapInArrow(tallied(run, tally), out_schema)
+    return df.mapInArrow(*(output or StageOutput()).wrap(run, out_schema))
 
 
 def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan], *,

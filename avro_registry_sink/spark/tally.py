@@ -1,4 +1,5 @@
-"""What a micro-batch's encode stage produced, counted where it runs: per topic and the rows it set aside.
+"""What a micro-batch's encode stage hands on: counted where it runs (per topic, and the rows it set
+aside), and shaped for its sink (Kafka records, or the file sink's lines).
 
 The job writes each batch in one Spark job (encode -> order -> sink) instead of caching the encoded
 batch and counting it in a second one. The counts the run summary, the bad-row budget and the
@@ -6,6 +7,9 @@ dead-letter file need are gathered on the way by a Spark accumulator that the Py
 to for every Arrow batch it yields (:func:`tally_of`): a few numbers per topic, and the ``error`` text of
 the rows the stage refused (few, by nature). Spark merges a task's additions once the task has
 succeeded, so a failed and retried task is counted once.
+
+For the file sink the stage also builds the lines themselves (:mod:`~avro_registry_sink.spark.file_lines`)
+and hands on only them and their order (:class:`StageOutput`).
 
 >>> import pyarrow as pa
 >>> batch = pa.RecordBatch.from_pydict({"topic": ["t", "t", "t"], "value": [b"v", None, None],
@@ -17,11 +21,12 @@ succeeded, so a failed and retried task is counted once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from pyspark.accumulators import AccumulatorParam
 
-__all__ = ["Tally", "TallyParam", "empty_tally", "tallied", "tally_of"]
+__all__ = ["FILE_LINES_DDL", "StageOutput", "Tally", "TallyParam", "empty_tally", "tallied", "tally_of"]
 
 #: ``{"topics": {topic: [records, tombstones, newest commit ts]}, "errors": [dead-letter JSON, ...]}``
 Tally = dict[str, Any]
@@ -62,6 +67,52 @@ def tally_of(batch: Any) -> Tally:
         out["topics"][topic] = [int(np.count_nonzero(rows)), int(np.count_nonzero(tombstone & rows)),
                                 int(ts[rows].max())]
     return out
+
+
+#: The stage's output for the file sink (see :data:`~avro_registry_sink.spark.file_lines.FILE_LINE_COLUMNS`).
+FILE_LINES_DDL = "topic STRING, line STRING, order_version BIGINT, order_file STRING, order_line BIGINT"
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    """How an encode stage hands on its records (plain data: it travels to the executors).
+
+    ``tally``: an accumulator of :class:`TallyParam` counting every Arrow batch the stage yields.
+    ``lines_of_batch``: for the file sink, the batch id: the stage then yields the file sink's lines
+    (:data:`FILE_LINES_DDL`) instead of Kafka columns, and leaves out the rows it set aside (the tally
+    holds them, so it is required).
+    """
+
+    tally: Any = None
+    lines_of_batch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.lines_of_batch is not None and self.tally is None:
+            raise ValueError("StageOutput: lines leave out the rows set aside, so they need a tally")
+
+    def wrap(self, encode: Callable[[Iterator[Any]], Iterator[Any]], ddl: str) -> tuple[Callable[[Iterator[Any]], Iterator[Any]], str]:
+        """``encode`` (a ``mapInArrow`` function yielding Kafka columns, order columns and ``error``) and its
+        output DDL, as this output wants them."""
+        counted = tallied(encode, self.tally)
+        if self.lines_of_batch is None:
+            return counted, ddl
+        batch_id = self.lines_of_batch
+
+        def lines(batches: Iterator[Any]) -> Iterator[Any]:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            from avro_registry_sink.spark.file_lines import FILE_LINE_COLUMNS, lines_of
+
+            for out in counted(batches):
+                if "error" in out.schema.names and out.column("error").null_count < out.num_rows:
+                    out = out.filter(pc.is_null(out.column("error")))
+                if out.num_rows:
+                    yield pa.RecordBatch.from_arrays(
+                        [out.column("topic"), lines_of(out, batch_id),
+                         *(out.column(name) for name in FILE_LINE_COLUMNS[2:])], names=list(FILE_LINE_COLUMNS))
+
+        return lines, FILE_LINES_DDL
 
 
 def tallied(encode: Callable[[Iterator[Any]], Iterator[Any]], accumulator: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
