@@ -36,6 +36,7 @@ import json
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
@@ -474,7 +475,7 @@ class _BatchProcessor:
         return {t: self._partitions[t] for t in wanted}
 
     def _new_schemas(self, plans: Mapping[PlanKey, TablePlan]) -> list[SchemaVersion]:
-        found = []
+        new = []
         for plan in plans.values():
             enc = plan.encoding
             table = enc.table.qualified_name
@@ -485,13 +486,21 @@ class _BatchProcessor:
                 if schema_id is None or (subject, schema_id) in self._schemas_seen:
                     continue
                 self._schemas_seen.add((subject, schema_id))
-                version = None
-                lookup = getattr(self.registry, "lookup", None)
-                if lookup is not None and text is not None:
-                    with contextlib.suppress(Exception):  # the version is for display only
-                        version = lookup(subject, text).version
-                found.append(SchemaVersion(subject=subject, schema_id=schema_id, version=version, table=table))
-        return found
+                new.append((subject, schema_id, text, table))
+        lookup = getattr(self.registry, "lookup", None)
+
+        def version(subject: str, text: str | None) -> int | None:
+            if lookup is None or text is None:
+                return None
+            with contextlib.suppress(Exception):  # the version is for display only
+                return lookup(subject, text).version
+            return None
+
+        # one lookup per new schema (a first batch of many tables has many): a few at a time
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(new)))) as pool:
+            versions = list(pool.map(lambda n: version(n[0], n[2]), new))
+        return [SchemaVersion(subject=subject, schema_id=schema_id, version=v, table=table)
+                for (subject, schema_id, _, table), v in zip(new, versions)]
 
     def _spark_partitions(self, spark: SparkSession) -> int:
         if self.options.output_partitions:
@@ -654,9 +663,9 @@ class _BatchProcessor:
                 table=table,
             ) from exc
         early = [json.loads(e) for e in files.errors]
-        uris = [location.hadoop_uri(relpath) for relpath, _, _ in files.files]
-        if uris:
-            files_df = spark.read.format("binaryFile").load(uris).select("path", "content")
+        wanted = {relpath for relpath, _, _ in files.files}
+        if wanted:
+            files_df = self._contents(spark, batch_df, paths, wanted)
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
             encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
@@ -664,6 +673,32 @@ class _BatchProcessor:
         else:
             encoded = spark.createDataFrame([], ENCODED_DDL)
         return encoded, plans, early, len(paths) + len(retried_now), []
+
+    def _contents(self, spark: SparkSession, batch_df: DataFrame, paths: list[str], wanted: set[str]) -> DataFrame:
+        """``path, content`` of the batch's ``wanted`` files (relpaths): the new ones straight from the stream's
+        own batch (no second listing of the store), held files of earlier batches read anew."""
+        from pyspark.sql import functions as F
+
+        assert self.layout is not None
+        location = self.layout.location
+        new, all_new = [], True
+        for path in paths:
+            try:
+                relpath = location.relative(path)
+            except ConfigError:
+                relpath = None
+            if relpath in wanted:
+                new.append(path)
+            else:
+                all_new = False
+        contents = batch_df.select("path", "content")
+        if not all_new:
+            contents = contents.filter(F.col("path").isin(new))
+        retried = sorted(wanted - {location.relative(p) for p in new})
+        if retried:
+            older = spark.read.format("binaryFile").load([location.hadoop_uri(r) for r in retried])
+            contents = contents.unionByName(older.select("path", "content")) if new else older.select("path", "content")
+        return contents
 
     def _with_raw(self, spark: SparkSession, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Dead-letter records for rows the encode stage set aside, with the raw bytes of their input row.

@@ -209,7 +209,7 @@ class FileSink:
             except BaseException:
                 fs.delete(hpath(staging), True)  # nothing of a failed batch is published
                 raise
-        _publish(fs, hpath, root, staging, batch_id)
+        _publish(fs, hpath, root, self.store, batch_id)
 
     def close(self) -> None:
         pass
@@ -229,31 +229,29 @@ def _filesystem(spark: SparkSession, root: str) -> tuple[Any, Any]:
     return fs, hpath
 
 
-def _staged_parts(fs: Any, staged: Any) -> dict[str, list[tuple[tuple[int, str, int, str], Any]]]:
-    """Spark's part files under a staging directory, per topic, each with its place in the topic's order:
-    (table version, input file or partition, Spark's task partition, file name)."""
+def _staged_parts(store: Any, staging: str) -> dict[str, list[tuple[tuple[int, str, int, str], str]]]:
+    """Spark's part files under a staging directory (``staging``: relative to the sink's ``store``), per topic,
+    each with its place in the topic's order: (table version, input file or partition, Spark's task
+    partition, file name). Listed by the driver's own filesystem layer in one call."""
     from urllib.parse import unquote
 
-    found: dict[str, list[tuple[tuple[int, str, int, str], Any]]] = {}
-    files = fs.listFiles(staged, True)
-    prefix = len(staged.toUri().getPath().rstrip("/")) + 1
-    while files.hasNext():
-        path = files.next().getPath()
-        name = path.getName()
+    found: dict[str, list[tuple[tuple[int, str, int, str], str]]] = {}
+    for relpath in store.list_files(staging):
+        directories, _, name = relpath[len(staging) + 1:].rpartition("/")
         part = _SPARK_PART.match(name)
         if part is None:
             continue
-        values = dict(d.split("=", 1) for d in path.getParent().toUri().getPath()[prefix:].split("/") if "=" in d)
+        values = {k: unquote(v) for k, _, v in (d.partition("=") for d in directories.split("/") if "=" in d)}
         if "topic" not in values:
             continue
-        values = {k: unquote(v) for k, v in values.items()}
         version = values.get("order_version", "0")
-        place = (int(version) if version.lstrip("-").isdigit() else 0, values.get("order_file", ""), int(part.group(1)), name)
-        found.setdefault(values["topic"], []).append((place, path))
+        place = (int(version) if version.lstrip("-").isdigit() else 0, values.get("order_file", ""), int(part.group(1)),
+                 name)
+        found.setdefault(values["topic"], []).append((place, relpath))
     return found
 
 
-def _publish(fs: Any, hpath: Any, root: str, staging: str, batch_id: int) -> None:
+def _publish(fs: Any, hpath: Any, root: str, store: Any, batch_id: int) -> None:
     """Move a staged batch into place (Hadoop ``FileSystem`` renames, on the driver): first the files an
     earlier attempt of the batch left are removed, then each topic's staged files are renamed in the
     topic's order to ``<topic>/batch-<id>-part-<n>.jsonl`` (n = 0, 1, ...), then the staging directory goes."""
@@ -262,15 +260,15 @@ def _publish(fs: Any, hpath: Any, root: str, staging: str, batch_id: int) -> Non
         if status.isDirectory() and status.getPath().getName() != STAGING_DIR:
             for old in fs.globStatus(hpath(status.getPath(), prefix + "*")) or []:
                 fs.delete(old.getPath(), False)
-    staged = fs.makeQualified(hpath(staging))
-    parts = _staged_parts(fs, staged) if fs.exists(staged) else {}
-    for topic, places in parts.items():
-        target = hpath(root + "/" + topic)
+    staging = f"{STAGING_DIR}/batch-{batch_id:010d}"
+    staged = hpath(root.rstrip("/") + "/" + staging)
+    for topic, places in _staged_parts(store, staging).items():
+        target = hpath(root.rstrip("/") + "/" + topic)
         fs.mkdirs(target)
-        for number, (_, path) in enumerate(sorted(places, key=lambda p: p[0])):
+        for number, (_, relpath) in enumerate(sorted(places, key=lambda p: p[0])):
             final = hpath(target, f"{prefix}{number:05d}.jsonl")
-            if not fs.rename(path, final):
-                raise OSError(f"Cannot move {path.toString()} to {final.toString()}; batch {batch_id} "
+            if not fs.rename(hpath(root.rstrip("/") + "/" + relpath), final):
+                raise OSError(f"Cannot move {relpath} to {final.toString()}; batch {batch_id} "
                               "is not committed and a rerun writes it again.")
     fs.delete(staged, True)
     parent = staged.getParent()
