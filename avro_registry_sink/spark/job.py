@@ -1140,11 +1140,13 @@ def run_job(
     if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
         ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
     checkpoint = options.checkpoint_uri
-    from avro_registry_sink.spark.session import apply_hadoop_conf, spread_file_partitions
+    from avro_registry_sink.spark.session import apply_hadoop_conf, list_on_driver, spread_file_partitions
 
     stores = [u for u in (options.source.location, checkpoint, _sink_location(options.sink)) if u is not None]
     apply_hadoop_conf(spark, hadoop_settings(stores))
     spread_file_partitions(spark)
+    if options.source.location is None or options.source.location.is_local:
+        list_on_driver(spark)
     sink = sink or _sink_for(spark, options)
     if isinstance(sink, KafkaSink):
         sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts
