@@ -441,6 +441,7 @@ class _BatchProcessor:
         self._pending_held: dict[str, str] | None = None
         self._broken_reported: set[str] = set()
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
+        self._single_input = False  # this batch: each topic's records come from one data file
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
@@ -585,10 +586,14 @@ class _BatchProcessor:
 
     def _for_sink(self, records: DataFrame, spark: SparkSession) -> DataFrame:
         """The records as the sink takes them. Kafka: each Kafka partition's rows gathered in one Spark
-        partition and sorted by :data:`RECORD_ORDER` (one writer per Kafka partition keeps its order). The
-        file sink orders each topic's rows itself, without a shuffle (see :class:`FileSink`)."""
+        partition and sorted by :data:`RECORD_ORDER` (one writer per Kafka partition keeps its order); when each
+        topic of a storage batch has one data file (the usual micro-batch of a running changefeed), its rows
+        are in one task already and need no shuffle. The file sink orders each topic's rows itself, without
+        a shuffle (see :class:`FileSink`)."""
         if getattr(self.sink, "staged", False):
             return records
+        if self._single_input:  # every topic's rows come from one data file, read whole by one task: in place
+            return records.sortWithinPartitions(*RECORD_ORDER)
         return records.repartition(self._spark_partitions(spark), "topic", "partition").sortWithinPartitions(
             *RECORD_ORDER)
 
@@ -664,6 +669,8 @@ class _BatchProcessor:
             ) from exc
         early = [json.loads(e) for e in files.errors]
         wanted = {relpath for relpath, _, _ in files.files}
+        topics = [plans[key].route.topic for _, key, _ in files.files if key in plans]
+        self._single_input = len(topics) == len(set(topics))
         if wanted:
             files_df = self._contents(spark, batch_df, paths, wanted)
             explicit = frozenset(_csv_explicit(self.options.csv_options))
