@@ -442,6 +442,7 @@ class _BatchProcessor:
         self._broken_reported: set[str] = set()
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
+        self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
@@ -511,7 +512,7 @@ class _BatchProcessor:
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
         spark = batch_df.sparkSession
-        tally = None if self._counts_first() else spark.sparkContext.accumulator(empty_tally(), TallyParam())
+        tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
         if self.options.source.is_storage:
             prepared = self._prepare_storage(spark, batch_df, output)
@@ -574,6 +575,18 @@ class _BatchProcessor:
             for df in cleanup:
                 with contextlib.suppress(Exception):
                     df.unpersist()
+
+    def _tally(self, spark: SparkSession) -> Any:
+        """The run's accumulator of :class:`~avro_registry_sink.spark.tally.TallyParam`, emptied for a new batch.
+
+        One for the whole run: PySpark keeps every accumulator it made for the life of the session, so one
+        per batch would grow without end in a long-running stream. Batches run one at a time, and a
+        batch's Spark job has ended (every task's additions merged) when its write returns."""
+        if self._tally_accumulator is None:
+            self._tally_accumulator = spark.sparkContext.accumulator(empty_tally(), TallyParam())
+        else:
+            self._tally_accumulator.value = empty_tally()
+        return self._tally_accumulator
 
     def _counts_first(self) -> bool:
         """Whether a batch is counted before it is written (cached, two Spark jobs) rather than on the way.
