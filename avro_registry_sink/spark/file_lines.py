@@ -4,8 +4,10 @@ A line is what ``json.dumps(record, separators=(",", ":"))`` gives for a record 
 fields ``topic, partition, key, value, headers, commit_ts, batch`` in this order, bytes as lower-case
 hex, nulls kept. Built with numpy (hex) and Arrow's string kernels, it costs the encode stage a fraction
 of what the same text costs Spark SQL (``lower(hex(...))`` and ``concat`` over every row), and the JVM
-then only writes text. :func:`~avro_registry_sink.spark.sinks.FileSink` takes either these lines or
-Kafka-shaped records.
+then only writes text. This is the one implementation of the format: the job's encode stage builds the
+lines where it runs (:class:`~avro_registry_sink.spark.tally.StageOutput`), and
+:class:`~avro_registry_sink.spark.sinks.FileSink` turns Kafka-shaped records it is handed into lines with
+the same function (:func:`to_lines`).
 
 >>> import pyarrow as pa
 >>> from avro_registry_sink.spark.stage import KAFKA_SCHEMA
@@ -17,13 +19,13 @@ Kafka-shaped records.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["FILE_LINE_COLUMNS", "hex_text", "lines_of"]
+__all__ = ["FILE_LINE_COLUMNS", "hex_text", "line_batch", "lines_of", "to_lines"]
 
 #: What the encode stage hands the file sink instead of Kafka columns: the line, and what orders it.
 FILE_LINE_COLUMNS = ("topic", "line", "order_version", "order_file", "order_line")
@@ -93,3 +95,20 @@ def lines_of(records: pa.RecordBatch, batch_id: int) -> pa.StringArray:
         ',"commit_ts":', _json_number(records.column("commit_ts")),
         f',"batch":{int(batch_id)}}}', "",
     )
+
+
+def line_batch(records: pa.RecordBatch, batch_id: int, keep: Sequence[str] = FILE_LINE_COLUMNS[2:]) -> pa.RecordBatch:
+    """``topic``, ``line`` and the ``keep`` columns (by default the order columns) of Kafka-shaped records."""
+    return pa.RecordBatch.from_arrays([records.column("topic"), lines_of(records, batch_id),
+                                       *(records.column(name) for name in keep)], names=["topic", "line", *keep])
+
+
+def to_lines(batch_id: int, keep: Sequence[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: Kafka-shaped records -> :func:`line_batch` (same row order)."""
+    keep = tuple(keep)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield line_batch(batch, batch_id, keep)
+
+    return run

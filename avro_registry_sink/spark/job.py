@@ -514,6 +514,7 @@ class _BatchProcessor:
         spark = batch_df.sparkSession
         tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
+        self._single_input = False  # set by _prepare_storage for this batch
         if self.options.source.is_storage:
             prepared = self._prepare_storage(spark, batch_df, output)
         else:
@@ -701,23 +702,20 @@ class _BatchProcessor:
 
         assert self.layout is not None
         location = self.layout.location
-        new, all_new = [], True
+        new: dict[str, str] = {}  # relpath -> the path as the stream names it
         for path in paths:
-            try:
+            with contextlib.suppress(ConfigError):  # outside the source: dead-lettered by resolve_storage_files
                 relpath = location.relative(path)
-            except ConfigError:
-                relpath = None
-            if relpath in wanted:
-                new.append(path)
-            else:
-                all_new = False
+                if relpath in wanted:
+                    new[relpath] = path
         contents = batch_df.select("path", "content")
-        if not all_new:
-            contents = contents.filter(F.col("path").isin(new))
-        retried = sorted(wanted - {location.relative(p) for p in new})
+        if len(new) < len(paths):
+            contents = contents.filter(F.col("path").isin(list(new.values())))
+        retried = sorted(wanted - new.keys())
         if retried:
-            older = spark.read.format("binaryFile").load([location.hadoop_uri(r) for r in retried])
-            contents = contents.unionByName(older.select("path", "content")) if new else older.select("path", "content")
+            older = spark.read.format("binaryFile").load([location.hadoop_uri(r) for r in retried]).select(
+                "path", "content")
+            contents = contents.unionByName(older) if new else older
         return contents
 
     def _with_raw(self, spark: SparkSession, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -124,44 +124,32 @@ _SPARK_PART = re.compile(r"part-(\d+)-.*\.txt$")
 
 
 def _file_lines(records: DataFrame, batch_id: int) -> tuple[DataFrame, tuple[str, ...]]:
-    """Each record as the file sink's JSON line, built by Spark SQL (no Python per row), in the order of
-    :data:`FILE_ORDER`; and the columns to partition the written files by. Records that already are lines
-    (``topic, line`` and the order columns: the job's encode stage builds them) are only put in order.
+    """Each record as the file sink's JSON line, in the order of :data:`FILE_ORDER`; and the columns to
+    partition the written files by.
 
-    The line is what ``json.dumps(..., separators=(",", ":"))`` of the record gives: the fields in this
-    order, bytes as lower-case hex, nulls kept. Records with the order columns are sorted by
-    :data:`FILE_ORDER` within each Spark partition (no shuffle: every input file or partition is read by
-    one task) and written one file per (topic, table version, input file); others keep their order within
-    each Spark partition, one file per (topic, Spark partition).
+    Records that already are lines (``topic, line`` and the order columns: the job's encode stage builds
+    them) are only put in order; Kafka-shaped records are turned into lines by the same Arrow code
+    (:mod:`~avro_registry_sink.spark.file_lines`, no Spark SQL per byte). Records with the order columns are
+    sorted by :data:`FILE_ORDER` within each Spark partition (no shuffle: every input file or partition is
+    read by one task) and written one file per (topic, table version, input file); others keep their order
+    within each Spark partition, one file per (topic, Spark partition).
     """
     from pyspark.sql import functions as F
 
-    if "line" in records.columns:  # built by the encode stage (see avro_registry_sink.spark.file_lines)
+    from avro_registry_sink.spark.file_lines import to_lines
+
+    ordered = set(FILE_ORDER) <= set(records.columns)
+    if "line" not in records.columns:
+        if not ordered:  # numbered first, so that the sort by topic keeps each topic's rows in their order
+            records = records.withColumn("_seq", F.monotonically_increasing_id())
+        keep = FILE_ORDER[1:] if ordered else ("_seq",)
+        types = {f.name: f.dataType.simpleString() for f in records.schema.fields}
+        ddl = ", ".join(f"{name} {kind}" for name, kind in [("topic", "string"), ("line", "string")]
+                        + [(name, types[name]) for name in keep])
+        records = records.select(*KAFKA_COLUMNS, "commit_ts", *keep).mapInArrow(to_lines(batch_id, keep), ddl)
+    if ordered:
         return records.sortWithinPartitions(*FILE_ORDER).select("line", *FILE_ORDER[:-1]), FILE_ORDER[:-1]
-
-    def text(column: Any) -> Any:  # a JSON number or null
-        return F.coalesce(column.cast("string"), F.lit("null"))
-
-    def hexed(column: Any) -> Any:  # a JSON string of lower-case hex, or null
-        return F.coalesce(F.concat(F.lit('"'), F.lower(F.hex(column)), F.lit('"')), F.lit("null"))
-
-    # Concatenated, without a JSON generator per row: topics and header keys are Kafka names
-    # ([A-Za-z0-9._-], checked by the router), so nothing in them needs escaping.
-    headers = F.concat_ws(",", F.transform(F.coalesce(F.col("headers"), F.array()), lambda h: F.concat(
-        F.lit('{"key":"'), h["key"], F.lit('","value":'), hexed(h["value"]), F.lit("}"))))
-    line = F.concat(
-        F.lit('{"topic":"'), F.col("topic"), F.lit('","partition":'), text(F.col("partition")),
-        F.lit(',"key":'), hexed(F.col("key")), F.lit(',"value":'), hexed(F.col("value")),
-        F.lit(',"headers":['), headers, F.lit('],"commit_ts":'), text(F.col("commit_ts")),
-        F.lit(f',"batch":{int(batch_id)}}}'),
-    )
-    if set(FILE_ORDER) <= set(records.columns):
-        by = FILE_ORDER[:-1]
-        ordered = records.sortWithinPartitions(*FILE_ORDER)
-    else:
-        by = ("topic",)
-        ordered = records.withColumn("_seq", F.monotonically_increasing_id()).sortWithinPartitions("topic", "_seq")
-    return ordered.select(line.alias("line"), *by), by
+    return records.sortWithinPartitions("topic", "_seq").select("line", "topic"), ("topic",)
 
 
 class FileSink:

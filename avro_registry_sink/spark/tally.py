@@ -99,18 +99,15 @@ class StageOutput:
         batch_id = self.lines_of_batch
 
         def lines(batches: Iterator[Any]) -> Iterator[Any]:
-            import pyarrow as pa
             import pyarrow.compute as pc
 
-            from avro_registry_sink.spark.file_lines import FILE_LINE_COLUMNS, lines_of
+            from avro_registry_sink.spark.file_lines import line_batch
 
             for out in counted(batches):
                 if "error" in out.schema.names and out.column("error").null_count < out.num_rows:
                     out = out.filter(pc.is_null(out.column("error")))
                 if out.num_rows:
-                    yield pa.RecordBatch.from_arrays(
-                        [out.column("topic"), lines_of(out, batch_id),
-                         *(out.column(name) for name in FILE_LINE_COLUMNS[2:])], names=list(FILE_LINE_COLUMNS))
+                    yield line_batch(out, batch_id)
 
         return lines, FILE_LINES_DDL
 
