@@ -7,7 +7,8 @@
 #   scripts/mariadb.sh status   exit 0 (and print the URL) if it runs, else exit 1
 #
 # The server runs with --no-defaults (no /etc/mysql configuration), its data, socket and log in
-# $MARIADB_CACHE/run (wiped on every start), listening on 127.0.0.1 only, utf8mb4 by default.
+# $MARIADB_CACHE/run (under /var/tmp when root runs this from a checkout the server's user cannot reach, see
+# server_run_dir in scripts/lib/service.sh; wiped on every start), listening on 127.0.0.1 only, utf8mb4 by default.
 # Started by root, it runs as $MARIADB_OS_USER (Debian's package creates `mysql`). A user `sink`
 # (password `sink`, every privilege) and a database `downstream` (utf8mb4) are created.
 # `start` is idempotent: with a server already running it only prints its URL. The last line of stdout is
@@ -28,16 +29,16 @@ MARIADB_OS_USER="${MARIADB_OS_USER:-mysql}"
 MARIADB_START_TIMEOUT="${MARIADB_START_TIMEOUT:-60}"
 MARIADB_STOP_TIMEOUT="${MARIADB_STOP_TIMEOUT:-30}"
 
-RUN="$MARIADB_CACHE/run"           # wiped on every start: data, socket, log, pid, url
+SERVICE=mariadb.sh SERVICE_CACHE="$MARIADB_CACHE" PROCESS_PATTERN='mariadbd\|mysqld' STOP_TIMEOUT="$MARIADB_STOP_TIMEOUT"
+# shellcheck source=scripts/lib/service.sh
+source "$REPO/scripts/lib/service.sh"
+
+RUN="$(server_run_dir "$MARIADB_CACHE/run" mariadb)"           # wiped on every start: data, socket, log, pid, url
 DATA="$RUN/data"
 SOCKET="$RUN/mariadb.sock"
 PID_FILE="$RUN/mariadb.pid"
 ADDR_FILE="$RUN/url"
 LOG="$RUN/mariadb.log"
-
-SERVICE=mariadb.sh SERVICE_CACHE="$MARIADB_CACHE" PROCESS_PATTERN='mariadbd\|mysqld' STOP_TIMEOUT="$MARIADB_STOP_TIMEOUT"
-# shellcheck source=scripts/lib/service.sh
-source "$REPO/scripts/lib/service.sh"
 
 server_bin() { command -v mariadbd || ls /usr/sbin/mariadbd 2>/dev/null || command -v mysqld || true; }
 

@@ -6,7 +6,8 @@
 #   scripts/postgres.sh stop     stop it (fast shutdown, then KILL after POSTGRES_STOP_TIMEOUT) and wait
 #   scripts/postgres.sh status   exit 0 (and print the URL) if it runs, else exit 1
 #
-# The cluster lives in $POSTGRES_CACHE/run (wiped on every start): `initdb` with trust authentication for
+# The cluster lives in $POSTGRES_CACHE/run (under /var/tmp when root runs this from a checkout the server's
+# user cannot reach, see server_run_dir in scripts/lib/service.sh; wiped on every start): `initdb` with trust authentication for
 # the superuser `postgres`, listening on 127.0.0.1 only (its Unix socket in the run directory, not /var/run).
 # PostgreSQL refuses to run as root: when started by root, the server runs as the user $POSTGRES_OS_USER
 # (Debian's package creates `postgres`), which then owns the run directory.
@@ -29,15 +30,15 @@ POSTGRES_OS_USER="${POSTGRES_OS_USER:-postgres}"
 POSTGRES_START_TIMEOUT="${POSTGRES_START_TIMEOUT:-60}"
 POSTGRES_STOP_TIMEOUT="${POSTGRES_STOP_TIMEOUT:-30}"
 
-RUN="$POSTGRES_CACHE/run"          # wiped on every start: data, socket, log, url
+SERVICE=postgres.sh SERVICE_CACHE="$POSTGRES_CACHE" PROCESS_PATTERN='postgres' STOP_TIMEOUT="$POSTGRES_STOP_TIMEOUT"
+# shellcheck source=scripts/lib/service.sh
+source "$REPO/scripts/lib/service.sh"
+
+RUN="$(server_run_dir "$POSTGRES_CACHE/run" postgres)"          # wiped on every start: data, socket, log, url
 DATA="$RUN/data"
 PID_FILE="$DATA/postmaster.pid"    # written by the server itself; its first line is the pid
 ADDR_FILE="$RUN/url"
 LOG="$RUN/postgres.log"
-
-SERVICE=postgres.sh SERVICE_CACHE="$POSTGRES_CACHE" PROCESS_PATTERN='postgres' STOP_TIMEOUT="$POSTGRES_STOP_TIMEOUT"
-# shellcheck source=scripts/lib/service.sh
-source "$REPO/scripts/lib/service.sh"
 
 find_bin() {
   if [ -n "${POSTGRES_BIN:-}" ]; then echo "$POSTGRES_BIN"; return 0; fi

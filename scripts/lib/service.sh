@@ -23,6 +23,26 @@ running_pid() {
   echo "$pid"
 }
 
+# server_run_dir WANTED NAME: where a server that drops root (PostgreSQL, MariaDB) keeps its run directory:
+# WANTED, or, when root runs this and a directory above WANTED is closed to other users (a checkout inside a
+# `mktemp -d` directory is 0700), /var/tmp/avro-registry-sink-NAME-<checksum of WANTED>. The choice depends
+# only on the directories' modes, so start, stop and status agree.
+server_run_dir() {
+  local wanted="$1" name="$2" dir mode
+  if [ "$(id -u)" != 0 ]; then echo "$wanted"; return 0; fi
+  dir="$(dirname "$wanted")"
+  while [ ! -d "$dir" ]; do dir="$(dirname "$dir")"; done  # made later with the default mode: traversable
+  while [ "$dir" != "/" ]; do
+    mode="$(stat -c %a "$dir")"
+    if (( (8#$mode & 1) == 0 )); then
+      echo "/var/tmp/avro-registry-sink-$name-$(printf %s "$wanted" | cksum | cut -d' ' -f1)"
+      return 0
+    fi
+    dir="$(dirname "$dir")"
+  done
+  echo "$wanted"
+}
+
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 log_tail() {
