@@ -606,10 +606,12 @@ class _BatchProcessor:
         a shuffle (see :class:`FileSink`)."""
         if getattr(self.sink, "staged", False):
             return records
+        # a storage record's order_line alone is its place in the batch's input (file rank and line, see
+        # sources.LINE_BITS): a sort on one long, which Spark radix-sorts, instead of on five columns
+        order = ("order_line",) if self.options.source.is_storage else RECORD_ORDER
         if self._single_input:  # every topic's rows come from one data file, read whole by one task: in place
-            return records.sortWithinPartitions(*RECORD_ORDER)
-        return records.repartition(self._spark_partitions(spark), "topic", "partition").sortWithinPartitions(
-            *RECORD_ORDER)
+            return records.sortWithinPartitions(*order)
+        return records.repartition(self._spark_partitions(spark), "topic", "partition").sortWithinPartitions(*order)
 
     def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
                report: BatchReport) -> list[dict[str, Any]]:

@@ -324,6 +324,26 @@ ORDERED_PRODUCER = {
     "linger.ms": 5,
 }
 
+#: Batching of Spark's (Java) Kafka producer. The Java client's default ``batch.size`` (16 KiB) makes one
+#: produce request per ~60 records here, and on a small cluster the broker's per-request work then bounds
+#: the write (1M records to 3 partitions: 1.6-2.5 s with the defaults, 0.9-1.2 s with these).
+#: librdkafka (the confluent path) already batches up to 1 MB. Sink options (``kafka.*``) override these.
+SPARK_PRODUCER_BATCHING = {
+    "batch.size": 262144,
+    "linger.ms": 5,
+}
+
+
+def spark_batching(max_request: int | None) -> dict[str, str]:
+    """:data:`SPARK_PRODUCER_BATCHING`, a batch never larger than what the topic takes (``max_request``).
+
+    >>> spark_batching(None)["batch.size"], spark_batching(65536)["batch.size"]
+    ('262144', '65536')
+    """
+    size = SPARK_PRODUCER_BATCHING["batch.size"]
+    return {"batch.size": str(min(size, max_request) if max_request else size),
+            "linger.ms": str(SPARK_PRODUCER_BATCHING["linger.ms"])}
+
 
 def _produce_partition(conf: Mapping[str, Any]) -> Any:
     """The ``foreachPartition`` function of the confluent-kafka producer path (closes over a dict)."""
@@ -485,6 +505,8 @@ class KafkaSink:
                 .option("kafka.max.in.flight.requests.per.connection", "5")
                 .options(**spark_kafka_options(self.kafka, "producer"))
             )
+            for name, value in spark_batching(self.max_request).items():
+                writer = writer.option(f"kafka.{name}", value)
             if self.max_request:
                 writer = writer.option("kafka.max.request.size", str(self.max_request))
             for name, value in self.options.items():

@@ -268,6 +268,31 @@ def test_restart_from_checkpoint_through_kafka(spark, bootstrap, registry, prefi
     _assert_subjects(client, prefix)
 
 
+def test_a_keys_changes_across_files_keep_their_order_through_kafka(spark, bootstrap, registry, prefix, tmp_path):
+    # One table, six data files in one batch: later files update and delete keys inserted by earlier ones, on
+    # lines with smaller numbers. The records are ordered per Kafka partition by file rank and line (one sort
+    # key), so each partition's commit ts (growing with the row in TiCDC's write order) never go back.
+    from bench.tree import CSV_OPTIONS, storage_tree
+
+    url, _ = registry
+    tree = storage_tree(3_000, 1, cache=tmp_path / "trees", rows_per_file=500)
+    assert tree.files == 6 and tree.ops["update"] and tree.ops["delete"]
+    sink = parse_sink_uri(f"kafka://{bootstrap}/?protocol=avro&enable-tidb-extension=true&schema-registry={url}")
+    result = run_job(spark, JobOptions(
+        source=parse_source(str(tree.root)), checkpoint=tmp_path / "checkpoint", sink=sink,
+        topic_rule=prefix + "_{schema}_{table}", csv_options=CSV_OPTIONS,
+    ))
+    assert result.totals.rows == tree.rows and result.totals.batches == 1
+    topic = _topic(prefix, tree.tables[0].qualified_name)
+    records = consume(bootstrap, url, [topic], tree.rows)[topic]  # sorted by partition, offset
+    assert len(records) == tree.rows
+    stamps: dict[int, list[int]] = defaultdict(list)
+    for partition, _, _, value in records:
+        if value is not None:  # tombstones carry no commit ts
+            stamps[partition].append(value["_tidb_commit_ts"])
+    assert len(stamps) == 3 and all(s == sorted(s) for s in stamps.values())
+
+
 def test_a_record_over_a_megabyte_reaches_kafka(spark, bootstrap, registry, prefix, tmp_path):
     # Kafka's producers and brokers refuse records over about 1 MB by default; TiCDC's max-message-bytes is
     # 10 MiB, so the sink raises the producer's limit and creates its topics with max.message.bytes to match.
