@@ -42,9 +42,9 @@ _SIGNED_LIMIT = "9223372036854775808"
 
 def avro_package() -> str:
     """``spark-avro`` for the running Spark (the same version rule as the Kafka connector's)."""
-    from avro_registry_sink.spark.job import kafka_package
+    from avro_registry_sink.spark.jvm_stage import avro_package as package
 
-    return kafka_package().replace("spark-sql-kafka-0-10", "spark-avro")
+    return package()
 
 
 def register_tables(registry_url: str, tables: tuple[TableDef, ...], topic_rule: str = "{schema}_{table}") -> dict[str, tuple[int, int]]:

@@ -40,7 +40,7 @@ from avro_registry_sink.changes import KAFKA_DDL
 from avro_registry_sink.columnar import ColumnarEncoder, decode_base64, parse_ops
 from avro_registry_sink.config import PartitionStrategy
 from avro_registry_sink.encoder import EncodingPlan
-from avro_registry_sink.errors import AvroSinkError, EncodingError
+from avro_registry_sink.errors import AvroSinkError, ConfigError, EncodingError
 from avro_registry_sink.routing import Route
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
@@ -520,7 +520,11 @@ def _row_error(exc: BaseException, plan: StagePlan, version: int, source: str | 
 # encode_table
 
 
-def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = ()) -> DataFrame:
+#: ``engine`` values of :func:`encode_table`.
+ENGINES = ("auto", "jvm", "arrow")
+
+
+def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = (), engine: str = "auto") -> DataFrame:
     """Encode a DataFrame of one table's rows into Kafka records (:data:`KAFKA_DDL`).
 
     ``df`` holds the table's columns (by name, case-insensitive) and optionally ``_op`` (string:
@@ -528,9 +532,28 @@ def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = ()) ->
     A DELETE row carries the pre-image (its key columns are read) and gives a tombstone. ``keep`` names
     input columns passed through after the Kafka columns (row order is kept within each partition).
 
+    ``engine``: ``"jvm"`` encodes with Spark's own ``to_avro`` and SQL (:mod:`~avro_registry_sink.spark.jvm_stage`;
+    the session needs ``spark-avro``), ``"arrow"`` with the columnar encoder in a ``mapInArrow`` pass, ``"auto"``
+    (default) the JVM when the session has ``spark-avro`` and every column has an exact SQL conversion, else
+    Arrow. Both give the same bytes.
+
     >>> # out = encode_table(spark.table("orders").withColumn("_op", F.lit("c")), plan)
     """
     keep = tuple(keep)
+    if engine not in ENGINES:
+        raise ConfigError(f"Invalid engine {engine!r}: valid values are {', '.join(ENGINES)}.", option="engine",
+                          value=engine)
+    if engine != "arrow":
+        from avro_registry_sink.spark.jvm_stage import has_spark_avro, jvm_encode_table, jvm_stage_gap
+
+        gap = jvm_stage_gap(df, plan, keep)
+        if gap is None and not has_spark_avro(df.sparkSession):
+            gap = "the session has no spark-avro (add org.apache.spark:spark-avro to spark.jars.packages)"
+        if gap is None:
+            return jvm_encode_table(df, plan, keep)
+        if engine == "jvm":
+            raise ConfigError(f"The JVM stage cannot encode table {plan.encoding.table.qualified_name}: {gap}; "
+                              "use engine='arrow' or 'auto'.", option="engine", value=engine)
     out_schema = _with_kept(KAFKA_DDL, df, keep)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
