@@ -244,11 +244,7 @@ def _fields(schema_json: str | None, columns: Sequence[ColumnDef]) -> list[tuple
 
 def jvm_stage_gap(df: DataFrame, plan: StagePlan, keep: Sequence[str] = ()) -> str | None:
     """Why :func:`jvm_encode_table` cannot encode ``df`` for ``plan`` (``None``: it can)."""
-    try:
-        _build(df, plan, tuple(keep), dry=True)
-    except _Unsupported as exc:
-        return str(exc)
-    return None
+    return _prepared(df, plan, tuple(keep))[1]
 
 
 class _Unsupported(Exception):
@@ -257,10 +253,39 @@ class _Unsupported(Exception):
 
 def jvm_encode_table(df: DataFrame, plan: StagePlan, keep: Sequence[str] = ()) -> DataFrame:
     """:func:`~avro_registry_sink.spark.stage.encode_table` in the JVM (check :func:`jvm_stage_gap` first)."""
-    return _build(df, plan, tuple(keep), dry=False)
+    built, gap = _prepared(df, plan, tuple(keep))
+    if built is None:
+        raise ValueError(f"the JVM stage cannot encode table {plan.encoding.table.qualified_name}: {gap}")
+    columns, value_guard = built
+    records = df.select(*columns)
+    return records.withColumn("value", value_guard) if value_guard is not None else records
 
 
-def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...], *, dry: bool) -> Any:
+#: Built expressions per (application, plan, input schema, kept columns): a streaming job encodes the same
+#: table with the same plan batch after batch, and building them costs a few thousand Py4J calls.
+_BUILT: dict[tuple[Any, ...], tuple[Any, str | None]] = {}
+
+
+def _prepared(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[Any, str | None]:
+    spark = df.sparkSession
+    key = (spark.sparkContext.applicationId, plan, df.schema.json(), keep)
+    hit = _BUILT.get(key)
+    if hit is None:
+        try:
+            if not has_spark_avro(spark):
+                raise _Unsupported("the session has no spark-avro (add org.apache.spark:spark-avro_2.13 to "
+                                   "spark.jars.packages)")
+            hit = (_build(df, plan, keep), None)
+        except _Unsupported as exc:
+            hit = (None, str(exc))
+        if len(_BUILT) >= 256:
+            _BUILT.clear()
+        _BUILT[key] = hit
+    return hit
+
+
+def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[list[Column], Column | None]:
+    """The output columns and the max-message-bytes guard of the value (over the output), or _Unsupported."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StringType
 
@@ -336,8 +361,6 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...], *, dry: bool) 
     key_struct = converted(key_fields, enc.key_schema_id, None) if key_fields else None
     value_struct = converted(value_fields, enc.value_schema_id, ~is_delete)
     partition = _partition(plan, types, ts)
-    if dry:
-        return None
     from pyspark.sql.avro.functions import to_avro
 
     def header(schema_id: int) -> Column:
@@ -360,18 +383,17 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...], *, dry: bool) 
         for cond, reason in problems[1:]:
             why = why.when(cond, reason)
         topic = F.when(bad, F.raise_error(why)).otherwise(topic)
-    records = df.select(topic.alias("topic"), partition.alias("partition"), key.alias("key"),
-                        value.alias("value"), headers.alias("headers"), ts.alias("commit_ts"),
-                        *[F.col(f"`{k}`") for k in keep])
+    columns = [topic.alias("topic"), partition.alias("partition"), key.alias("key"), value.alias("value"),
+               headers.alias("headers"), ts.alias("commit_ts"), *[F.col(f"`{k}`") for k in keep]]
     limit = plan.max_message_bytes
-    if limit:
-        size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0)) + F.lit(_OVERHEAD)
-        records = records.withColumn("value", F.when(size > limit, F.raise_error(F.concat(
-            F.lit(f"Table {name} at commit ts "), F.col("commit_ts").cast("string"),
-            F.lit(f" (topic {plan.topic!r}): message too large: "), size.cast("string"),
-            F.lit(f" bytes (key + value + {_OVERHEAD}) > max-message-bytes {limit}; raise it in the sink URI and "
-                  "the topic's max.message.bytes, as for TiCDC.")))).otherwise(F.col("value")))
-    return records
+    if not limit:
+        return columns, None
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0)) + F.lit(_OVERHEAD)
+    return columns, F.when(size > limit, F.raise_error(F.concat(
+        F.lit(f"Table {name} at commit ts "), F.col("commit_ts").cast("string"),
+        F.lit(f" (topic {plan.topic!r}): message too large: "), size.cast("string"),
+        F.lit(f" bytes (key + value + {_OVERHEAD}) > max-message-bytes {limit}; raise it in the sink URI and "
+              "the topic's max.message.bytes, as for TiCDC.")))).otherwise(F.col("value"))
 
 
 def _partition(plan: StagePlan, types: dict[str, tuple[str, Any]], ts: Column) -> Column:

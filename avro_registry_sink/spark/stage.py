@@ -544,11 +544,9 @@ def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = (), en
         raise ConfigError(f"Invalid engine {engine!r}: valid values are {', '.join(ENGINES)}.", option="engine",
                           value=engine)
     if engine != "arrow":
-        from avro_registry_sink.spark.jvm_stage import has_spark_avro, jvm_encode_table, jvm_stage_gap
+        from avro_registry_sink.spark.jvm_stage import jvm_encode_table, jvm_stage_gap
 
         gap = jvm_stage_gap(df, plan, keep)
-        if gap is None and not has_spark_avro(df.sparkSession):
-            gap = "the session has no spark-avro (add org.apache.spark:spark-avro to spark.jars.packages)"
         if gap is None:
             return jvm_encode_table(df, plan, keep)
         if engine == "jvm":
