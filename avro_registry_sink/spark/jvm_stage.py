@@ -42,13 +42,9 @@ _OVERHEAD = 36
 
 def has_spark_avro(spark: SparkSession) -> bool:
     """Whether Spark's Avro functions (``spark-avro``) are on the session's classpath."""
-    try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName("org.apache.spark.sql.avro.CatalystDataToAvro", False, loader)
-        return True
-    except Exception:  # py4j errors: the class is not there (or no JVM: Spark Connect)
-        return False
+    from avro_registry_sink.spark.session import has_class
+
+    return has_class(spark, "org.apache.spark.sql.avro.CatalystDataToAvro")
 
 
 def avro_package(spark_version: str | None = None) -> str:

@@ -169,20 +169,21 @@ STORE_CLASSES: dict[str, str] = {
 }
 
 
+def has_class(spark: SparkSession, name: str) -> bool:
+    """Whether the JVM class ``name`` is on the session's classpath (jars added with ``ADD JAR`` included)."""
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(name, False, loader)
+        return True
+    except Exception:  # noqa: BLE001 - py4j's ClassNotFoundException (or no JVM: Spark Connect)
+        return False
+
+
 def missing_store_classes(spark: SparkSession, stores: Iterable[str]) -> list[str]:
     """The stores whose Hadoop connector is not on the session's classpath (e.g. spark-submit without --packages)."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    missing = []
-    for store in sorted(set(stores)):
-        name = STORE_CLASSES.get(store)
-        if name is None:
-            continue
-        try:
-            jvm.java.lang.Class.forName(name, False, loader)
-        except Exception:  # noqa: BLE001 - py4j's ClassNotFoundException
-            missing.append(store)
-    return missing
+    return [store for store in sorted(set(stores)) if store in STORE_CLASSES
+            and not has_class(spark, STORE_CLASSES[store])]
 
 
 def apply_hadoop_conf(spark: SparkSession, conf: dict[str, str]) -> None:

@@ -305,13 +305,9 @@ def read_file_sink(path: str | os.PathLike[str] | StorageURI, topic: str | None 
 
 def has_spark_kafka(spark: SparkSession) -> bool:
     """Whether Spark's Kafka data source (``spark-sql-kafka-0-10``) is on the session's classpath."""
-    try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider", False, loader)
-        return True
-    except Exception:  # py4j errors: the class is not there (or no JVM: Spark Connect)
-        return False
+    from avro_registry_sink.spark.session import has_class
+
+    return has_class(spark, "org.apache.spark.sql.kafka010.KafkaSourceProvider")
 
 
 #: Bytes allowed above max-message-bytes for a record batch's framing and the record headers.
