@@ -83,7 +83,7 @@ from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, converter_for, rule_for
 
-__all__ = ["CHUNK_ROWS", "ColumnarEncoder", "decode_base64", "parse_ops"]
+__all__ = ["CHUNK_ROWS", "ColumnarEncoder", "decode_base64", "parse_ops", "record_fields"]
 
 #: Rows encoded per internal chunk: bounds the temporary memory (about 300 bytes per row of a 12-column
 #: table) and keeps the working set in cache; results are concatenated.
@@ -128,9 +128,11 @@ class _Field:
     null_branch: int | None  # index of "null" in the union, None when not a union
     kind: ValueKind
     order: int
+    name: str  # the Avro field's name (TiCDC's sanitised column name)
 
 
-def _fields(schema_json: str | None, columns: Sequence[ColumnDef]) -> list[_Field]:
+def record_fields(schema_json: str | None, columns: Sequence[ColumnDef]) -> list[_Field]:
+    """One field spec per field of a registered record schema, paired with its column in order."""
     if schema_json is None:
         return []
     schema = json.loads(schema_json)
@@ -142,7 +144,7 @@ def _fields(schema_json: str | None, columns: Sequence[ColumnDef]) -> list[_Fiel
             null_branch = type_.index("null")
             type_ = type_[1 - null_branch]
         avro = type_["type"] if isinstance(type_, dict) else type_
-        out.append(_Field(col, avro, null_branch, rule_for(col).kind, order))
+        out.append(_Field(col, avro, null_branch, rule_for(col).kind, order, field["name"]))
     return out
 
 
@@ -291,8 +293,8 @@ class ColumnarEncoder:
         self._table = table.qualified_name
         self._options = plan.options
         key_columns = table.handle_key_columns() if plan.key_schema_json is not None else ()
-        self._key_fields = _fields(plan.key_schema_json, key_columns)
-        self._value_fields = _fields(plan.value_schema_json, table.columns)
+        self._key_fields = record_fields(plan.key_schema_json, key_columns)
+        self._value_fields = record_fields(plan.value_schema_json, table.columns)
         self._by_lower = {c.name.lower(): c for c in table.columns}
         self._omitted = {name.lower() for name in plan.omitted}
         self._ext = plan.options.enable_tidb_extension

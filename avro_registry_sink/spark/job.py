@@ -600,14 +600,15 @@ class _BatchProcessor:
 
     def _for_sink(self, records: DataFrame, spark: SparkSession) -> DataFrame:
         """The records as the sink takes them. Kafka: each Kafka partition's rows gathered in one Spark
-        partition and sorted by :data:`RECORD_ORDER` (one writer per Kafka partition keeps its order); when each
+        partition and sorted into input order (one writer per Kafka partition keeps its order): a storage
+        batch by ``order_line`` alone (file rank and line, see ``sources.LINE_BITS``), others by
+        :data:`RECORD_ORDER`; when each
         topic of a storage batch has one data file (the usual micro-batch of a running changefeed), its rows
         are in one task already and need no shuffle. The file sink orders each topic's rows itself, without
         a shuffle (see :class:`FileSink`)."""
         if getattr(self.sink, "staged", False):
             return records
-        # a storage record's order_line alone is its place in the batch's input (file rank and line, see
-        # sources.LINE_BITS): a sort on one long, which Spark radix-sorts, instead of on five columns
+        # one long, which Spark radix-sorts, instead of five columns whose first ties on every row
         order = ("order_line",) if self.options.source.is_storage else RECORD_ORDER
         if self._single_input:  # every topic's rows come from one data file, read whole by one task: in place
             return records.sortWithinPartitions(*order)

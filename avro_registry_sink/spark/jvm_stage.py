@@ -20,11 +20,12 @@ per-value reference path handles them; :func:`jvm_stage_gap` says which.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from avro_registry_sink.config import DecimalMode, PartitionStrategy
+from avro_registry_sink.columnar import record_fields
+from avro_registry_sink.config import DecimalMode, EncodingOptions, PartitionStrategy
 from avro_registry_sink.encoder import _OP_ALIASES, Op
+from avro_registry_sink.spark.stage import MESSAGE_OVERHEAD, OVERSIZE_ADVICE
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, rule_for
 
@@ -35,10 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.spark.stage import StagePlan
 
 __all__ = ["avro_package", "ensure_spark_avro", "has_spark_avro", "jvm_encode_table", "jvm_stage_gap"]
-
-#: TiCDC's allowance per Kafka message on top of key and value (as :data:`stage.MESSAGE_OVERHEAD`).
-_OVERHEAD = 36
-
 
 def has_spark_avro(spark: SparkSession) -> bool:
     """Whether Spark's Avro functions (``spark-avro``) are on the session's classpath."""
@@ -75,8 +72,8 @@ def ensure_spark_avro(spark: SparkSession) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# One conversion per value kind: (column expression, its Spark type, the column, the Avro type) ->
-# (the value as to_avro takes it, [(condition that makes the row bad, reason as a Column)]) or None.
+# One conversion per value kind: (column expression, its Spark type, the column, the Avro type, the encoding
+# options) -> (the value as to_avro takes it, [(condition that makes the row bad, reason as a Column)]) or None.
 
 Conversion = tuple["Column", list[tuple["Column", "Column"]]]
 
@@ -100,7 +97,7 @@ def _shown(c: Column, text: str) -> Column:
     return F.concat(F.lit("value "), F.coalesce(c.cast("string"), F.lit("NULL")), F.lit(f": {text}"))
 
 
-def _int(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | None:
+def _int(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     from pyspark.sql import functions as F
 
     if not (_is_int(t) or _is_whole_decimal(t)):
@@ -146,7 +143,7 @@ def _long_out_of(c: Column, t: DataType, low: int, high: int) -> list[Column]:
     return parts
 
 
-def _float(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | None:
+def _float(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, FloatType
 
@@ -157,13 +154,13 @@ def _float(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | No
     return finite.cast("float" if avro == "float" else "double"), []
 
 
-def _decimal(c: Column, t: DataType, col: ColumnDef, avro: str, mode: DecimalMode) -> Conversion | None:
+def _decimal(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType
 
     scale = col.scale if col.scale is not None else 0
     precision = col.precision if col.precision is not None else 10
-    if mode is not DecimalMode.PRECISE or avro != "bytes" or precision > 38 or scale > precision:
+    if options.decimal_mode is not DecimalMode.PRECISE or avro != "bytes" or precision > 38 or scale > precision:
         return None
     if not isinstance(t, DecimalType) or t.scale > scale:
         return None  # text, and values to floor to a smaller scale: the Arrow stage
@@ -174,13 +171,13 @@ def _decimal(c: Column, t: DataType, col: ColumnDef, avro: str, mode: DecimalMod
     return c.cast(f"decimal({precision},{scale})"), [(over, _shown(c, f"more than {precision} digits at scale {scale}"))]
 
 
-def _text(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | None:
+def _text(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     from pyspark.sql.types import StringType
 
     return (c, []) if isinstance(t, StringType) else None
 
 
-def _blob(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | None:
+def _blob(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     from pyspark.sql.types import BinaryType, StringType
 
     if isinstance(t, BinaryType):
@@ -188,7 +185,7 @@ def _blob(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | Non
     return (c.cast("binary"), []) if isinstance(t, StringType) else None
 
 
-def _enum(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | None:
+def _enum(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     from pyspark.sql.types import StringType
 
     if not isinstance(t, StringType):
@@ -199,7 +196,7 @@ def _enum(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | Non
     return c, [(~c.isin(list(col.elements)), _shown(c, f"not a member (valid: {choices[:200]})"))]
 
 
-def _year(c: Column, t: DataType, col: ColumnDef, avro: str) -> Conversion | None:
+def _year(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     if not _is_int(t):
         return None
     bad = (c != 0) & ((c < 1901) | (c > 2155))
@@ -211,6 +208,7 @@ _CONVERSIONS: dict[ValueKind, Callable[..., Conversion | None]] = {
     ValueKind.BIGINT_UNSIGNED: _int,
     ValueKind.FLOAT32: _float,
     ValueKind.FLOAT64: _float,
+    ValueKind.DECIMAL: _decimal,
     ValueKind.TEXT: _text,
     ValueKind.JSON: _text,
     ValueKind.TEMPORAL: _text,
@@ -223,19 +221,6 @@ _CONVERSIONS: dict[ValueKind, Callable[..., Conversion | None]] = {
 
 # --------------------------------------------------------------------------------------------------
 # The stage
-
-
-def _fields(schema_json: str | None, columns: Sequence[ColumnDef]) -> list[tuple[str, str, ColumnDef]]:
-    """(Avro field name, Avro type without the null branch, column) per field of a record schema."""
-    if schema_json is None:
-        return []
-    out = []
-    for field, col in zip(json.loads(schema_json)["fields"], columns):
-        t = field["type"]
-        if isinstance(t, list):
-            t = next(b for b in t if b != "null")
-        out.append((field["name"], t["type"] if isinstance(t, dict) else t, col))
-    return out
 
 
 def jvm_stage_gap(df: DataFrame, plan: StagePlan, keep: Sequence[str] = ()) -> str | None:
@@ -308,11 +293,10 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[list[
         if not isinstance(op_type, StringType):
             raise _Unsupported("_op is not a string")
         raw = F.col(f"`{op_name}`")
-        text = F.when(raw.isin(list(_OP_ALIASES)), raw).otherwise(F.lower(raw))
+        # Op.parse's aliases: each one in lower case is an alias of the same operation
         codes = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
-        op = F.lit(None).cast("int")
-        for alias in reversed(list(_OP_ALIASES)):
-            op = F.when(text == F.lit(alias), F.lit(codes[_OP_ALIASES[alias]])).otherwise(op)
+        pairs = {alias.lower(): codes[kind] for alias, kind in _OP_ALIASES.items()}
+        op = F.create_map(*[F.lit(x) for pair in pairs.items() for x in pair])[F.lower(raw)]
         op = F.when(raw.isNull(), F.lit(0)).when(op.isNull(), F.raise_error(F.concat(
             F.lit(f"Cannot encode a change of table {name}: unknown operation "), raw,
             F.lit(": valid values are insert, update, delete (or c, u, d / I, U, D).")))).otherwise(op)
@@ -328,17 +312,14 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[list[
 
     problems: list[tuple[Column, Column]] = []  # (the row is bad, why), over every field
 
-    def converted(fields: list[tuple[str, str, ColumnDef]], schema_id: int | None, live: Column | None) -> Column:
+    def converted(fields: list[Any], schema_id: int | None, live: Column | None) -> Column:
         """The record struct; each field's checks go to ``problems`` (``live``: rows whose values are checked)."""
         members = []
-        for field_name, avro, col in fields:
+        for field in fields:
+            col = field.column
             c, t = column(col)
-            kind = rule_for(col).kind
-            if kind is ValueKind.DECIMAL:
-                conv = _decimal(c, t, col, avro, enc.options.decimal_mode)
-            else:
-                handler = _CONVERSIONS.get(kind)
-                conv = handler(c, t, col, avro) if handler is not None else None
+            handler = _CONVERSIONS.get(field.kind)
+            conv = handler(c, t, col, field.avro, enc.options) if handler is not None else None
             if conv is None:
                 raise _Unsupported(f"no SQL conversion of {t.simpleString()} for {col.name} {col.sql_type()}")
             value, checks = conv
@@ -348,11 +329,11 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[list[
                 problems.append((bad if live is None else (live & bad), F.concat(
                     F.lit(f"Cannot encode the change for table {name} (column {col.name!r}, {col.sql_type()}, "
                           f"schema id {schema_id}): "), reason, F.lit(". Fix the value or the table definition."))))
-            members.append(value.alias(field_name))
+            members.append(value.alias(field.name))
         return F.struct(*members)
 
-    key_fields = _fields(enc.key_schema_json, table.handle_key_columns() if enc.key_schema_json else ())
-    value_fields = _fields(enc.value_schema_json, table.columns)
+    key_fields = record_fields(enc.key_schema_json, table.handle_key_columns() if enc.key_schema_json else ())
+    value_fields = record_fields(enc.value_schema_json, table.columns)
     is_delete = op == F.lit(2)
     key_struct = converted(key_fields, enc.key_schema_id, None) if key_fields else None
     value_struct = converted(value_fields, enc.value_schema_id, ~is_delete)
@@ -384,12 +365,12 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[list[
     limit = plan.max_message_bytes
     if not limit:
         return columns, None
-    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0)) + F.lit(_OVERHEAD)
+    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0)) + F.lit(MESSAGE_OVERHEAD)
     return columns, F.when(size > limit, F.raise_error(F.concat(
         F.lit(f"Table {name} at commit ts "), F.col("commit_ts").cast("string"),
         F.lit(f" (topic {plan.topic!r}): message too large: "), size.cast("string"),
-        F.lit(f" bytes (key + value + {_OVERHEAD}) > max-message-bytes {limit}; raise it in the sink URI and "
-              "the topic's max.message.bytes, as for TiCDC.")))).otherwise(F.col("value"))
+        F.lit(f" bytes (key + value + {MESSAGE_OVERHEAD}) > max-message-bytes {limit}; {OVERSIZE_ADVICE}.")))
+    ).otherwise(F.col("value"))
 
 
 def _partition(plan: StagePlan, types: dict[str, tuple[str, Any]], ts: Column) -> Column:

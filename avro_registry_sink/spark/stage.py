@@ -95,8 +95,11 @@ def oversize_reason(size: int, limit: int) -> str | None:
     """Why a message of ``size`` bytes (key + value + :data:`MESSAGE_OVERHEAD`) is refused, or ``None``."""
     if not limit or size <= limit:
         return None
-    return (f"message too large: {size} bytes (key + value + {MESSAGE_OVERHEAD}) > max-message-bytes {limit}; "
-            "raise it in the sink URI and the topic's max.message.bytes, as for TiCDC")
+    return f"message too large: {size} bytes (key + value + {MESSAGE_OVERHEAD}) > max-message-bytes {limit}; {OVERSIZE_ADVICE}"
+
+
+#: What to do about a message over max-message-bytes.
+OVERSIZE_ADVICE = "raise it in the sink URI and the topic's max.message.bytes, as for TiCDC"
 
 
 @dataclass(frozen=True)
