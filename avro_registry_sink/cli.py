@@ -664,6 +664,10 @@ def _print_totals(result, console) -> None:
     if totals.filtered:
         console.print("Left out by [filter] rules: " + ", ".join(
             f"{table} ({n} files/messages)" for table, n in sorted(totals.filtered.items())), markup=False)
+    if totals.missing_files:
+        console.print(f"[yellow]{len(totals.missing_files)} data file(s) vanished before they were read[/yellow] "
+                      "(rows unknown, recorded in the dead-letter files): "
+                      + ", ".join(totals.missing_files[:5]) + (" ..." if len(totals.missing_files) > 5 else ""))
     _print_dead_letters(result, console)
 
 
@@ -687,6 +691,7 @@ def run(
     max_bytes_per_trigger: Annotated[Optional[str], typer.Option("--max-bytes-per-trigger", help="Input per micro-batch, e.g. 512m (default: an eighth of the JVM heap).")] = None,
     max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1)] = None,
     max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
+    on_missing_file: Annotated[str, typer.Option("--on-missing-file", help="report|fail: a storage data file that vanished before it was read is reported (progress, summary, a dead-letter record) and the batch goes on, or fails the batch.")] = "report",
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
@@ -704,6 +709,7 @@ def run(
             max_files_per_trigger=max_files_per_trigger,
             max_bytes_per_trigger=_size("--max-bytes-per-trigger", max_bytes_per_trigger),
             max_offsets_per_trigger=max_offsets_per_trigger, **_bad_row_budget(max_bad_rows),
+            on_missing_file=on_missing_file,
         )
         stores = _check_locations(options.source, job.checkpoint, options.sink)
         check_checkpoint(options)

@@ -80,6 +80,7 @@ class BatchReport:
     dead_letter: str | None = None
     warnings: list[str] = field(default_factory=list)
     filtered: dict[str, int] = field(default_factory=dict)  # per table: inputs left out by [filter] rules
+    missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -106,6 +107,7 @@ class JobTotals:
     warnings: list[str] = field(default_factory=list)
     filtered: dict[str, int] = field(default_factory=dict)  # per table: files/messages left out by [filter] rules
     dead_letter_files: list[str] = field(default_factory=list)
+    missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
@@ -126,6 +128,7 @@ class JobTotals:
         self.max_commit_ts = max(self.max_commit_ts, report.max_commit_ts)
         self.last_batch_seconds = report.seconds
         self.warnings.extend(report.warnings)
+        self.missing_files.extend(report.missing_files)
         if report.dead_letter and report.dead_letter not in self.dead_letter_files:
             self.dead_letter_files.append(report.dead_letter)
 
@@ -152,6 +155,7 @@ class JobTotals:
             "per_table": dict(sorted(self.per_table.items())),
             "per_topic": dict(sorted(self.per_topic.items())),
             "filtered": dict(sorted(self.filtered.items())),
+            "missing_files": list(self.missing_files),
             "schemas": [asdict(s) for s in self.schemas],
             "max_commit_ts": self.max_commit_ts,
             "warnings": list(self.warnings),

@@ -567,13 +567,17 @@ class StoreFS:
 
     def list_files(self, relative: str = "") -> list[str]:
         """Every file below ``relative`` (recursive), as sorted paths relative to the URI."""
+        return [path for path, _ in self.list_file_sizes(relative)]
+
+    def list_file_sizes(self, relative: str = "") -> list[tuple[str, int]]:
+        """Every file below ``relative`` (recursive) with its size in bytes, sorted by path relative to the URI."""
         from pyarrow import fs
 
         base = self._path(relative)
         selector = fs.FileSelector(base, recursive=True, allow_not_found=True)
         infos = self._guard("list", lambda: self.fs.get_file_info(selector))
         root = self._root.rstrip("/")
-        out = []
+        out: dict[str, int] = {}
         for info in infos:
             if info.type != fs.FileType.File:
                 continue
@@ -585,10 +589,11 @@ class StoreFS:
             name = posixpath.basename(path)
             if name.startswith(".") and name.endswith(".tmp"):
                 continue  # an unfinished write (see open_write)
-            out.append(path)
+            out[path] = int(info.size or 0)
         # some stores list a "directory" as an object too: keep only names no other name lies under
-        names = sorted(set(out))
-        return [p for i, p in enumerate(names) if not (i + 1 < len(names) and names[i + 1].startswith(p + "/"))]
+        names = sorted(out)
+        return [(p, out[p]) for i, p in enumerate(names)
+                if not (i + 1 < len(names) and names[i + 1].startswith(p + "/"))]
 
     def exists(self, relative: str) -> bool:
         from pyarrow import fs

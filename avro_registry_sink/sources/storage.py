@@ -137,6 +137,7 @@ class StorageLayout:
         self.root: Path | str = Path(self.location.path) if self.location.is_local else self.location.hadoop_uri()
         self.date_separator = DateSeparator(date_separator) if date_separator is not None else None
         self._schema_cache: dict[str, tuple[SchemaFile, TableDef | None]] = {}
+        self._listing: list[str] | None = None  # set by refresh(): the walks use it until the next refresh
 
     def __repr__(self) -> str:
         return f"StorageLayout({str(self.location)!r})"
@@ -144,9 +145,16 @@ class StorageLayout:
     # ---------------------------------------------------------------------------------------------
     # walking
 
+    def refresh(self) -> frozenset[str]:
+        """List the tree once and use that listing until the next refresh (a streaming job lists once per
+        batch); returns every file's relative path."""
+        self._listing = self.store.list_files()
+        return frozenset(self._listing)
+
     def _walk(self) -> Iterable[tuple[str, tuple[str, ...]]]:
         """(relative posix path, its parts) of every file under the root, sorted."""
-        return [(relpath, tuple(relpath.split("/"))) for relpath in self.store.list_files()]
+        listing = self._listing if self._listing is not None else self.store.list_files()
+        return [(relpath, tuple(relpath.split("/"))) for relpath in listing]
 
     def _file_path(self, relpath: str) -> Path | str:
         return self.root / relpath if isinstance(self.root, Path) else self.location.hadoop_uri(relpath)
@@ -299,6 +307,10 @@ class StorageLayout:
 
     # ---------------------------------------------------------------------------------------------
     # data files
+
+    def data_file(self, relpath: str) -> DataFile | None:
+        """The data file at ``relpath`` (relative to the root), ``None`` when the path is no data file's."""
+        return self._parse_data_path(relpath, tuple(relpath.split("/")))
 
     def _parse_data_path(self, relpath: str, parts: tuple[str, ...]) -> DataFile | None:
         m = _DATA_NAME.fullmatch(parts[-1])

@@ -21,9 +21,10 @@ to ``<checkpoint>/dead-letter/batch-<id>.jsonl`` and counted. Executors receive 
 (plans, table definitions, options); the registry client, the manager and the sink's admin client
 stay on the driver.
 
-Checkpoint directory layout: ``spark/`` (the query's offsets and commits), ``tables.json`` (changelog
-table versions), ``dead-letter/``, ``job.json`` (the source it belongs to: a checkpoint is not reused for
-another source).
+Checkpoint directory layout: ``spark/`` (the query's offsets and commits), ``state/`` (held files, file
+numbers, changelog table versions: one file per batch, current once the batch commits, see
+:mod:`~avro_registry_sink.spark.side_state`), ``dead-letter/``, ``job.json`` (the source it belongs to: a
+checkpoint is not reused for another source).
 
 >>> # from avro_registry_sink.spark.job import JobOptions, run_job
 >>> # result = run_job(spark, JobOptions(source=parse_source("/data/ticdc"), checkpoint=Path("ck")))
@@ -43,11 +44,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
+from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection
+from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
     ENCODED_DDL,
@@ -61,7 +64,6 @@ from avro_registry_sink.spark.sources import (
     peek_changelog,
     resolve_storage_files,
     source_error_json,
-    storage_stream,
 )
 from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
@@ -91,10 +93,15 @@ __all__ = [
     "trigger_limits",
 ]
 
-#: Newest file number per storage data directory, in the checkpoint (see ``_late_files``).
-_FILE_NUMBERS = "storage-files.json"
-#: Storage data files waiting for their schema file, in the checkpoint (see ``_hold``).
-_HELD_FILES = "held-files.json"
+#: Side state of the checkpoint, per batch (:mod:`~avro_registry_sink.spark.side_state`): the newest file
+#: number per storage data directory (see ``_late_files``), data files waiting for their schema file (see
+#: ``_hold``), the changelog's table versions.
+_FILE_NUMBERS = "numbers"
+_HELD_FILES = "held"
+_TABLES = "tables"
+
+#: ``--on-missing-file``: what a storage data file that vanished before it was read does to its batch.
+ON_MISSING_FILE = ("report", "fail")
 
 #: One topic per table when neither a topic rule nor dispatchers nor a sink URI topic say otherwise.
 DEFAULT_TOPIC_RULE = "{schema}_{table}"
@@ -106,6 +113,10 @@ NEWEST_PUBLISHED_KAFKA_CONNECTOR = "4.2.0"
 
 class JobFailed(AvroSinkError):
     """The streaming query stopped with an error; nothing of the failing batch was committed."""
+
+
+class MissingInputFiles(JobFailed):
+    """Data files of a batch vanished before they were read, and ``--on-missing-file fail`` was given."""
 
 
 class SparkResourceError(JobFailed):
@@ -179,10 +190,16 @@ class JobOptions:
     max_bad_rows: int | None = None  # a batch with more dead-lettered rows fails (None: no limit)
     max_bad_ratio: float | None = None  # ... or with more than this share of its rows dead-lettered
     query_name: str | None = None
+    on_missing_file: str = "report"  # a storage data file gone before it was read: report it, or fail the batch
 
     def __post_init__(self) -> None:
         # option errors surface here, before any SparkSession exists
         parse_trigger_interval(self.trigger_interval)
+        if self.on_missing_file not in ON_MISSING_FILE:
+            raise ConfigError(
+                f"Invalid value {self.on_missing_file!r} for option '--on-missing-file': valid values are "
+                + ", ".join(ON_MISSING_FILE) + ".", option="on-missing-file", value=self.on_missing_file,
+                choices=list(ON_MISSING_FILE))
         if self.kafka_producer not in KAFKA_PRODUCERS:
             raise ConfigError(
                 f"Invalid value {self.kafka_producer!r} for option '--producer': valid values are "
@@ -433,18 +450,23 @@ class _BatchProcessor:
         self.plans: dict[PlanKey, TablePlan] = {}
         self._schemas_seen: set[tuple[str, int]] = set()
         self._partitions: dict[str, int] = {}
-        self._file_numbers: dict[str, int] | None = None
+        self._file_numbers: dict[str, int] = {}
         self._pending_numbers: dict[str, int] = {}
         self._warnings: list[str] = []
-        self._held_files: dict[str, str] | None = None
+        self._held_files: dict[str, str] = {}
         self._peeked: DataFrame | None = None
         self._pending_held: dict[str, str] | None = None
         self._broken_reported: set[str] = set()
+        self._side_batch: int | None = None  # the batch whose committed side state is in memory
+        self._side_loaded_from_store = False  # this batch read its side state from the checkpoint
+        self._broken_before: set[str] = set()
+        self._catalog_changed = False
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
         self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
+        self.side = SideState(self.state)
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
@@ -455,7 +477,7 @@ class _BatchProcessor:
             self.catalog = None
         else:
             self.layout = None
-            self.catalog = TableCatalog(options.checkpoint_uri.child("tables.json"), seed=options.tables)
+            self.catalog = TableCatalog(seed=options.tables)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
@@ -515,12 +537,16 @@ class _BatchProcessor:
         tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
         self._single_input = False  # set by _prepare_storage for this batch
+        self._begin_side(batch_id)
+        missing: list[dict[str, Any]] = []
         if self.options.source.is_storage:
-            prepared = self._prepare_storage(spark, batch_df, output)
+            prepared = self._prepare_storage(spark, batch_df, output, missing)
         else:
             prepared = self._prepare_changelog(spark, batch_df)
         if prepared is None:
+            self._end_side(batch_id)
             return
+        failpoint("job.after-side-read")
         parsed, plans, early_errors, inputs, cleanup = prepared
         try:
             one_pass = self.options.source.is_storage  # storage files: parsed and encoded in one executor pass
@@ -529,7 +555,7 @@ class _BatchProcessor:
                 errors += [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
             errors, notes = _check_parsed(errors)
             report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings + notes,
-                                 filtered=dict(self._filtered))
+                                 filtered=dict(self._filtered), missing_files=[m["file"] for m in missing])
             self._warnings = []
             self._filtered = {}
             if plans:
@@ -564,11 +590,15 @@ class _BatchProcessor:
                 self.plans.update(plans)
             if not plans:
                 _check_budget(self.options, errors, 0)
-            if errors:
-                report.dead_letter = str(self._dead_letter(batch_id, errors))
+            failpoint("job.after-sink-write")
+            if errors or missing:
+                report.dead_letter = str(self._dead_letter(batch_id, errors + missing))
                 self.bad_input.extend(errors)
-            self._save_file_numbers()
-            self._save_held()
+            else:
+                self._no_dead_letter(batch_id)
+            failpoint("job.after-dead-letters")
+            self._end_side(batch_id)
+            failpoint("job.after-side-write")
             report.seconds = round(time.time() - started, 3)
             self.totals.add(report)
             self.progress.batch(report, self.totals)
@@ -648,6 +678,12 @@ class _BatchProcessor:
             report.max_commit_ts = max(report.max_commit_ts, max_ts)
         return sorted((json.loads(error) for error in tally["errors"]), key=_input_position)
 
+    def _no_dead_letter(self, batch_id: int) -> None:
+        """A batch without bad input has no dead-letter file, even when an earlier attempt of it left one."""
+        relpath = f"dead-letter/batch-{batch_id:010d}.jsonl"
+        if self._side_loaded_from_store:  # only a batch run after a restart can meet an earlier attempt's file
+            self.state.delete(relpath)
+
     def _dead_letter(self, batch_id: int, errors: list[dict[str, Any]]) -> Path | str:
         relpath = f"dead-letter/batch-{batch_id:010d}.jsonl"
         self.state.write_text(relpath, "".join(json.dumps({"batch": batch_id, **error}, ensure_ascii=False) + "\n"
@@ -660,19 +696,27 @@ class _BatchProcessor:
 
     # -- storage -------------------------------------------------------------------------------------
 
-    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame, output: Any = None) -> Any:
-        paths = [row[0] for row in batch_df.select("path").collect()]
-        held_before = self._held()
-        if not paths and not held_before:
+    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame, output: Any,
+                         missing: list[dict[str, Any]]) -> Any:
+        """The batch's data files (new ones from the stream, held ones of earlier batches) resolved, planned
+        and encoded; files that are gone go to ``missing`` as dead-letter records (see :meth:`_missing`)."""
+        rows = batch_df.select("relpath", "path", "missing").collect()
+        held_before = dict(self._held_files)
+        if not rows and not held_before:
             return None
         assert self.layout is not None
         location = self.layout.location
-        retried = [location.hadoop_uri(relpath) for relpath in held_before]
+        listed = self.layout.refresh()  # one listing per batch: schema files, and which files are still there
+        gone = sorted({r["relpath"] for r in rows if r["missing"] or r["relpath"] not in listed}
+                      | {relpath for relpath in held_before if relpath not in listed})
+        paths = [r["path"] for r in rows if r["relpath"] not in gone]
+        retried = [location.hadoop_uri(relpath) for relpath in held_before if relpath not in gone]
         files = self._filter_storage(resolve_storage_files(self.layout, paths + retried, self.hints,
                                                            self._completed))
-        retried_now = set(held_before) - set(files.held)
+        retried_now = set(held_before) - set(files.held) - set(gone)
         self._warnings = [w for w in self._late_files(files) if w.split(" ", 1)[0] not in retried_now]
         self._warnings.extend(self._hold(files))
+        missing.extend(self._missing(gone))
         try:
             plans = self.manager.prepare_batch(files.tables.values())
         except NoHandleKey as exc:
@@ -689,7 +733,8 @@ class _BatchProcessor:
         topics = [plans[key].route.topic for _, key, _ in files.files if key in plans]
         self._single_input = len(topics) == len(set(topics))
         if wanted:
-            files_df = self._contents(spark, batch_df, paths, wanted)
+            files_df = spark.read.format("binaryFile").load([location.hadoop_uri(r) for r in sorted(wanted)]).select(
+                "path", "content")
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
             encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
@@ -698,28 +743,35 @@ class _BatchProcessor:
             encoded = spark.createDataFrame([], ENCODED_DDL)
         return encoded, plans, early, len(paths) + len(retried_now), []
 
-    def _contents(self, spark: SparkSession, batch_df: DataFrame, paths: list[str], wanted: set[str]) -> DataFrame:
-        """``path, content`` of the batch's ``wanted`` files (relpaths): the new ones straight from the stream's
-        own batch (no second listing of the store), held files of earlier batches read anew."""
-        from pyspark.sql import functions as F
+    def _missing(self, gone: list[str]) -> list[dict[str, Any]]:
+        """Dead-letter records for data files that vanished before they were read (deleted by TiCDC's
+        ``file-cleanup-cron-spec``, a pruned bucket): their rows are unknown. Reported on their own; with
+        ``--on-missing-file fail`` the batch fails instead."""
+        from avro_registry_sink.formats.dead_letter import dead_letter_record
 
+        if not gone:
+            return []
         assert self.layout is not None
-        location = self.layout.location
-        new: dict[str, str] = {}  # relpath -> the path as the stream names it
-        for path in paths:
-            with contextlib.suppress(ConfigError):  # outside the source: dead-lettered by resolve_storage_files
-                relpath = location.relative(path)
-                if relpath in wanted:
-                    new[relpath] = path
-        contents = batch_df.select("path", "content")
-        if len(new) < len(paths):
-            contents = contents.filter(F.col("path").isin(list(new.values())))
-        retried = sorted(wanted - new.keys())
-        if retried:
-            older = spark.read.format("binaryFile").load([location.hadoop_uri(r) for r in retried]).select(
-                "path", "content")
-            contents = contents.unionByName(older) if new else older
-        return contents
+        if self.options.on_missing_file == "fail":
+            raise MissingInputFiles(
+                f"{len(gone)} data file(s) of this batch vanished before they were read: {', '.join(gone[:5])}"
+                + (" ..." if len(gone) > 5 else "") + ". Their rows are unknown. Restore the files to deliver them, "
+                "or rerun with --on-missing-file report to record them as dead letters and go on.",
+                files=gone, option="on-missing-file")
+        out = []
+        for relpath in gone:
+            data_file = self.layout.data_file(relpath)
+            message = (f"{relpath}: the data file vanished before it was read (deleted by TiCDC's "
+                       "file-cleanup-cron-spec, or the store was pruned); its rows are unknown and were not "
+                       "delivered. Restore it to deliver them.")
+            out.append(dead_letter_record(
+                fmt=None if data_file is None else ("csv" if data_file.format == "csv" else "canal-json"),
+                source=relpath, file=relpath, reason="missing file", message=message,
+                schema=None if data_file is None else data_file.schema,
+                table=None if data_file is None else data_file.table,
+                table_version=None if data_file is None else data_file.version, rows="unknown"))
+            self._warnings.append(message)
+        return out
 
     def _with_raw(self, spark: SparkSession, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Dead-letter records for rows the encode stage set aside, with the raw bytes of their input row.
@@ -792,22 +844,54 @@ class _BatchProcessor:
                         out[f"{relpath}:{number}"] = line.rstrip("\r").encode("utf-8", "surrogateescape")
         return out
 
-    # -- held data files (no usable schema file yet) ---------------------------------------------------
+    # -- side state: per batch, current once the batch commits (see side_state) ----------------------
 
-    def _held(self) -> dict[str, str]:
-        """Data files waiting for their schema file (relpath -> reason), as the last batch left them."""
-        if self._held_files is None:
-            data = json.loads(self.state.read_text(_HELD_FILES)) if self.state.exists(_HELD_FILES) else {}
-            self._held_files = dict(data.get("held", {}))
-            self._broken_reported = set(data.get("broken_reported", []))
-        return dict(self._held_files)
+    def _begin_side(self, batch_id: int) -> None:
+        """The side state as the committed batches before ``batch_id`` left it: kept in memory from the
+        previous batch of this process, else read from the checkpoint (a rerun of an uncommitted batch sees
+        exactly what its first attempt saw)."""
+        self._side_loaded_from_store = self._side_batch != batch_id - 1
+        if self._side_loaded_from_store:
+            if self.options.source.is_storage:
+                held = self.side.load(_HELD_FILES, batch_id) or {}
+                self._held_files = dict(held.get("held", {}))
+                self._broken_reported = set(held.get("broken_reported", []))
+                self._file_numbers = dict(self.side.load(_FILE_NUMBERS, batch_id) or {})
+            else:
+                self.catalog = TableCatalog.from_data(self.side.load(_TABLES, batch_id), seed=self.options.tables)
+        self._side_batch = None  # changed by this batch until _end_side
+        self._pending_held = None
+        self._pending_numbers = {}
+        self._catalog_changed = False
+
+    def _end_side(self, batch_id: int) -> None:
+        """Write what this batch changed of the side state, as batch ``batch_id``'s."""
+        if self._pending_held is not None:
+            changed = self._pending_held != self._held_files or self._broken_reported != self._broken_before
+            self._held_files = self._pending_held
+            if changed:
+                self.side.save(_HELD_FILES, batch_id, {"held": self._held_files,
+                                                       "broken_reported": sorted(self._broken_reported)})
+        if self._pending_numbers:
+            numbers = dict(self._file_numbers)
+            for directory, number in self._pending_numbers.items():
+                numbers[directory] = max(numbers.get(directory, 0), number)
+            if numbers != self._file_numbers:
+                self._file_numbers = numbers
+                self.side.save(_FILE_NUMBERS, batch_id, numbers)
+        if self._catalog_changed and self.catalog is not None:
+            self.side.save(_TABLES, batch_id, self.catalog.to_data())
+        self._side_batch = batch_id
+
+    # -- held data files (no usable schema file yet) ---------------------------------------------------
 
     def _hold(self, files: Any) -> list[str]:
         """Remember this batch's held files (saved with the batch) and say what waits and why; a broken
         schema file is reported once."""
         self._pending_held = dict(files.held)
+        self._broken_before = set(self._broken_reported)
         warnings = []
-        new = sorted(set(files.held) - set(self._held_files or {}))
+        new = sorted(set(files.held) - set(self._held_files))
         for relpath in new:
             warnings.append(f"{relpath}: held, not read: {files.held[relpath]} It is retried with every later batch.")
         if files.held and not new:
@@ -817,14 +901,6 @@ class _BatchProcessor:
                 self._broken_reported.add(relpath)
                 warnings.append(f"{reason} Only that table version waits; other tables go on.")
         return warnings
-
-    def _save_held(self) -> None:
-        if self._pending_held is None:
-            return
-        self._held_files = self._pending_held
-        self._pending_held = None
-        self.state.write_text(_HELD_FILES, json.dumps({"held": self._held_files,
-                                                       "broken_reported": sorted(self._broken_reported)}, indent=1))
 
     def _filter_storage(self, files: Any) -> Any:
         """Leave out the files of tables ``[filter] rules`` exclude (counted in ``filtered``, not dead-lettered)."""
@@ -853,13 +929,10 @@ class _BatchProcessor:
     def _late_files(self, files: Any) -> list[str]:
         """Files older (by number) than one an earlier batch took from the same directory.
 
-        Spark's file source takes new files by modification time; TiCDC writes them in number order, so
-        this only happens when files are copied or touched out of order. Their rows went out after newer
-        ones of the same rows: worth a warning (the numbers are kept in the checkpoint directory).
+        TiCDC writes a directory's files in number order; a file that shows up after a newer one (copied
+        or synced out of order) is read when it appears, but its rows went out after newer ones of the same
+        rows: worth a warning (the numbers are kept in the checkpoint's side state).
         """
-        if self._file_numbers is None:
-            self._file_numbers = (json.loads(self.state.read_text(_FILE_NUMBERS))
-                                  if self.state.exists(_FILE_NUMBERS) else {})
         warnings = []
         for relpath, _, _ in files.files:
             directory, _, name = relpath.rpartition("/")
@@ -870,15 +943,6 @@ class _BatchProcessor:
                                 "were written after newer changes (files should appear in TiCDC's order).")
         self._pending_numbers = dict(files.numbers)
         return warnings
-
-    def _save_file_numbers(self) -> None:
-        """After the batch's output is written (a replayed batch must not find its own files late)."""
-        if not self._pending_numbers or self._file_numbers is None:
-            return
-        for directory, number in self._pending_numbers.items():
-            self._file_numbers[directory] = max(self._file_numbers.get(directory, 0), number)
-        self._pending_numbers = {}
-        self.state.write_text(_FILE_NUMBERS, json.dumps(self._file_numbers, indent=1))
 
     # -- changelogs ----------------------------------------------------------------------------------
 
@@ -952,7 +1016,7 @@ class _BatchProcessor:
                     if inferred is not None and row["low"] is not None:
                         changed |= self.catalog.add(inferred.model_copy(update={"version": int(row["low"])}))
         if changed:
-            self.catalog.save()
+            self._catalog_changed = True
         tables: dict[tuple[str, str, int], TableDef] = {}
         for row in stats:
             for table in self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]):
@@ -1085,8 +1149,11 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
     spec.check()
     limits = trigger_limits(spark, options)
     if spec.is_storage:
-        return storage_stream(spark, spec.path, max_files_per_trigger=limits.get("max_files_per_trigger"),
-                              max_bytes_per_trigger=limits.get("max_bytes_per_trigger"))
+        from avro_registry_sink.spark.storage_source import storage_tree_stream
+
+        location = spec.location or parse_storage_uri(str(spec.path), option="source")
+        return storage_tree_stream(spark, location, max_files_per_trigger=limits.get("max_files_per_trigger"),
+                                   max_bytes_per_trigger=limits.get("max_bytes_per_trigger"))
     if spec.is_kafka:
         from avro_registry_sink.spark.sinks import has_spark_kafka
 

@@ -27,9 +27,12 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
+from urllib.parse import unquote, urlsplit
 
 from avro_registry_sink.progress import JobTotals, NullProgress, ProgressReporter
+from avro_registry_sink.spark.side_state import LEGACY_FILES, SideState
 from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.storage_source import STREAM_DDL
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -196,9 +199,10 @@ def replay_dead_letters(
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "input"
     where = _write_inputs(replayable, options, tree)
-    if (checkpoint / "tables.json").exists():  # changelog table versions known to the job
+    tables = SideState(location.filesystem()).latest("tables")  # changelog table versions known to the job
+    if tables is not None:  # read by the replay's processor as the state before its batch
         (work / "checkpoint").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(checkpoint / "tables.json", work / "checkpoint" / "tables.json")
+        (work / "checkpoint" / LEGACY_FILES["tables"]).write_text(json.dumps(tables), encoding="utf-8")
     replay_options = replace(options, source=_replay_source(options, tree), checkpoint=work / "checkpoint")
     router = router or build_router(options.sink, options.topic_rule)
     sink = sink or _sink_for(spark, options)
@@ -212,8 +216,15 @@ def replay_dead_letters(
             processor = _batch_processor(replay_options, client, router, sink, progress)
             progress.start({"source": f"replay {number} of {checkpoint / 'dead-letter'}",
                             "sink": getattr(sink, "description", ""), "checkpoint": str(checkpoint)})
-            # the stream's batch shape (``binaryFile``: path, content): changelog batches read the content
-            processor(spark.read.format("binaryFile").load(paths).select("path", "content"), batch_id)
+            # the stream's batch shape: a storage tree's files (relpath, path, missing); changelog files'
+            # contents (``binaryFile``: path, content)
+            if options.source.is_storage:
+                rows = [(Path(unquote(urlsplit(p).path)).relative_to(tree.resolve()).as_posix(), p, False)
+                        for p in paths]
+                batch = spark.createDataFrame(rows, STREAM_DDL)
+            else:
+                batch = spark.read.format("binaryFile").load(paths).select("path", "content")
+            processor(batch, batch_id)
     finally:
         sink.close()
     progress.finish(processor.totals)

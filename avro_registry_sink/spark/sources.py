@@ -9,11 +9,11 @@ A source is named by a URI (:func:`parse_source`):
 
 Streams (picked up by Spark structured streaming, offsets in the query's checkpoint):
 
-* storage: Spark's file source in ``binaryFile`` format over globs that cover the optional partition and
-  date levels (``<schema>/<table>/<version>/[<partition>/][<date>/]CDC*.{csv,json}``, one stream per
-  depth, unioned); only the paths are read by the stream, the files themselves by the parse stage;
+* storage: :mod:`~avro_registry_sink.spark.storage_source`, whose offsets are TiCDC's file numbers per
+  data directory (never file times); the stream hands over the paths, the files themselves are read
+  (``binaryFile``) by the encode stage;
 * Kafka: Spark's Kafka source (``spark-sql-kafka-0-10``), from the earliest offsets by default;
-* changelog files: Spark's file source in ``binaryFile`` format over the directory.
+* changelog files: Spark's file source in ``binaryFile`` format over the directory, with no file too old.
 
 Per micro-batch the job turns the stream's rows into :data:`PARSED_DDL` rows on the executors with
 :func:`parse_storage_files` / :func:`parse_changelog`, whose closures hold only plain data (table
@@ -73,7 +73,6 @@ __all__ = [
     "peek_changelog",
     "resolve_storage_files",
     "source_error_json",
-    "storage_stream",
 ]
 
 #: The parse stage's output: change columns, order columns and ``error`` (JSON) for bad input.
@@ -93,7 +92,6 @@ PEEKED_DDL = (
 )
 
 _FORMATS = ("canal-json", "debezium-json")
-_STORAGE_DEPTHS = (3, 4, 5)  # <schema>/<table>/<version>/ [+ partition] [+ date]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -310,12 +308,18 @@ def _error_row(error_json: str, order: tuple[int, str, int], schema: str | None 
 # Storage sink
 
 
+#: Spark's ``maxFileAge`` for changelog file sources: about 10,000 years.
+NO_FILE_AGE = "3650000d"
+
+
 def _file_stream_reader(spark: SparkSession, max_files_per_trigger: int | None, max_bytes_per_trigger: int | None):
     """A streaming reader of whole new files (Spark's ``binaryFile``), at most that many files, else bytes, a
     micro-batch."""
+    # Spark skips files more than maxFileAge (7 days by default) older than the newest it has seen, which
+    # lost restored or synced files with old times: no file is too old here.
     reader = spark.readStream.format("binaryFile").schema(
         "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
-    )
+    ).option("maxFileAge", NO_FILE_AGE)
     if max_files_per_trigger:
         return reader.option("maxFilesPerTrigger", int(max_files_per_trigger))
     if max_bytes_per_trigger:
@@ -323,27 +327,8 @@ def _file_stream_reader(spark: SparkSession, max_files_per_trigger: int | None, 
     return reader
 
 
-def storage_stream(spark: SparkSession, root: str, *, max_files_per_trigger: int | None = None,
-                   max_bytes_per_trigger: int | None = None) -> DataFrame:
-    """New data files under a storage-sink ``root`` (a local path or a Hadoop URI: ``s3a://``, ``gs://``, ...):
-    a streaming DataFrame of ``path`` (as Spark names them) and ``content`` (read only where it is used)."""
-    root = str(Path(root).resolve()) if "://" not in root else root
-    streams = []
-    for depth in _STORAGE_DEPTHS:
-        glob = root.rstrip("/") + "/" + "/".join(["*"] * depth) + "/CDC*.{csv,json}"
-        reader = _file_stream_reader(spark, max_files_per_trigger, max_bytes_per_trigger)
-        streams.append(reader.load(glob).select("path", "content"))
-    out = streams[0]
-    for other in streams[1:]:
-        out = out.unionByName(other)
-    return out
-
-
 def _data_file(layout: StorageLayout, relpath: str) -> DataFile | None:
-    public = getattr(layout, "data_file", None)
-    if callable(public):
-        return public(relpath)
-    return layout._parse_data_path(relpath, tuple(relpath.split("/")))  # noqa: SLF001 - see report
+    return layout.data_file(relpath)
 
 
 @dataclass

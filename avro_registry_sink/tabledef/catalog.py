@@ -97,16 +97,37 @@ class TableCatalog:
         self.notes: list[str] = []
         if self._store is not None and self._store.exists(self.path.name):  # type: ignore[union-attr]
             self._load()
+        self._seed(seed)
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any] | None, seed: Iterable[TableDef] = ()) -> TableCatalog:
+        """A catalog from :meth:`to_data`'s output (``None``: an empty one), then ``seed`` for unknown tables."""
+        catalog = cls()
+        if data:
+            catalog._load_data(data)
+        catalog._seed(seed)
+        return catalog
+
+    def to_data(self) -> dict[str, Any]:
+        """The catalog as plain JSON data (what :meth:`save` writes)."""
+        return {
+            "tables": [_table_to_json(t) for key in sorted(self._versions) for _, t in self._versions[key]],
+            "dropped": [{"schema": s, "table": t, "commit_ts": ts} for (s, t), ts in sorted(self._dropped.items())],
+        }
+
+    def _seed(self, seed: Iterable[TableDef]) -> None:
         for table in seed:
             key = (table.schema_name, table.table)
             if key not in self._versions:
                 self._versions[key] = [(table.version, table)]
 
-    # -- persistence -----------------------------------------------------------------------------
-
     def _load(self) -> None:
         assert self.path is not None and self._store is not None
-        data = json.loads(self._store.read_text(self.path.name))
+        self._load_data(json.loads(self._store.read_text(self.path.name)))
+
+    def _load_data(self, data: Mapping[str, Any]) -> None:
         for entry in data.get("tables", []):
             table = _table_from_json(entry)
             self._versions.setdefault((table.schema_name, table.table), []).append((table.version, table))
@@ -118,10 +139,7 @@ class TableCatalog:
     def save(self) -> None:
         if self.path is None or self._store is None:
             return
-        data = {
-            "tables": [_table_to_json(t) for key in sorted(self._versions) for _, t in self._versions[key]],
-            "dropped": [{"schema": s, "table": t, "commit_ts": ts} for (s, t), ts in sorted(self._dropped.items())],
-        }
+        data = self.to_data()
         self._store.write_text(self.path.name, json.dumps(data, indent=1, ensure_ascii=False))
 
     # -- lookups -----------------------------------------------------------------------------------

@@ -117,8 +117,8 @@ def test_storage_tree_on_s3_equals_the_local_run_and_resumes_after_a_kill(spark,
 
     # everything the job keeps lives under the checkpoint URI on the store, nothing on the driver's disk
     files = state.list_files()
-    assert "job.json" in files and "storage-files.json" in files
-    assert any(f.startswith("spark/offsets/") for f in files) and any(f.startswith("spark/sources/") for f in files)
+    assert "job.json" in files and any(f.startswith("state/numbers/") for f in files)
+    assert any(f.startswith("spark/offsets/") for f in files) and any(f.startswith("spark/commits/") for f in files)
     assert not (tmp_path / "state" / "checkpoints").exists()
 
     expected, got = _records(tmp_path / "local-out"), _records(parse_storage_uri(output))

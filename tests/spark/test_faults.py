@@ -32,7 +32,7 @@ from avro_registry_sink.spark.replay import pending_records, replay_dead_letters
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
-from tests.support.job import canal_dml, decode_file_sink, expected_state, replay
+from tests.support.job import canal_dml, decode_file_sink, expected_state, replay, side_state
 
 pytestmark = [pytest.mark.spark, pytest.mark.faults, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -173,7 +173,7 @@ def test_storage_files_every_row_delivered_or_dead_lettered_alone(spark, tmp_pat
             ("shop", record["file"].split("/")[1])
     assert delivered["shop_other"] == set(range(1, 6))  # other tables go on
     assert "shop_late" not in delivered and "shop_broken" not in delivered  # held, not dropped
-    held = json.loads((tmp_path / "checkpoint" / "held-files.json").read_text())
+    held = side_state(tmp_path / "checkpoint", "held")
     assert sorted(held["held"]) == [f"shop/broken/{VERSION}/CDC{1:020d}.csv", f"shop/late/{VERSION}/CDC{1:020d}.csv"]
     assert held["broken_reported"] == [str(broken_schema.relative_to(root))]
 
@@ -185,7 +185,7 @@ def test_storage_files_every_row_delivered_or_dead_lettered_alone(spark, tmp_pat
     delivered = _delivered(tmp_path / "out", registry)
     assert delivered["shop_late"] == {1, 2, 3} and delivered["shop_broken"] == {1, 2, 3}
     assert delivered["shop_other"] == set(range(1, 8)) and not again.bad_input
-    assert json.loads((tmp_path / "checkpoint" / "held-files.json").read_text())["held"] == {}
+    assert side_state(tmp_path / "checkpoint", "held")["held"] == {}
 
     # The fix for the oversize rows is a larger max-message-bytes; replay delivers them (and only them).
     fixed = replace(options, sink=options.sink.model_copy(update={"max_message_bytes": 4096}))

@@ -1,7 +1,7 @@
 """The streaming job on canal-json and debezium-json changelog files, into the file sink.
 
 DDL messages in the changelog start new table versions (applied on the driver, kept in the checkpoint's
-``tables.json``), so a later batch registers the new schema while the query runs, and a restarted job
+``state/tables/``), so a later batch registers the new schema while the query runs, and a restarted job
 still knows the versions earlier runs built. Bad messages are reported with file:line and reason.
 """
 
@@ -20,7 +20,15 @@ from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
-from tests.support.job import by_partition, canal_messages, decode_file_sink, expected_rows, expected_state, replay
+from tests.support.job import (
+    by_partition,
+    canal_messages,
+    decode_file_sink,
+    expected_rows,
+    expected_state,
+    replay,
+    side_state,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -43,7 +51,7 @@ def test_canal_json_files_with_a_ddl_mid_stream(spark, tmp_path, registry):
 
     first = run_job(spark, options, registry=registry)
     assert first.totals.batches == 1
-    catalog = json.loads((tmp_path / "checkpoint" / "tables.json").read_text())
+    catalog = side_state(tmp_path / "checkpoint", "tables")
     assert sorted(t["table"] for t in catalog["tables"]) == ["customers", "events", "orders"]
 
     # The job is down; more arrives: part 2 with two bad messages, part 3 starting with the ALTER TABLE.
@@ -64,7 +72,7 @@ def test_canal_json_files_with_a_ddl_mid_stream(spark, tmp_path, registry):
         assert replay(by_partition(records)) == expected[topic.replace("_", ".", 1)], topic
     assert sum(len(r) for r in topics.values()) == len(manifest.all_events)
     assert len(registry.get_versions("shop_orders-value")) == 2
-    catalog = json.loads((tmp_path / "checkpoint" / "tables.json").read_text())
+    catalog = side_state(tmp_path / "checkpoint", "tables")
     assert sorted(t["version"] for t in catalog["tables"] if t["table"] == "orders") == \
         sorted(manifest.schema_versions["shop.orders"])
 

@@ -26,6 +26,7 @@ from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog, complete_table, pick_version
 from avro_registry_sink.tabledef.ddl import parse_ddl
+from tests.support.job import side_state
 
 
 @pytest.mark.parametrize(
@@ -171,11 +172,11 @@ def test_files_taken_out_of_order_are_reported(tmp_path):
                                 None, None, None, None, None)  # type: ignore[arg-type]
     uri = f"file:{tmp_path / 'in'}/"
     assert processor._late_files(resolve_storage_files(layout, [uri + orders[1]])) == []
-    processor._save_file_numbers()
+    processor._end_side(0)
     late = processor._late_files(resolve_storage_files(layout, [uri + orders[0]]))
     assert len(late) == 1 and late[0].startswith(orders[0]) and "TiCDC's order" in late[0]
-    processor._save_file_numbers()
-    assert json.loads((tmp_path / "ck" / "storage-files.json").read_text())
+    processor._end_side(1)
+    assert side_state(tmp_path / "ck", "numbers")
 
 
 def test_every_batch_gets_the_same_completed_definition_object(tmp_path):

@@ -35,6 +35,14 @@ def _decode(schema_json: str, framed: bytes) -> dict[str, Any]:
     return fastavro.schemaless_reader(io.BytesIO(framed[5:]), parsed, parsed)
 
 
+def side_state(checkpoint, name: str) -> Any:
+    """The job's newest side state ``name`` (``held``, ``numbers``, ``tables``) in a local checkpoint."""
+    from avro_registry_sink.spark.side_state import SideState
+    from avro_registry_sink.storage_fs import parse_storage_uri
+
+    return SideState(parse_storage_uri(str(checkpoint)).filesystem()).latest(name)
+
+
 def key_of(record: dict[str, Any]) -> Key:
     return tuple(sorted(record.items()))
 
