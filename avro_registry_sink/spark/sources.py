@@ -358,6 +358,22 @@ class StorageFiles:
     broken: dict[str, str] = field(default_factory=dict)  # schema file relpath -> why it cannot be used
 
 
+def _broken_schema_for(data_file: DataFile, tables: Mapping[tuple[str, str, int], TableDef],
+                       broken: Mapping[tuple[str, str, int], SourceError]) -> SourceError | None:
+    """The error of the schema file a data file would be read with, if that file cannot be used: the one of
+    its own version, or when it has none, the newest one at or before it (never an older good one instead)."""
+    exact = broken.get((data_file.schema, data_file.table, data_file.version))
+    if exact is not None or (data_file.schema, data_file.table, data_file.version) in tables:
+        return exact
+    table = (data_file.schema, data_file.table)
+    bad = [v for (s, t, v) in broken if (s, t) == table and v <= data_file.version]
+    if not bad:
+        return None
+    good = [v for (s, t, v) in tables if (s, t) == table and v <= data_file.version]
+    newest = max(bad)
+    return broken[(*table, newest)] if not good or newest > max(good) else None
+
+
 def resolve_storage_files(
     layout: StorageLayout,
     paths: Iterable[str],
@@ -393,7 +409,7 @@ def resolve_storage_files(
         if data_file is None:
             errors.append(_error_json(relpath, "not a data file", f"{relpath}: not a storage-sink data file path."))
             continue
-        bad_schema = broken_keys.get((data_file.schema, data_file.table, data_file.version))
+        bad_schema = _broken_schema_for(data_file, tables_all, broken_keys)
         if bad_schema is not None:
             held[relpath] = f"its table version's schema file cannot be used: {bad_schema.message}"
             continue
