@@ -388,7 +388,9 @@ def resolve_storage_files(
 
     ``completed`` (owned by the caller, kept across batches) remembers each version's definition after
     :func:`complete_table`, so every batch hands the schema manager the very same object and it recognises
-    a known table version by identity instead of comparing definitions field by field.
+    a known table version by identity instead of comparing definitions field by field. It cannot hide a
+    schema file rewritten in place: the layout reads such a file again and either returns the very
+    definition it read before or refuses the file (its version's data files are then held).
     """
     completed = {} if completed is None else completed
     tables_all, broken_keys = layout.table_versions_and_errors()
