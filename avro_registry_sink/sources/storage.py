@@ -217,7 +217,11 @@ class StorageLayout:
         if not isinstance(content, dict):
             raise SourceError(f"{relpath}: a schema file must hold a JSON object.", source=relpath,
                               reason="not an object")
-        from avro_registry_sink.tabledef.storage import check_schema_file_name, check_schema_file_version
+        from avro_registry_sink.tabledef.storage import (
+            check_schema_file_name,
+            check_schema_file_version,
+            parse_table_schema_file,
+        )
 
         schema_name = parts[0]
         table_name = parts[1] if len(parts) == 4 else ""
@@ -235,8 +239,6 @@ class StorageLayout:
         if not table_name:
             check_schema_file_name(relpath, content)
             return schema_file, None
-        from avro_registry_sink.tabledef.storage import parse_table_schema_file
-
         try:
             table = parse_table_schema_file(content)
         except SourceError:
