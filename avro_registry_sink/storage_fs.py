@@ -567,17 +567,18 @@ class StoreFS:
 
     def list_files(self, relative: str = "") -> list[str]:
         """Every file below ``relative`` (recursive), as sorted paths relative to the URI."""
-        return [path for path, _ in self.list_file_sizes(relative)]
+        return [path for path, _ in self.list_files_stamped(relative)]
 
-    def list_file_sizes(self, relative: str = "") -> list[tuple[str, int]]:
-        """Every file below ``relative`` (recursive) with its size in bytes, sorted by path relative to the URI."""
+    def list_files_stamped(self, relative: str = "") -> list[tuple[str, tuple[int | None, int | None]]]:
+        """:meth:`list_files` with each file's (size, modification time in ns) as the listing gives them
+        (``None`` where the store does not say): a file rewritten in place gets another stamp."""
         from pyarrow import fs
 
         base = self._path(relative)
         selector = fs.FileSelector(base, recursive=True, allow_not_found=True)
         infos = self._guard("list", lambda: self.fs.get_file_info(selector))
         root = self._root.rstrip("/")
-        out: dict[str, int] = {}
+        out: list[tuple[str, tuple[int | None, int | None]]] = []
         for info in infos:
             if info.type != fs.FileType.File:
                 continue
@@ -589,10 +590,11 @@ class StoreFS:
             name = posixpath.basename(path)
             if name.startswith(".") and name.endswith(".tmp"):
                 continue  # an unfinished write (see open_write)
-            out[path] = int(info.size or 0)
+            out.append((path, (info.size, info.mtime_ns)))
         # some stores list a "directory" as an object too: keep only names no other name lies under
-        names = sorted(out)
-        return [(p, out[p]) for i, p in enumerate(names)
+        stamps = dict(out)
+        names = sorted(stamps)
+        return [(p, stamps[p]) for i, p in enumerate(names)
                 if not (i + 1 < len(names) and names[i + 1].startswith(p + "/"))]
 
     def exists(self, relative: str) -> bool:

@@ -451,16 +451,7 @@ def _write_schema_file(root: Path, table: TableDef, query: str = "", ddl_type: i
     """A table schema file, written by the tabledef module; ``Query``/``Type`` set for a DDL version."""
     from avro_registry_sink.tabledef.storage import write_table_schema_file
 
-    path = Path(write_table_schema_file(table, root))
-    if query:
-        content = json.loads(path.read_text(encoding="utf-8"))
-        content["Query"] = query
-        content["Type"] = ddl_type
-        ordered = {k: content[k] for k in ("Table", "Schema", "Version", "TableVersion", "Query", "Type")
-                   if k in content}
-        ordered.update(content)
-        path.write_text(json.dumps(ordered, indent=4, ensure_ascii=False), encoding="utf-8")
-    return path
+    return Path(write_table_schema_file(table, root, query=query, ddl_type=ddl_type))
 
 
 @dataclass

@@ -9,9 +9,13 @@ The layout (tiflow ``pkg/sink/cloudstorage``; ``shared/reference/ticdc-inputs.md
     <root>/<schema>/<table>/<tableVersion>/[<partition>/][<date>/]meta/CDC.index
 
 * Schema files are recognised by ``meta/schema_<digits>_<10 digits>.json``; the version in the name
-  must equal the file's ``TableVersion`` (a mismatch, like unreadable JSON, raises
-  :class:`SourceError`: without its definition no data of that version can be read). The checksum in
-  the name is not verified.
+  must equal the file's ``TableVersion`` and the checksum in the name the checksum of its content
+  (:func:`~avro_registry_sink.tabledef.storage.check_schema_file_name`, as TiCDC's own consumer checks).
+  A mismatch, like unreadable JSON, raises :class:`SourceError`: without a trustworthy definition no
+  data of that version can be read. A file rewritten in place is read again (its listed size or
+  modification time changed) and checked again; if its table definition differs from the one this
+  layout read before although the checksum still matches (the checksum does not cover the column
+  order), it is refused too.
 * Data files are ``CDC`` + 6 to 20 digits + ``.csv`` or ``.json`` (canal-json). Numbers restart at 1
   in every date directory. A single directory between the version and the file is a date when it
   looks like ``YYYY-MM-DD`` or ``YYYY-MM``, else a partition id; pass ``date_separator="year"`` for
@@ -56,7 +60,7 @@ __all__ = [
     "read_data_file",
 ]
 
-_SCHEMA_NAME = re.compile(r"schema_(?P<version>\d+)_(?P<crc>\d{10})\.json")
+_SCHEMA_NAME = re.compile(r"schema_(?P<version>\d+)_(?P<crc>\d{10})\.json")  # tabledef.storage.SCHEMA_FILE_NAME
 _DATA_NAME = re.compile(r"CDC(?P<number>\d{6,20})\.(?P<ext>csv|json)")
 _FULL_DATE = re.compile(r"\d{4}-\d{2}(?:-\d{2})?")
 _YEAR = re.compile(r"\d{4}")
@@ -136,8 +140,10 @@ class StorageLayout:
         #: a local directory as a Path; elsewhere the tree's Hadoop URI
         self.root: Path | str = Path(self.location.path) if self.location.is_local else self.location.hadoop_uri()
         self.date_separator = DateSeparator(date_separator) if date_separator is not None else None
-        self._schema_cache: dict[str, tuple[SchemaFile, TableDef | None]] = {}
-        self._listing: list[str] | None = None  # set by refresh(): the walks use it until the next refresh
+        #: relpath -> (listing stamp, what was read): a file is read again when its stamp changes
+        self._schema_cache: dict[str, tuple[tuple[int | None, int | None], tuple[SchemaFile, TableDef | None]]] = {}
+        #: set by refresh(): the walks use it until the next refresh
+        self._listing: list[tuple[str, tuple[int | None, int | None]]] | None = None
 
     def __repr__(self) -> str:
         return f"StorageLayout({str(self.location)!r})"
@@ -148,13 +154,17 @@ class StorageLayout:
     def refresh(self) -> frozenset[str]:
         """List the tree once and use that listing until the next refresh (a streaming job lists once per
         batch); returns every file's relative path."""
-        self._listing = self.store.list_files()
-        return frozenset(self._listing)
+        self._listing = self.store.list_files_stamped()
+        return frozenset(relpath for relpath, _ in self._listing)
 
     def _walk(self) -> Iterable[tuple[str, tuple[str, ...]]]:
         """(relative posix path, its parts) of every file under the root, sorted."""
-        listing = self._listing if self._listing is not None else self.store.list_files()
-        return [(relpath, tuple(relpath.split("/"))) for relpath in listing]
+        return [(relpath, parts) for relpath, parts, _ in self._walk_stamped()]
+
+    def _walk_stamped(self) -> list[tuple[str, tuple[str, ...], tuple[int | None, int | None]]]:
+        """:meth:`_walk` with each file's listing stamp (size, modification time)."""
+        listing = self._listing if self._listing is not None else self.store.list_files_stamped()
+        return [(relpath, tuple(relpath.split("/")), stamp) for relpath, stamp in listing]
 
     def _file_path(self, relpath: str) -> Path | str:
         return self.root / relpath if isinstance(self.root, Path) else self.location.hadoop_uri(relpath)
@@ -168,17 +178,41 @@ class StorageLayout:
 
     def _schema_entries(self) -> list[tuple[SchemaFile, TableDef | None]]:
         entries = []
-        for relpath, parts in self._walk():
+        for relpath, parts, stamp in self._walk_stamped():
             m = _SCHEMA_NAME.fullmatch(parts[-1])
             if not m or len(parts) not in (3, 4) or parts[-2] != "meta":
                 continue
-            entry = self._schema_cache.get(relpath)
-            if entry is None:
-                entry = self._load_schema_file(relpath, parts, int(m.group("version")), m.group("crc"))
-                self._schema_cache[relpath] = entry
-            entries.append(entry)
+            entries.append(self._schema_entry(relpath, parts, stamp, int(m.group("version")), m.group("crc")))
         entries.sort(key=lambda e: (e[0].version, e[0].schema, e[0].table))
         return entries
+
+    def _schema_entry(
+        self, relpath: str, parts: tuple[str, ...], stamp: tuple[int | None, int | None], version: int, crc: str
+    ) -> tuple[SchemaFile, TableDef | None]:
+        """A schema file as read and checked, from the cache while its listing stamp is the same.
+
+        A file whose stamp changed (rewritten in place) is read and checked again. If it still passes, its
+        definition must be the one read before: the same name with another definition would deliver one
+        table version under two schemas. The cache keeps the first reading until the file is back to it.
+        """
+        cached = self._schema_cache.get(relpath)
+        if cached is not None and cached[0] == stamp and None not in stamp:
+            return cached[1]
+        entry = self._load_schema_file(relpath, parts, version, crc)
+        if cached is None:
+            self._schema_cache[relpath] = (stamp, entry)
+            return entry
+        (_, before), (schema_file, table) = cached[1], entry
+        if table != before:
+            raise SourceError(
+                f"{relpath}: refused: the file was rewritten after this run read it and now describes "
+                f"{_describe_change(before, table)}, yet its name (checksum {crc}) still matches: the checksum does "
+                "not cover the column order. Restore the file TiCDC wrote; or, if the change is intended, restart "
+                "the run so that it reads the file anew.",
+                source=relpath, reason="changed after read",
+            )
+        self._schema_cache[relpath] = (stamp, (schema_file, before))  # the same definition object as before
+        return schema_file, before
 
     def _load_schema_file(
         self, relpath: str, parts: tuple[str, ...], version: int, crc: str
@@ -192,15 +226,15 @@ class StorageLayout:
         if not isinstance(content, dict):
             raise SourceError(f"{relpath}: a schema file must hold a JSON object.", source=relpath,
                               reason="not an object")
+        from avro_registry_sink.tabledef.storage import (
+            check_schema_file_name,
+            check_schema_file_version,
+            parse_table_schema_file,
+        )
+
         schema_name = parts[0]
         table_name = parts[1] if len(parts) == 4 else ""
-        content_version = content.get("TableVersion")
-        if content_version != version:
-            raise SourceError(
-                f"{relpath}: the file name says table version {version} but its TableVersion is "
-                f"{content_version!r}; the file is corrupt or was renamed.",
-                source=relpath, reason="version mismatch",
-            )
+        check_schema_file_version(version, content, where=relpath)
         if content.get("Schema") != schema_name or (content.get("Table") or "") != table_name:
             raise SourceError(
                 f"{relpath}: the file describes {content.get('Schema')!r}.{content.get('Table')!r} but lies under "
@@ -212,16 +246,16 @@ class StorageLayout:
             query=str(content.get("Query") or ""), ddl_type=int(content.get("Type") or 0),
         )
         if not table_name:
+            check_schema_file_name(relpath, content)
             return schema_file, None
-        from avro_registry_sink.tabledef.storage import parse_table_schema_file
-
         try:
-            table = parse_table_schema_file(text)
+            table = parse_table_schema_file(content)
         except SourceError:
             raise
         except Exception as exc:  # the parser's own errors: keep the location
             raise SourceError(f"{relpath}: invalid table schema file: {exc}", source=relpath,
                               reason=str(exc)) from exc
+        check_schema_file_name(relpath, content)  # after parsing: a malformed column is reported as such
         if table.version != version:
             table = table.model_copy(update={"version": version})
         return schema_file, table
@@ -251,20 +285,16 @@ class StorageLayout:
         own (schema, table, version): it is returned among the errors, keyed like the definitions."""
         out: dict[tuple[str, str, int], TableDef] = {}
         broken: dict[tuple[str, str, int], SourceError] = {}
-        for relpath, parts in self._walk():
+        for relpath, parts, stamp in self._walk_stamped():
             m = _SCHEMA_NAME.fullmatch(parts[-1])
             if not m or len(parts) not in (3, 4) or parts[-2] != "meta":
                 continue
             key = (parts[0], parts[1] if len(parts) == 4 else "", int(m.group("version")))
-            entry = self._schema_cache.get(relpath)
-            if entry is None:
-                try:
-                    entry = self._load_schema_file(relpath, parts, key[2], m.group("crc"))
-                except SourceError as exc:
-                    broken[key] = exc
-                    continue
-                self._schema_cache[relpath] = entry
-            schema_file, table = entry
+            try:
+                schema_file, table = self._schema_entry(relpath, parts, stamp, key[2], m.group("crc"))
+            except SourceError as exc:
+                broken[key] = exc
+                continue
             if table is None:
                 continue
             if key in out and out[key] != table:
@@ -406,6 +436,16 @@ class StorageLayout:
             raise SourceError('metadata: expected {"checkpoint-ts": <integer>}.', source="metadata",
                               reason="no checkpoint-ts")
         return int(content["checkpoint-ts"])
+
+
+def _describe_change(before: TableDef | None, after: TableDef | None) -> str:
+    """What differs between two readings of one table schema file, in a few words."""
+    if before is None or after is None:
+        return "another definition"
+    names_before, names_after = [c.name for c in before.columns], [c.name for c in after.columns]
+    if names_before != names_after:
+        return f"the columns ({', '.join(names_after)}) instead of ({', '.join(names_before)})"
+    return "another definition of its columns"
 
 
 def read_data_file(

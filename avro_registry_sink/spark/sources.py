@@ -343,6 +343,22 @@ class StorageFiles:
     broken: dict[str, str] = field(default_factory=dict)  # schema file relpath -> why it cannot be used
 
 
+def _broken_schema_for(data_file: DataFile, tables: Mapping[tuple[str, str, int], TableDef],
+                       broken: Mapping[tuple[str, str, int], SourceError]) -> SourceError | None:
+    """The error of the schema file a data file would be read with, if that file cannot be used: the one of
+    its own version, or when it has none, the newest one at or before it (never an older good one instead)."""
+    exact = broken.get((data_file.schema, data_file.table, data_file.version))
+    if exact is not None or (data_file.schema, data_file.table, data_file.version) in tables:
+        return exact
+    table = (data_file.schema, data_file.table)
+    bad = [v for (s, t, v) in broken if (s, t) == table and v <= data_file.version]
+    if not bad:
+        return None
+    good = [v for (s, t, v) in tables if (s, t) == table and v <= data_file.version]
+    newest = max(bad)
+    return broken[(*table, newest)] if not good or newest > max(good) else None
+
+
 def resolve_storage_files(
     layout: StorageLayout,
     paths: Iterable[str],
@@ -357,7 +373,9 @@ def resolve_storage_files(
 
     ``completed`` (owned by the caller, kept across batches) remembers each version's definition after
     :func:`complete_table`, so every batch hands the schema manager the very same object and it recognises
-    a known table version by identity instead of comparing definitions field by field.
+    a known table version by identity instead of comparing definitions field by field. It cannot hide a
+    schema file rewritten in place: the layout reads such a file again and either returns the very
+    definition it read before or refuses the file (its version's data files are then held).
     """
     completed = {} if completed is None else completed
     tables_all, broken_keys = layout.table_versions_and_errors()
@@ -378,7 +396,7 @@ def resolve_storage_files(
         if data_file is None:
             errors.append(_error_json(relpath, "not a data file", f"{relpath}: not a storage-sink data file path."))
             continue
-        bad_schema = broken_keys.get((data_file.schema, data_file.table, data_file.version))
+        bad_schema = _broken_schema_for(data_file, tables_all, broken_keys)
         if bad_schema is not None:
             held[relpath] = f"its table version's schema file cannot be used: {bad_schema.message}"
             continue

@@ -109,7 +109,7 @@ def list_tree(layout: StorageLayout) -> TreeListing:
     """List ``layout``'s tree once: every data file by directory and number, with its size."""
     dirs: dict[str, dict[int, TreeFile]] = {}
     other: list[str] = []
-    for relpath, size in layout.store.list_file_sizes():
+    for relpath, (size, _) in layout.store.list_files_stamped():
         parts = tuple(relpath.split("/"))
         if len(parts) not in _DATA_DEPTHS or not _LOOKS_LIKE_DATA.fullmatch(parts[-1]):
             continue
@@ -119,7 +119,7 @@ def list_tree(layout: StorageLayout) -> TreeListing:
             continue
         directory = relpath.rpartition("/")[0]
         dirs.setdefault(directory, {})[data_file.number] = TreeFile(
-            relpath=relpath, directory=directory, number=data_file.number, size=size, sort_key=data_file.sort_key)
+            relpath=relpath, directory=directory, number=data_file.number, size=size or 0, sort_key=data_file.sort_key)
 
     def key_of(relpath: str) -> tuple[Any, ...]:
         data_file = layout.data_file(relpath)

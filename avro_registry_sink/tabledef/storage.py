@@ -30,13 +30,21 @@ What the files do not carry (a TiCDC implementation difference from its design d
 (``elements`` is empty, so the Avro ``allowed`` parameter cannot be derived from a schema file) and
 unique keys (``unique_keys`` is empty, so a table keyed only by a unique index has no handle key from a
 schema file alone; TiCDC's own consumer has the same gap).
+
+Checking a file against its name (:func:`check_schema_file_name`, done by every reader here, as TiCDC's
+own consumer does): the ``<version>`` must be the file's ``TableVersion`` and the ``<crc>`` the checksum
+of its content (:func:`schema_file_checksum`). A file edited after TiCDC wrote it (a column renamed in
+place) fails the checksum and is refused rather than read as a second definition of the same table
+version. The checksum does not cover ``Query``, ``Type`` or the column order.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import re
 import zlib
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -46,6 +54,9 @@ from avro_registry_sink.tabledef.ddl import column_from_type
 from avro_registry_sink.tabledef.types import BINARY_COUNTERPART, default_display_length
 
 __all__ = [
+    "SCHEMA_FILE_NAME",
+    "check_schema_file_name",
+    "check_schema_file_version",
     "is_database_schema",
     "parse_table_schema_file",
     "schema_file_checksum",
@@ -71,6 +82,9 @@ _LENGTH_TYPES = _INTEGER_TYPES | {
 }
 _ALWAYS_KEEP_LENGTH = frozenset({MySQLType.VARCHAR, MySQLType.VARBINARY})
 _FSP_TYPES = frozenset({MySQLType.DATETIME, MySQLType.TIMESTAMP, MySQLType.TIME})
+#: A schema file's name: ``schema_<version>_<crc>.json``, the crc zero-padded to 10 digits.
+SCHEMA_FILE_NAME = re.compile(r"schema_(?P<version>\d+)_(?P<crc>\d{10})\.json")
+
 _COLUMN_FIELDS = ("ColumnId", "ColumnName", "ColumnType", "ColumnDefault", "ColumnPrecision", "ColumnScale",
                   "ColumnNullable", "ColumnIsPk")
 
@@ -93,13 +107,44 @@ def _go_string(data: bytes) -> str:
     return data.decode("utf-8", errors="avro_registry_sink.go_replace")
 
 
+def _go_float(value: float) -> str:
+    """Go encoding/json's text for a float64: shortest digits, exponent form below 1e-6 and from 1e21 on."""
+    if value != 0 and (abs(value) < 1e-6 or abs(value) >= 1e21):
+        text = repr(value)  # Python's exponent form there too, with the same shortest digits
+        return re.sub(r"e-0(\d)$", r"e-\1", text)  # Go cleans e-09 up to e-9
+    text = format(Decimal(repr(value)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+_FLOAT_MARK = "\x00go-float-{}\x00"
+
+
 def _marshal_indent(value: Any) -> str:
     """Go ``json.MarshalIndent(value, "", "    ")`` for the plain values a schema file holds."""
-    text = json.dumps(value, indent=4, ensure_ascii=False)
+    floats: list[float] = []
+
+    def marked(item: Any) -> Any:  # floats as Go writes them (Python's repr differs: 1e-05 vs 0.00001)
+        if isinstance(item, float):
+            floats.append(item)
+            return _FLOAT_MARK.format(len(floats) - 1)
+        if isinstance(item, Mapping):
+            return {k: marked(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [marked(v) for v in item]
+        return item
+
+    text = json.dumps(marked(value), indent=4, ensure_ascii=False)
+    for i, number in enumerate(floats):
+        text = text.replace(json.dumps(_FLOAT_MARK.format(i)), _go_float(number), 1)
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
                           ("\u2029", "\\u2029")):
         text = text.replace(char, escaped)  # only string contents can hold these
     return text
+
+
+def _before_go_1_22(text: str) -> str:
+    """``text`` as Go before 1.22 wrote it: ``\\b`` and ``\\f`` escaped as ``\\u0008`` and ``\\u000c``."""
+    return re.sub(r"\\(.)", lambda m: {"b": "\\u0008", "f": "\\u000c"}.get(m.group(1), m.group(0)), text)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -180,6 +225,10 @@ def schema_file_checksum(definition: TableDef | Mapping[str, Any]) -> int:
     >>> schema_file_checksum({"Table": "", "Schema": "schema1", "TableColumns": None, "TableColumnsTotal": 0})
     3233644819
     """
+    return _crc(_checksum_text(definition))
+
+
+def _checksum_text(definition: TableDef | Mapping[str, Any]) -> str:
     content = table_schema_content(definition) if isinstance(definition, TableDef) else definition
     columns = [_normalized_column(c) for c in content.get("TableColumns") or []]
     columns.sort(key=lambda c: c["ColumnName"])
@@ -190,7 +239,66 @@ def schema_file_checksum(definition: TableDef | Mapping[str, Any]) -> int:
         "TableColumns": columns,
         "TableColumnsTotal": int(content.get("TableColumnsTotal") or 0),
     }
-    return zlib.crc32(_marshal_indent(without_query).encode("utf-8"))
+    return _marshal_indent(without_query)
+
+
+def _crc(text: str) -> int:
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))  # a lone surrogate (JSON "\\ud800") cannot match
+
+
+def _accepted_checksums(content: Mapping[str, Any]) -> tuple[int, ...]:
+    """The checksums TiCDC may have named a file with this content: the one of :func:`schema_file_checksum`,
+    and for a string holding a backspace or form feed also the one of a TiCDC built with Go < 1.22."""
+    text = _checksum_text(content)
+    older = _before_go_1_22(text)
+    return (_crc(text),) if older == text else (_crc(text), _crc(older))
+
+
+def check_schema_file_name(name: str, content: Mapping[str, Any], *, where: str | None = None) -> None:
+    """Check a schema file's content against its name ``schema_<version>_<crc>.json``, as TiCDC's consumer does.
+
+    ``<version>`` must be the content's ``TableVersion`` and ``<crc>`` its checksum
+    (:func:`schema_file_checksum`; TiCDC writes nothing else, whatever its release). Raises
+    :class:`~avro_registry_sink.errors.SourceError` (``reason`` ``"version mismatch"`` or ``"checksum
+    mismatch"``) naming ``where`` (default: ``name``), both checksums and the file's correct name. A name
+    that is not a schema file name is not checked.
+
+    >>> check_schema_file_name("schema_100_3233644819.json", {"Table": "", "Schema": "schema1",
+    ...     "TableVersion": 100, "TableColumns": None, "TableColumnsTotal": 0})
+    """
+    m = SCHEMA_FILE_NAME.fullmatch(name.rsplit("/", 1)[-1])
+    if m is None:
+        return
+    where = where or name
+    version, crc = int(m.group("version")), int(m.group("crc"))
+    check_schema_file_version(version, content, where=where)
+    try:
+        accepted = _accepted_checksums(content)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise SourceError(f"{where}: not a TiCDC schema file ({type(exc).__name__}: {exc}).", source=where,
+                          reason="malformed") from None
+    if crc in accepted:
+        return
+    actual = accepted[0]
+    raise SourceError(
+        f"{where}: refused: the checksum in its name is {crc:010d} but its content's checksum is {actual:010d}: "
+        "the content was changed after TiCDC wrote it, or the file was not written by TiCDC. Restore the file "
+        "TiCDC wrote; or, if the change is intended, write it under its correct name "
+        f"schema_{version}_{actual:010d}.json (in place of this one).",
+        source=where, reason="checksum mismatch", name_checksum=crc, content_checksum=actual,
+        correct_name=f"schema_{version}_{actual:010d}.json",
+    )
+
+
+def check_schema_file_version(version: int, content: Mapping[str, Any], *, where: str) -> None:
+    """The ``TableVersion`` of a schema file must be the version in its name (:class:`SourceError` if not)."""
+    content_version = content.get("TableVersion")
+    if isinstance(content_version, bool) or content_version != version:
+        raise SourceError(
+            f"{where}: the file name says table version {version} but its TableVersion is "
+            f"{content_version!r}; the file is corrupt or was renamed. Restore the file TiCDC wrote.",
+            source=where, reason="version mismatch",
+        )
 
 
 def schema_file_name(table: TableDef) -> str:
@@ -242,12 +350,16 @@ def write_database_schema_file(schema_name: str, version: int, root: Path | str,
 # Reading
 
 
+def _is_path(source: str | bytes | Path | Mapping[str, Any]) -> bool:
+    return isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith(("{", "[")))
+
+
 def _load(source: str | bytes | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """(content, where) from a path, JSON text/bytes, or already parsed content."""
     if isinstance(source, Mapping):
         return dict(source), "schema file"
     where = "schema file"
-    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith(("{", "["))):
+    if _is_path(source):
         where = str(source)
         try:
             source = Path(source).read_bytes()
@@ -329,8 +441,9 @@ def parse_table_schema_file(path_or_text: str | bytes | Path | Mapping[str, Any]
     """The table a TiCDC table schema file describes (``version`` = its ``TableVersion``).
 
     ``path_or_text`` is a path, the file's JSON text (or bytes), or its parsed content. Raises
-    :class:`~avro_registry_sink.errors.SourceError` for a malformed file or a database schema file
-    (see :func:`is_database_schema`), and :class:`~avro_registry_sink.errors.UnsupportedColumnType` for
+    :class:`~avro_registry_sink.errors.SourceError` for a malformed file, a database schema file
+    (see :func:`is_database_schema`), or a file read from a path named ``schema_<version>_<crc>.json``
+    whose content does not match its name (:func:`check_schema_file_name`), and :class:`~avro_registry_sink.errors.UnsupportedColumnType` for
     an unknown ``ColumnType``.
 
     >>> t = parse_table_schema_file('{"Table": "t", "Schema": "s", "TableVersion": 7, "TableColumns": '
@@ -340,6 +453,13 @@ def parse_table_schema_file(path_or_text: str | bytes | Path | Mapping[str, Any]
     (7, ('id',), True)
     """
     content, where = _load(path_or_text)
+    table_def = _table_from_content(content, where)
+    if _is_path(path_or_text):  # read from a file: its name must agree with its content
+        check_schema_file_name(where, content)
+    return table_def
+
+
+def _table_from_content(content: Mapping[str, Any], where: str) -> TableDef:
     schema, table = content.get("Schema"), content.get("Table")
     if not isinstance(schema, str) or not isinstance(table, str):
         raise SourceError(f"{where}: a schema file needs string Schema and Table fields.", source=where,

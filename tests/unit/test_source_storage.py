@@ -4,6 +4,7 @@ directory layout (schema files, data file order, metadata)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -461,3 +462,111 @@ def test_field_count_mismatch_names_the_csv_settings_that_would_explain_it():
     assert "output-old-value=true" in hint and "output-handle-key=true" in hint and "include-commit-ts" not in hint
     assert "without include-commit-ts" in _meta_hint(CsvOptions(include_commit_ts=True), -1)
     assert _meta_hint(CsvOptions(), 5) == ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema files against the checksum in their name, also when rewritten while a layout is in use
+
+CK_V = 449118600000000001
+
+
+def _ck_table(name: str, columns: str = "id INT NOT NULL PRIMARY KEY, v VARCHAR(8)", version: int = CK_V) -> TableDef:
+    from avro_registry_sink.tabledef.ddl import parse_ddl
+
+    return parse_ddl(f"CREATE TABLE a.{name} ({columns})")[0].model_copy(update={"version": version})
+
+
+def _rewrite(path: Path, text: str) -> None:
+    """Rewrite a file in place, its modification time moved on (as any later write moves it)."""
+    before = path.stat().st_mtime_ns
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def test_a_schema_file_whose_content_does_not_match_its_name_stops_only_its_version(tmp_path: Path) -> None:
+    from avro_registry_sink.tabledef.storage import write_table_schema_file
+
+    t_file = write_table_schema_file(_ck_table("t"), tmp_path)
+    write_table_schema_file(_ck_table("u"), tmp_path)
+    _rewrite(t_file, t_file.read_text(encoding="utf-8").replace('"v"', '"w"'))  # a column renamed in place
+    tables, broken = StorageLayout(tmp_path).table_versions_and_errors()
+    assert list(tables) == [("a", "u", CK_V)]
+    error = broken[("a", "t", CK_V)]
+    relpath = t_file.relative_to(tmp_path).as_posix()
+    assert error.message.startswith(f"{relpath}: refused: the checksum in its name is ")
+    assert "changed after TiCDC wrote it" in error.message and error.context["reason"] == "checksum mismatch"
+    with pytest.raises(SourceError, match="checksum in its name"):
+        StorageLayout(tmp_path).table_versions()
+
+
+def test_a_schema_file_rewritten_while_the_layout_is_in_use_is_checked_again(tmp_path: Path) -> None:
+    from avro_registry_sink.tabledef.storage import write_table_schema_file
+
+    path = write_table_schema_file(_ck_table("t"), tmp_path)
+    original = path.read_text(encoding="utf-8")
+    layout = StorageLayout(tmp_path)  # one layout for a whole run, as the job keeps it
+    first = layout.table_versions_and_errors()[0][("a", "t", CK_V)]
+    assert layout.table_versions_and_errors()[0][("a", "t", CK_V)] is first  # unchanged: not read again
+
+    _rewrite(path, original.replace('"v"', '"w"'))  # same name, a column renamed
+    tables, broken = layout.table_versions_and_errors()
+    assert tables == {} and broken[("a", "t", CK_V)].context["reason"] == "checksum mismatch"
+
+    _rewrite(path, original)  # restored: the definition read first, the very same object
+    assert layout.table_versions_and_errors()[0][("a", "t", CK_V)] is first
+
+    # the columns in another order: the checksum (over the columns sorted by name) still matches, but the
+    # run read another definition under this name before
+    content = json.loads(original)
+    content["TableColumns"].reverse()
+    _rewrite(path, json.dumps(content, indent=4))
+    tables, broken = layout.table_versions_and_errors()
+    error = broken[("a", "t", CK_V)]
+    assert tables == {} and error.context["reason"] == "changed after read"
+    assert "the columns (v, id) instead of (id, v)" in error.message
+    # a new run reads the file as it now is
+    assert [c.name for c in StorageLayout(tmp_path).table_versions()[("a", "t", CK_V)].columns] == ["v", "id"]
+
+
+def test_resolve_holds_the_files_of_a_version_whose_schema_file_was_rewritten_between_batches(tmp_path: Path) -> None:
+    from avro_registry_sink.spark.sources import resolve_storage_files
+    from avro_registry_sink.tabledef.storage import write_table_schema_file
+
+    t_file = write_table_schema_file(_ck_table("t"), tmp_path)
+    write_table_schema_file(_ck_table("u"), tmp_path)
+    layout = StorageLayout(tmp_path)
+    completed: dict = {}
+
+    def batch(*relpaths: str):
+        for relpath in relpaths:
+            _touch(tmp_path, relpath, f'"I","{relpath.split("/")[1]}","a",1,"x"\r\n')
+        return resolve_storage_files(layout, [layout.location.hadoop_uri(r) for r in relpaths], None, completed)
+
+    first = batch(f"a/t/{CK_V}/CDC000001.csv")
+    assert [f[0] for f in first.files] == [f"a/t/{CK_V}/CDC000001.csv"] and not first.held and not first.broken
+
+    _rewrite(t_file, t_file.read_text(encoding="utf-8").replace('"v"', '"w"'))
+    second = batch(f"a/t/{CK_V}/CDC000002.csv", f"a/u/{CK_V}/CDC000001.csv")
+    assert [f[0] for f in second.files] == [f"a/u/{CK_V}/CDC000001.csv"]  # the other table goes on
+    relpath = t_file.relative_to(tmp_path).as_posix()
+    assert list(second.broken) == [relpath] and "refused" in second.broken[relpath]
+    assert list(second.held) == [f"a/t/{CK_V}/CDC000002.csv"]
+    assert second.held[f"a/t/{CK_V}/CDC000002.csv"].startswith(
+        f"its table version's schema file cannot be used: {relpath}: refused")
+
+
+def test_a_data_file_is_not_read_with_an_older_definition_past_a_refused_one(tmp_path: Path) -> None:
+    from avro_registry_sink.spark.sources import resolve_storage_files
+    from avro_registry_sink.tabledef.storage import write_table_schema_file
+
+    write_table_schema_file(_ck_table("t"), tmp_path)
+    v2 = write_table_schema_file(_ck_table("t", "id INT NOT NULL PRIMARY KEY, v VARCHAR(8), x INT", CK_V + 5), tmp_path)
+    _rewrite(v2, v2.read_text(encoding="utf-8").replace('"x"', '"y"'))
+    later = f"a/t/{CK_V + 9}/CDC000001.csv"  # a version directory without its own schema file
+    for relpath in (f"a/t/{CK_V}/CDC000001.csv", later):
+        _touch(tmp_path, relpath)
+    layout = StorageLayout(tmp_path)
+    files = resolve_storage_files(layout, [layout.location.hadoop_uri(r) for r in
+                                           (f"a/t/{CK_V}/CDC000001.csv", later)])
+    assert [f[0] for f in files.files] == [f"a/t/{CK_V}/CDC000001.csv"]
+    assert list(files.held) == [later] and "refused" in files.held[later]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from avro_registry_sink.errors import SourceError, UnsupportedColumnType
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 from avro_registry_sink.tabledef import (
+    check_schema_file_name,
     is_database_schema,
     parse_ddl,
     parse_table_schema_file,
@@ -434,3 +436,135 @@ def test_unknown_column_type_and_unreadable_path(tmp_path: Path) -> None:
                                  "TableColumns": [{"ColumnName": "a", "ColumnType": "VARCHARR"}]})
     with pytest.raises(SourceError, match="cannot read the schema file"):
         parse_table_schema_file(tmp_path / "missing.json")
+
+
+# --------------------------------------------------------------------------------------------------
+# A file's content against the version and checksum in its name (TiCDC's consumer checks both)
+
+# TiCDC's test vectors, as files: name -> content (Go's bytes; 1.2345678e+07 as the Go test's JSON has it)
+VECTOR_FILES = {
+    "schema1/meta/schema_100_3233644819.json": """{
+    "Table": "",
+    "Schema": "schema1",
+    "Version": 1,
+    "TableVersion": 100,
+    "Query": "CREATE DATABASE `schema1`",
+    "Type": 1,
+    "TableColumns": null,
+    "TableColumnsTotal": 0
+}""",
+    "schema1/table1/meta/schema_100_3752767265.json": """{
+    "Table": "table1",
+    "Schema": "schema1",
+    "Version": 1,
+    "TableVersion": 100,
+    "Query": "",
+    "Type": 0,
+    "TableColumns": [
+        {"ColumnName": "Id", "ColumnType": "INT", "ColumnDefault": 10, "ColumnPrecision": "11",
+         "ColumnNullable": "false", "ColumnIsPk": "true"},
+        {"ColumnName": "LastName", "ColumnType": "VARCHAR", "ColumnDefault": "Default LastName",
+         "ColumnPrecision": "128", "ColumnNullable": "false"},
+        {"ColumnName": "FirstName", "ColumnType": "VARCHAR", "ColumnDefault": "Default FirstName",
+         "ColumnPrecision": "64"},
+        {"ColumnName": "Birthday", "ColumnType": "DATETIME", "ColumnDefault": 1.2345678e+07}
+    ],
+    "TableColumnsTotal": 4
+}""",
+    "test/table1/meta/schema_100_4192708364.json": """{
+    "Table": "table1",
+    "Schema": "test",
+    "Version": 1,
+    "TableVersion": 100,
+    "Query": "alter table test.table1 add col2 varchar(64)",
+    "Type": 5,
+    "TableColumns": [
+        {"ColumnName": "col1", "ColumnType": "INT", "ColumnPrecision": "11"},
+        {"ColumnName": "col2", "ColumnType": "VARCHAR", "ColumnPrecision": "5"}
+    ],
+    "TableColumnsTotal": 2
+}""",
+}
+
+
+def _written(tmp_path: Path, relpath: str, text: str) -> Path:
+    path = tmp_path / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("relpath", sorted(VECTOR_FILES))
+def test_ticdc_vector_files_pass_the_name_check(tmp_path: Path, relpath: str) -> None:
+    text = VECTOR_FILES[relpath]
+    check_schema_file_name(relpath, json.loads(text))  # no error
+    path = _written(tmp_path, relpath, text)
+    if not is_database_schema(path):
+        assert parse_table_schema_file(path).version == 100
+
+
+def test_a_file_written_as_ticdc_does_passes(tmp_path: Path) -> None:
+    [table] = parse_ddl("CREATE TABLE s.t (id INT PRIMARY KEY, note VARCHAR(8) DEFAULT 'a<&>\\b\\f')")
+    path = write_table_schema_file(table.model_copy(update={"version": 7}), tmp_path, query="q", ddl_type=3)
+    assert parse_table_schema_file(path).version == 7
+    check_schema_file_name(path.name, json.loads(path.read_text(encoding="utf-8")))
+    check_schema_file_name("notes.json", {})  # not a schema file name: nothing to check
+
+
+def test_a_column_renamed_in_place_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    name = "test/table1/meta/schema_100_4192708364.json"
+    edited = VECTOR_FILES[name].replace('"col2"', '"col_two"')
+    path = _written(tmp_path, name, edited)
+    actual = schema_file_checksum(json.loads(edited))
+    assert actual != 4192708364
+    with pytest.raises(SourceError) as caught:
+        parse_table_schema_file(path)
+    message = caught.value.message
+    assert message.startswith(f"{path}: refused")
+    assert "the checksum in its name is 4192708364" in message and f"its content's checksum is {actual:010d}" in message
+    assert "changed after TiCDC wrote it" in message and "not written by TiCDC" in message
+    assert "Restore the file TiCDC wrote" in message and f"its correct name schema_100_{actual:010d}.json" in message
+    assert caught.value.context["reason"] == "checksum mismatch"
+    # under the name the message gives, the edited file is accepted
+    renamed = path.with_name(f"schema_100_{actual:010d}.json")
+    path.rename(renamed)
+    assert [c.name for c in parse_table_schema_file(renamed).columns] == ["col1", "col_two"]
+
+
+def test_a_wrong_table_version_is_refused(tmp_path: Path) -> None:
+    name = "test/table1/meta/schema_100_4192708364.json"
+    path = _written(tmp_path, name, VECTOR_FILES[name].replace('"TableVersion": 100', '"TableVersion": 101'))
+    with pytest.raises(SourceError, match="says table version 100 but its TableVersion is 101") as caught:
+        parse_table_schema_file(path)
+    assert caught.value.context["reason"] == "version mismatch"
+    with pytest.raises(SourceError, match="TableVersion is None"):
+        check_schema_file_name("schema_100_4192708364.json", {"Table": "table1", "Schema": "test"})
+
+
+def test_the_escapes_of_go_before_1_22_are_accepted_too() -> None:
+    # Go < 1.22 wrote a backspace / form feed as \u0008 / \u000c, Go 1.22 on as \b / \f: TiCDC releases differ
+    content = {"Table": "t", "Schema": "s", "TableVersion": 5, "TableColumnsTotal": 1,
+               "TableColumns": [{"ColumnName": "c", "ColumnType": "VARCHAR", "ColumnDefault": "a\bb\fc"}]}
+    new_go = schema_file_checksum(content)
+    text = json.dumps({"Table": "t", "Schema": "s", "Version": 0, "TableColumns": [
+        {"ColumnName": "c", "ColumnType": "VARCHAR", "ColumnDefault": "a\bb\fc"}], "TableColumnsTotal": 1},
+        indent=4)
+    assert "\\b" in text and zlib.crc32(text.encode()) == new_go
+    old_go = zlib.crc32(text.replace("\\b", "\\u0008").replace("\\f", "\\u000c").encode())
+    for crc in (new_go, old_go):
+        check_schema_file_name(f"schema_5_{crc:010d}.json", content)
+    with pytest.raises(SourceError, match="checksum mismatch|refused"):
+        check_schema_file_name(f"schema_5_{(old_go + 1) % 2**32:010d}.json", content)
+
+
+def test_float_defaults_are_hashed_as_go_writes_them() -> None:
+    # Go writes 1e-05 as 0.00001 and 1e-07 as 1e-7 (Python's repr: 1e-05, 1e-07)
+    content = {"Table": "t", "Schema": "s", "TableVersion": 5, "TableColumnsTotal": 2,
+               "TableColumns": [{"ColumnName": "a", "ColumnType": "DOUBLE", "ColumnDefault": 1e-05},
+                                {"ColumnName": "b", "ColumnType": "DOUBLE", "ColumnDefault": 1.5e-07}]}
+    go_text = ('{\n    "Table": "t",\n    "Schema": "s",\n    "Version": 0,\n    "TableColumns": [\n'
+               '        {\n            "ColumnName": "a",\n            "ColumnType": "DOUBLE",\n'
+               '            "ColumnDefault": 0.00001\n        },\n'
+               '        {\n            "ColumnName": "b",\n            "ColumnType": "DOUBLE",\n'
+               '            "ColumnDefault": 1.5e-7\n        }\n    ],\n    "TableColumnsTotal": 2\n}')
+    assert schema_file_checksum(content) == zlib.crc32(go_text.encode())
