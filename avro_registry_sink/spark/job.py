@@ -22,8 +22,8 @@ to ``<checkpoint>/dead-letter/batch-<id>.jsonl`` and counted. Executors receive 
 stay on the driver.
 
 Checkpoint directory layout: ``spark/`` (the query's offsets and commits), ``tables.json`` (changelog
-table versions), ``dead-letter/``, ``job.json`` (the source it belongs to: a checkpoint is not reused for
-another source).
+table versions), ``topic-owners.json`` (the table of each topic and subject, see :mod:`~avro_registry_sink.topic_owners`),
+``dead-letter/``, ``job.json`` (the source it belongs to: a checkpoint is not reused for another source).
 
 >>> # from avro_registry_sink.spark.job import JobOptions, run_job
 >>> # result = run_job(spark, JobOptions(source=parse_source("/data/ticdc"), checkpoint=Path("ck")))
@@ -67,6 +67,7 @@ from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog
+from avro_registry_sink.topic_owners import TopicOwners
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -445,6 +446,8 @@ class _BatchProcessor:
         self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
+        self.owners = TopicOwners(self.state)  # claimed in the router before the first batch
+        self._owners_claimed = False
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
@@ -512,6 +515,9 @@ class _BatchProcessor:
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
         spark = batch_df.sparkSession
+        if not self._owners_claimed:  # topics and subjects of earlier runs of the checkpoint: theirs alone
+            self.owners.claim_all(self.router)
+            self._owners_claimed = True
         tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
         self._single_input = False  # set by _prepare_storage for this batch
@@ -522,6 +528,7 @@ class _BatchProcessor:
         if prepared is None:
             return
         parsed, plans, early_errors, inputs, cleanup = prepared
+        self._warnings.extend(self.manager.take_warnings())
         try:
             one_pass = self.options.source.is_storage  # storage files: parsed and encoded in one executor pass
             errors = list(early_errors)
@@ -562,6 +569,7 @@ class _BatchProcessor:
                     self.sink.write(self._for_sink(_records(encoded), spark), batch_id, check=verdict)
                 report.new_schemas = self._new_schemas(plans)
                 self.plans.update(plans)
+                self.owners.save(plan.route for plan in plans.values())  # the batch's output is written
             if not plans:
                 _check_budget(self.options, errors, 0)
             if errors:

@@ -196,9 +196,13 @@ def replay_dead_letters(
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "input"
     where = _write_inputs(replayable, options, tree)
-    if (checkpoint / "tables.json").exists():  # changelog table versions known to the job
-        (work / "checkpoint").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(checkpoint / "tables.json", work / "checkpoint" / "tables.json")
+    from avro_registry_sink.topic_owners import OWNERS_FILE
+
+    # changelog table versions and the topics' tables known to the job
+    for known in ("tables.json", OWNERS_FILE):
+        if (checkpoint / known).exists():
+            (work / "checkpoint").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(checkpoint / known, work / "checkpoint" / known)
     replay_options = replace(options, source=_replay_source(options, tree), checkpoint=work / "checkpoint")
     router = router or build_router(options.sink, options.topic_rule)
     sink = sink or _sink_for(spark, options)
