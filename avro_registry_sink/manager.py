@@ -5,6 +5,12 @@ the table definition, when nothing changed); on a miss it derives the schemas, c
 fingerprint with the last one registered for the subject, and registers a new version only when it
 differs. Registry calls happen here, on the driver, once per new schema, never per row.
 
+Before a topic new to the run gets its first schema, the latest schema of its value subject is looked up
+once: a subject that holds another table's record (registered by another run or changefeed) stops the
+batch with a :class:`~avro_registry_sink.errors.RoutingError` naming both tables, instead of making this
+table's schema a new version of the other's. Tables of a batch are all routed, and all checked, before
+anything is registered.
+
 An incompatible change stops the batch with :class:`SchemaEvolutionError` (names the table, subject,
 the registry's latest version and schema id, the table version that produced the new schema, and
 the registry's reasons). An unreachable registry is retried within ``unavailable_budget`` seconds,
@@ -13,18 +19,27 @@ then the batch fails. Either way the caller emits nothing of that batch.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol, TypeVar
 
 from avro_registry_sink.config import DEFAULT_ENCODING, EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan
-from avro_registry_sink.errors import IncompatibleSchema, RegistryError, RegistryUnavailable
+from avro_registry_sink.errors import (
+    IncompatibleSchema,
+    RegistryError,
+    RegistryUnavailable,
+    RoutingError,
+    SubjectNotFound,
+    VersionNotFound,
+)
 from avro_registry_sink.registry.explain import explain_incompatibility
-from avro_registry_sink.routing import Route, TopicRouter
+from avro_registry_sink.routing import Route, TopicRouter, collision_advice
 from avro_registry_sink.schema.builder import TableSchemas, derive_schemas
+from avro_registry_sink.schema.naming import sanitize_name
 from avro_registry_sink.selection import EVERYTHING, TableSelection
 from avro_registry_sink.table import TableDef
 
@@ -38,6 +53,28 @@ class _Registry(Protocol):
 
 
 PlanKey = tuple[str, str, int]
+T = TypeVar("T")
+
+
+def registered_table(schema_json: str) -> tuple[str, str] | None:
+    """The ``(schema, table)`` a registered key or value schema names, as its record's namespace
+    (``<changefeed>.<schema>``) and name carry them (both sanitised, see :mod:`.schema.naming`); ``None``
+    for a schema that is not a record.
+
+    >>> registered_table('{"type":"record","name":"orders","namespace":"default.shop","fields":[]}')
+    ('shop', 'orders')
+    """
+    try:
+        schema = json.loads(schema_json)
+    except ValueError:
+        return None
+    if not isinstance(schema, dict) or schema.get("type") != "record" or not isinstance(schema.get("name"), str):
+        return None
+    name = schema["name"]
+    namespace = schema.get("namespace") if isinstance(schema.get("namespace"), str) else ""
+    if "." in name:  # a full name
+        namespace, _, name = name.rpartition(".")
+    return namespace.partition(".")[2], name
 
 
 @dataclass(frozen=True)
@@ -92,8 +129,16 @@ class SchemaManager:
         self._clock = clock
         self._plans: dict[PlanKey, tuple[TableDef, TablePlan]] = {}
         self._subject_ids: dict[tuple[str, str], int] = {}  # (subject, schema text fingerprint) -> id
+        self._checked_topics: set[str] = set()  # topics whose registry owner was checked (see _check_registered)
+        self._warnings: list[str] = []
         self._lock = threading.Lock()
         self.stats = ManagerStats()
+
+    def take_warnings(self) -> list[str]:
+        """Warnings since the last call (for the batch report)."""
+        with self._lock:
+            warnings, self._warnings = self._warnings, []
+        return warnings
 
     @property
     def options(self) -> EncodingOptions:
@@ -120,6 +165,7 @@ class SchemaManager:
             return cached[1]
         self.stats.derivations += 1
         route = self._router.route(table.schema_name, table.table)
+        self._check_registered(route)
         selected = self._selection.apply(table, route.partition_columns)  # column selectors, before any schema
         schemas = derive_schemas(selected, self._options)
         key_id = self._ensure(route.key_subject, schemas.key_json, schemas, route) if schemas.key_json else None
@@ -133,13 +179,85 @@ class SchemaManager:
         return plan
 
     def prepare_batch(self, tables: Iterable[TableDef]) -> dict[PlanKey, TablePlan]:
-        """Plans for every table version of a batch; raises before anything is emitted on failure."""
+        """Plans for every table version of a batch; raises before anything is emitted on failure.
+
+        Every table is routed, and every topic new to the run checked against the registry, before any
+        schema is registered: a collision leaves the registry as it was."""
         self.stats.batches += 1
+        tables = list(tables)
+        routes = [self._router.route(t.schema_name, t.table) for t in tables]
+        with self._lock:
+            for route in routes:
+                self._check_registered(route)
         plans: dict[PlanKey, TablePlan] = {}
         for table in tables:
             plan = self.plan(table)
             plans[plan.key] = plan
         return plans
+
+    # -- the registry's owner of a topic ----------------------------------------------------------
+
+    def _check_registered(self, route: Route) -> None:
+        """Once per topic new to the run (and not recorded for this very table by the checkpoint, see
+        :meth:`TopicRouter.claim`): one lookup of the value subject's latest schema, which must name this
+        table (or be absent). Raises :class:`RoutingError` when it names another table."""
+        if route.topic in self._checked_topics:
+            return
+        if self._router.claimed_earlier(route) or getattr(self._registry, "get_latest", None) is None:
+            self._checked_topics.add(route.topic)
+            return
+        subject = route.value_subject
+        name = f"{route.schema}.{route.table}"
+
+        def latest() -> object | None:
+            try:
+                return getattr(self._registry, "get_latest")(subject)
+            except (SubjectNotFound, VersionNotFound):
+                return None
+
+        current = self._with_retry(subject, name, "looking up the latest schema of", latest)
+        if current is not None:
+            self._compare_registered(route, current)
+        self._checked_topics.add(route.topic)
+
+    def _compare_registered(self, route: Route, current: object) -> None:
+        subject = route.value_subject
+        name = f"{route.schema}.{route.table}"
+        text = str(getattr(current, "schema", ""))
+        kind = str(getattr(current, "schema_type", None) or "AVRO").upper()
+        where = f"version {getattr(current, 'version', '?')}, schema id {getattr(current, 'id', '?')}"
+        owner = registered_table(text) if kind == "AVRO" else None
+        ours = (sanitize_name(route.schema), sanitize_name(route.table))
+        if owner is not None and (owner[0].lower(), owner[1].lower()) == (ours[0].lower(), ours[1].lower()):
+            if ours != (route.schema, route.table):  # a lossy name: another table's may sanitise the same
+                self._warnings.append(
+                    f"Subject {subject!r} already holds a schema ({where}) whose Avro record is named "
+                    f"{ours[0]}.{ours[1]}, as {name}'s is after sanitising (every character outside [A-Za-z0-9_] "
+                    f"becomes '_'); another table whose name sanitises the same would carry that name too, so "
+                    f"whether {name} registered it cannot be told. If another table did, give {name} a topic of "
+                    "its own (a [[sink.dispatchers]] rule with topic = '...').")
+            return
+        if owner is not None:
+            other = f"{owner[0]}.{owner[1]}"
+            holds = (f"Tables {other} and {name} would both go to topic {route.topic!r}: its subject {subject!r} in "
+                     f"the schema registry already holds the schema of table {other} ({where}; as its Avro record "
+                     "names it, every character outside [A-Za-z0-9_] of a name turned into '_')")
+        else:
+            other = None
+            holds = (f"Table {name} would go to topic {route.topic!r}, but its subject {subject!r} in the schema "
+                     f"registry already holds a schema that is not a table's record ({where}, {kind}: {text[:80]!r})")
+        raise RoutingError(
+            f"{holds}, registered by another run or changefeed. Registering {name}'s schema there would make it a "
+            "new version of that subject and mix two tables in one topic; nothing of this batch was written. "
+            + collision_advice(route.schema, route.table, route.rule)
+            + f" If subject {subject!r} is stale, delete it (and its key subject) from the registry instead.",
+            table=name,
+            other_table=other,
+            topic=route.topic,
+            subject=subject,
+            registered_version=getattr(current, "version", None),
+            schema_id=getattr(current, "id", None),
+        )
 
     # -- registration --------------------------------------------------------------------------
 
@@ -156,26 +274,32 @@ class SchemaManager:
         return schema_id
 
     def _register_with_retry(self, subject: str, schema_json: str, schemas: TableSchemas) -> int:
+        try:
+            return self._with_retry(subject, schemas.table.qualified_name, "registering",
+                                    lambda: self._registry.register(subject, schema_json))
+        except IncompatibleSchema as exc:
+            raise self._evolution_error(subject, schema_json, schemas, exc) from exc
+
+    def _with_retry(self, subject: str, table: str, action: str, call: Callable[[], T]) -> T:
+        """``call()``, retried while the registry is unavailable, within ``unavailable_budget`` seconds."""
         deadline = self._clock() + self._budget
         attempt = 0
         while True:
             try:
                 self.stats.registry_calls += 1
-                return self._registry.register(subject, schema_json)
-            except IncompatibleSchema as exc:
-                raise self._evolution_error(subject, schema_json, schemas, exc) from exc
+                return call()
             except RegistryUnavailable as exc:
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     raise RegistryUnavailable(
-                        f"Schema registry unreachable while registering subject {subject!r} for table "
-                        f"{schemas.table.qualified_name}; gave up after {self._budget:g}s "
+                        f"Schema registry unreachable while {action} subject {subject!r} for table "
+                        f"{table}; gave up after {self._budget:g}s "
                         f"({attempt + 1} attempts): {exc.message}. Nothing of this batch was emitted; "
                         "a restart resumes from the last committed batch.",
                         subject=subject,
                         status_code=exc.context.get("status_code"),
                         error_code=exc.context.get("error_code"),
-                        table=schemas.table.qualified_name,
+                        table=table,
                     ) from exc
                 delay = min(remaining, random.uniform(0, min(0.5 * 2**attempt, 10.0)))
                 attempt += 1

@@ -7,8 +7,11 @@ one table per topic (TopicNameStrategy allows one schema per subject), so:
 * an expression with ``{schema}`` before ``{table}`` is valid (TiCDC's ``ValidateForAvro``);
 * a fixed topic name is accepted only while it routes exactly one table: a second table routed to it is
   a :class:`RoutingError` naming both (TiCDC accepts this and lets the registry fail later);
-* two tables whose substituted names collide (``a_b.c`` and ``a.b_c`` under ``{schema}_{table}``) are
-  refused the same way.
+* two tables whose substituted names collide (``a_b.c`` and ``a.b_c`` under ``{schema}_{table}``, or
+  ``shop.订单`` and ``shop.商品``: every character outside ``[A-Za-z0-9._-]`` becomes ``_``) are refused the
+  same way, and so are two tables whose topics differ but whose subjects do not (``subject-naming=ticdc``);
+* tables routed by earlier batches or runs of the same checkpoint are :meth:`TopicRouter.claim`-ed before
+  the first batch, so a table that appears later cannot take their topics or subjects either.
 """
 
 from __future__ import annotations
@@ -87,6 +90,58 @@ class Route:
     value_subject: str
     partition: PartitionStrategy = PartitionStrategy.DEFAULT
     partition_columns: tuple[str, ...] = ()
+    rule: str = ""  # the topic expression that named the topic
+
+    @property
+    def subjects(self) -> tuple[str, str]:
+        return (self.key_subject, self.value_subject)
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """The table a topic or subject belongs to; ``earlier``: known from an earlier batch or run of the checkpoint."""
+
+    schema: str
+    table: str
+    topic: str
+    earlier: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.schema, self.table)
+
+
+_QUOTE_IN_MATCHER = re.compile(r"[^\w$]")
+
+
+def table_matcher(schema: str, table: str) -> str:
+    """A dispatcher ``matcher`` entry that matches exactly ``schema.table`` (a name with a character the
+    table-filter syntax treats specially is back-quoted).
+
+    >>> table_matcher("shop", "订单"), table_matcher("a.b", "t*")
+    ('shop.订单', '`a.b`.`t*`')
+    """
+    def part(name: str) -> str:
+        return f"`{name.replace('`', '``')}`" if not name or _QUOTE_IN_MATCHER.search(name) else name
+
+    return f"{part(schema)}.{part(table)}"
+
+
+def collision_advice(schema: str, table: str, expression: str = "") -> str:
+    """What resolves a collision: the settings that give ``schema.table`` (the newcomer) a topic of its own
+    (``expression``: the topic rule that routed it)."""
+    advice = (
+        f"Give {schema}.{table} a topic of its own with a dispatcher rule in the changefeed TOML (--config), listed "
+        f"before any other rule that matches it: [[sink.dispatchers]] matcher = ['{table_matcher(schema, table)}'] "
+        "topic = '<a topic of its own>'"
+    )
+    if "{" not in expression:
+        return advice + "; or route the tables with a topic rule such as '{schema}_{table}'."
+    return advice + (
+        f", and after it, unless dispatcher rules route the other tables already, one with matcher = ['*.*'] "
+        f"topic = '{expression}' (a --topic-rule comes before every dispatcher rule: leave it out); or use a "
+        "topic rule that keeps the two names apart."
+    )
 
 
 class TopicRouter:
@@ -121,8 +176,26 @@ class TopicRouter:
         self._default_topic = default_topic
         self._naming = subject_naming
         self._routes: dict[tuple[str, str], Route] = {}
-        self._owners: dict[str, tuple[str, str]] = {}
+        # topic.lower() / subject.lower() -> owner: compared ignoring case, as TiDB compares table names
+        self._owners: dict[str, _Owner] = {}
+        self._subject_owners: dict[str, _Owner] = {}
         self._lock = threading.Lock()
+
+    def claim(self, schema: str, table: str, topic: str, subjects: Iterable[str] = ()) -> None:
+        """Record that ``schema.table`` went to ``topic`` (and registered ``subjects``) in an earlier batch or
+        run: no other table may be routed there. Call before routing; a topic or subject claimed already
+        keeps its first owner."""
+        with self._lock:
+            owner = _Owner(schema, table, topic, earlier=True)
+            self._owners.setdefault(topic.lower(), owner)
+            for subject in subjects:
+                self._subject_owners.setdefault(subject.lower(), owner)
+
+    def claimed_earlier(self, route: Route) -> bool:
+        """Whether ``route``'s topic and subjects were :meth:`claim`-ed for its own table (an earlier run)."""
+        key = (route.schema, route.table)
+        owners = [self._owners.get(route.topic.lower())] + [self._subject_owners.get(s.lower()) for s in route.subjects]
+        return all(o is not None and o.earlier and o.key == key for o in owners)
 
     def route(self, schema: str, table: str) -> Route:
         """The route of ``schema.table``; raises :class:`RoutingError` when the topic is taken."""
@@ -146,28 +219,50 @@ class TopicRouter:
                 table=f"{schema}.{table}",
             )
         topic = substitute(expression, schema, table)
+        key_subject, value_subject = subject_for(topic, "key", self._naming), subject_for(topic, "value", self._naming)
         owner = self._owners.get(topic.lower())
-        if owner is not None and owner != key:
-            raise RoutingError(
-                f"Tables {owner[0]}.{owner[1]} and {schema}.{table} would both go to topic {topic!r} "
-                f"(rule {expression!r}); Avro with TopicNameStrategy allows one table per topic (one schema "
-                "per subject). Use a rule with {schema} and {table}, or route each table to its own topic.",
-                table=f"{schema}.{table}",
-                topic=topic,
-                rule=expression,
-            )
+        if owner is not None and owner.key != key:
+            raise self._collision(owner, schema, table, expression, f"topic {topic!r}", topic=topic)
+        for subject in (key_subject, value_subject):
+            owner = self._subject_owners.get(subject.lower())
+            if owner is not None and owner.key != key:
+                raise self._collision(
+                    owner, schema, table, expression, f"subject {subject!r}",
+                    f"topics {owner.topic!r} and {topic!r} under subject-naming {self._naming.value!r}; ",
+                    topic=topic, subject=subject)
         route = Route(
             schema=schema,
             table=table,
             topic=topic,
-            key_subject=subject_for(topic, "key", self._naming),
-            value_subject=subject_for(topic, "value", self._naming),
+            key_subject=key_subject,
+            value_subject=value_subject,
             partition=rule.partition if rule is not None else PartitionStrategy.DEFAULT,
             partition_columns=rule.columns if rule is not None else (),
+            rule=expression,
         )
-        self._owners[topic.lower()] = key
+        owner = _Owner(schema, table, topic)
+        self._owners.setdefault(topic.lower(), owner)
+        for subject in route.subjects:
+            self._subject_owners.setdefault(subject.lower(), owner)
         self._routes[key] = route
         return route
+
+    @staticmethod
+    def _collision(owner: _Owner, schema: str, table: str, expression: str, shared: str, detail: str = "",
+                   **context: Any) -> RoutingError:
+        first = f"{owner.schema}.{owner.table}" + (" (routed there by an earlier batch or run of this checkpoint)"
+                                                   if owner.earlier else "")
+        why = (f"rule {expression!r}, which turns every character of a name outside [A-Za-z0-9._-] into '_'"
+               if "{" in expression else f"rule {expression!r}")
+        return RoutingError(
+            f"Tables {first} and {schema}.{table} would both go to {shared} ({detail}{why}); Avro with "
+            "TopicNameStrategy allows one table per topic (one schema per subject). "
+            + collision_advice(schema, table, expression),
+            table=f"{schema}.{table}",
+            other_table=f"{owner.schema}.{owner.table}",
+            rule=expression,
+            **context,
+        )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ import contextlib
 import difflib
 import os
 import posixpath
+import re
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -166,6 +167,9 @@ def _redact(text: str) -> str:
     return head + "?" + "&".join(parts)
 
 
+_HADOOP_GLOB = re.compile(r"([\\*?\[\]{}])")  # Hadoop's glob characters, escaped in file paths
+
+
 @dataclass(frozen=True)
 class StorageURI:
     """A parsed storage URI: which store, the bucket (container, namenode), the path, the parameters.
@@ -222,6 +226,30 @@ class StorageURI:
             return f"gs://{self.bucket}/{key}".rstrip("/")
         scheme = "abfs" if self.scheme == "abfs" else "abfss"
         return f"{scheme}://{self.bucket}@{self._azure_host()}/{key}".rstrip("/")
+
+    def spark_path(self, relative: str = "") -> str:
+        """The path of one file for Spark's batch readers (``spark.read...load``): the Hadoop URI with the
+        path as it is (Hadoop quotes it itself, so a quoted ``%E8`` would be quoted twice) and Hadoop's glob
+        characters escaped (a table named ``a[1]`` is a name, not a pattern).
+
+        >>> parse_storage_uri("/in").spark_path("shop/订单/CDC1.csv")
+        'file:///in/shop/订单/CDC1.csv'
+        >>> parse_storage_uri("s3://b/in").spark_path("s/a[1]/CDC1.csv")
+        's3a://b/in/s/a\\\\[1\\\\]/CDC1.csv'
+        """
+        path = self.child(relative).path if relative else self.path
+        raw = _HADOOP_GLOB.sub(r"\\\1", path)
+        if self.store == "file":
+            return "file://" + raw
+        if self.store == "hdfs":
+            return f"hdfs://{self.bucket}{raw}"
+        raw = raw.lstrip("/")
+        if self.store == "s3":
+            return f"s3a://{self.bucket}/{raw}".rstrip("/")
+        if self.store == "gcs":
+            return f"gs://{self.bucket}/{raw}".rstrip("/")
+        scheme = "abfs" if self.scheme == "abfs" else "abfss"
+        return f"{scheme}://{self.bucket}@{self._azure_host()}/{raw}".rstrip("/")
 
     def _azure_host(self) -> str:
         endpoint = self.parameters.get("endpoint")

@@ -22,9 +22,9 @@ to ``<checkpoint>/dead-letter/batch-<id>.jsonl`` and counted. Executors receive 
 stay on the driver.
 
 Checkpoint directory layout: ``spark/`` (the query's offsets and commits), ``state/`` (held files, file
-numbers, changelog table versions: one file per batch, current once the batch commits, see
-:mod:`~avro_registry_sink.spark.side_state`), ``dead-letter/``, ``job.json`` (the source it belongs to: a
-checkpoint is not reused for another source).
+numbers, changelog table versions, the table of each topic and subject: one file per batch, current once
+the batch commits, see :mod:`~avro_registry_sink.spark.side_state`), ``dead-letter/``, ``job.json`` (the
+source it belongs to: a checkpoint is not reused for another source).
 
 >>> # from avro_registry_sink.spark.job import JobOptions, run_job
 >>> # result = run_job(spark, JobOptions(source=parse_source("/data/ticdc"), checkpoint=Path("ck")))
@@ -69,6 +69,7 @@ from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog
+from avro_registry_sink.topic_owners import TopicOwners
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -467,6 +468,8 @@ class _BatchProcessor:
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
         self.side = SideState(self.state)
+        self.owners = TopicOwners(self.side)  # claimed in the router before the first batch
+        self._owners_claimed = False
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
@@ -534,6 +537,9 @@ class _BatchProcessor:
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
         spark = batch_df.sparkSession
+        if not self._owners_claimed:  # topics and subjects of earlier runs of the checkpoint: theirs alone
+            self.owners.claim_all(self.router, batch_id)
+            self._owners_claimed = True
         tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
         self._single_input = False  # set by _prepare_storage for this batch
@@ -548,6 +554,7 @@ class _BatchProcessor:
             return
         failpoint("job.after-side-read")
         parsed, plans, early_errors, inputs, cleanup = prepared
+        self._warnings.extend(self.manager.take_warnings())
         try:
             one_pass = self.options.source.is_storage  # storage files: parsed and encoded in one executor pass
             errors = list(early_errors)
@@ -588,6 +595,7 @@ class _BatchProcessor:
                     self.sink.write(self._for_sink(_records(encoded), spark), batch_id, check=verdict)
                 report.new_schemas = self._new_schemas(plans)
                 self.plans.update(plans)
+                self.owners.save((plan.route for plan in plans.values()), batch_id)  # the output is written
             if not plans:
                 _check_budget(self.options, errors, 0)
             failpoint("job.after-sink-write")
@@ -733,7 +741,7 @@ class _BatchProcessor:
         topics = [plans[key].route.topic for _, key, _ in files.files if key in plans]
         self._single_input = len(topics) == len(set(topics))
         if wanted:
-            files_df = spark.read.format("binaryFile").load([location.hadoop_uri(r) for r in sorted(wanted)]).select(
+            files_df = spark.read.format("binaryFile").load([location.spark_path(r) for r in sorted(wanted)]).select(
                 "path", "content")
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
@@ -821,7 +829,7 @@ class _BatchProcessor:
                 lines.setdefault(where["file"], set()).add(int(where["line"]))
         if not lines:
             return {}
-        contents = spark.read.format("binaryFile").load([location.hadoop_uri(f) for f in lines]).select("path", "content")
+        contents = spark.read.format("binaryFile").load([location.spark_path(f) for f in lines]).select("path", "content")
         out: dict[str, bytes] = {}
         for row in contents.collect():
             relpath = location.relative(row["path"])

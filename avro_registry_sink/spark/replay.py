@@ -199,10 +199,12 @@ def replay_dead_letters(
     shutil.rmtree(work, ignore_errors=True)
     tree = work / "input"
     where = _write_inputs(replayable, options, tree)
-    tables = SideState(location.filesystem()).latest("tables")  # changelog table versions known to the job
-    if tables is not None:  # read by the replay's processor as the state before its batch
-        (work / "checkpoint").mkdir(parents=True, exist_ok=True)
-        (work / "checkpoint" / LEGACY_FILES["tables"]).write_text(json.dumps(tables), encoding="utf-8")
+    side = SideState(location.filesystem())
+    for name in ("tables", "owners"):  # changelog table versions and the topics' tables known to the job
+        known = side.latest(name)
+        if known is not None:  # read by the replay's processor as the state before its batch
+            (work / "checkpoint").mkdir(parents=True, exist_ok=True)
+            (work / "checkpoint" / LEGACY_FILES[name]).write_text(json.dumps(known), encoding="utf-8")
     replay_options = replace(options, source=_replay_source(options, tree), checkpoint=work / "checkpoint")
     router = router or build_router(options.sink, options.topic_rule)
     sink = sink or _sink_for(spark, options)

@@ -24,7 +24,8 @@ from avro_registry_sink.storage_fs import StoreFS
 __all__ = ["LEGACY_FILES", "SideState"]
 
 #: State files of checkpoints written before per-batch state, by state name.
-LEGACY_FILES = {"held": "held-files.json", "numbers": "storage-files.json", "tables": "tables.json"}
+LEGACY_FILES = {"held": "held-files.json", "numbers": "storage-files.json", "tables": "tables.json",
+                "owners": "topic-owners.json"}
 _NAME = re.compile(r"(\d{10})\.json")
 _KEEP = 4  # files kept per name: the committed state and a few before it
 
