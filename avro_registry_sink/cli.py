@@ -85,7 +85,15 @@ def _check_registry_file(config) -> None:
 
 
 def _check_state(options, *, replay: bool = False) -> None:
-    """Damaged state found before Spark starts (exit 2): the embedded registry's SQLite file."""
+    """Damaged state found before Spark starts (exit 2): the checkpoint files a run (or a replay) reads, then the
+    embedded registry's SQLite file."""
+    from avro_registry_sink.spark.checkpoint_files import check_checkpoint_files
+
+    if replay:  # a replay reads the dead letters and the changelog's tables; Spark's logs are the run's
+        check_checkpoint_files(options.checkpoint_uri, spark=False, side_files=("job.json", "tables.json"),
+                               dead_letters=True)
+    else:
+        check_checkpoint_files(options.checkpoint_uri)
     _check_registry_file(options.sink)
 
 
