@@ -1,6 +1,7 @@
 """Command line: thin commands that parse options, build the configuration and call the library.
 
-Exit status: 0 on success, 2 for bad input (a one-line error on stderr), 1 for anything unexpected.
+Exit status: 0 on success, 2 for bad input and for damaged, unreadable or locked state files (a one-line error on
+stderr naming the option or the file; see :func:`_fail_for`), 1 for a failed run and anything unexpected.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Callable, Optional, get_type_hints
 import typer
 
 from avro_registry_sink.config import SinkConfig, load_config
-from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryUnavailable
+from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryFileError, RegistryUnavailable, StateError
 
 app = typer.Typer(
     name="avro-registry-sink",
@@ -66,6 +67,34 @@ def _fail(message: str, code: int = 2, secrets: Any = ()) -> typer.Exit:
 
     typer.echo(f"error: {redact_text(' '.join(message.split()), secrets)}", err=True)
     return typer.Exit(code)
+
+
+def _fail_for(exc: AvroSinkError, code: int) -> typer.Exit:
+    """``_fail`` for an error of the library: ``code``, except 2 for damaged, unreadable or locked state (a
+    :class:`StateError` names the file and what to do; rerunning alone would not help)."""
+    return _fail(str(exc), code=2 if isinstance(exc, StateError) else code)
+
+
+def _check_registry_file(config) -> None:
+    """Open the embedded registry's SQLite file once, if the configuration has one: a damaged, unreadable or
+    locked file (waited for at most ``AVRO_SINK_REGISTRY_LOCK_TIMEOUT``) raises :class:`RegistryFileError`."""
+    if config.registry.is_embedded and config.registry.embedded_data:
+        from avro_registry_sink.registry.embedded import RegistryStore
+
+        RegistryStore.open(config.registry.embedded_data).close()
+
+
+def _check_state(options, *, replay: bool = False) -> None:
+    """Damaged state found before Spark starts (exit 2): the checkpoint files a run (or a replay) reads, then the
+    embedded registry's SQLite file."""
+    from avro_registry_sink.spark.checkpoint_files import check_checkpoint_files
+
+    if replay:  # a replay reads the dead letters and the changelog's tables; Spark's logs are the run's
+        check_checkpoint_files(options.checkpoint_uri, spark=False, side_files=("job.json", "tables"),
+                               dead_letters=True)
+    else:
+        check_checkpoint_files(options.checkpoint_uri)
+    _check_registry_file(options.sink)
 
 
 def build_config(
@@ -241,6 +270,7 @@ def encode(
         router = build_router(cfg, ticdc.topic_rule)
         selection = TableSelection.from_config(cfg)
         tables = {(t.schema_name.lower(), t.table.lower()): t for t in read_tables(ddl)}
+        _check_registry_file(cfg)
         try:
             lines = events.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
@@ -402,6 +432,7 @@ def registry_serve(
     tls_client_ca: Annotated[Optional[Path], typer.Option("--tls-client-ca", help="Require client certificates signed by this PEM CA (mutual TLS).")] = None,
     max_request_bytes: Annotated[Optional[int], typer.Option("--max-request-bytes", help="Largest request body accepted (default 16 MiB); larger ones get 413.")] = None,
     max_schema_depth: Annotated[Optional[int], typer.Option("--max-schema-depth", help="Deepest JSON nesting of a schema (default 100, at most 300); deeper ones get 422.")] = None,
+    lock_timeout: Annotated[Optional[float], typer.Option("--lock-timeout", help="Seconds to wait when another process holds the --data file's lock (default 10, or AVRO_SINK_REGISTRY_LOCK_TIMEOUT).")] = None,
 ) -> None:
     """Run the embedded Confluent-compatible schema registry over HTTP(S)."""
     import os
@@ -460,7 +491,10 @@ def registry_serve(
             tls=tls,
             max_request_bytes=limit,
             max_schema_depth=depth,
+            lock_timeout=lock_timeout,
         )
+    except RegistryFileError as exc:
+        raise _fail(f"{exc} (option '--data')") from None
     except AvroSinkError as exc:
         raise _fail(str(exc)) from None
 
@@ -696,7 +730,8 @@ def run(
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
     Exit status 0 when the run ends normally (bad input lines are reported, not fatal), 1 when a batch
-    fails (it is not committed; rerun to resume from the checkpoint), 2 for bad options.
+    fails (it is not committed; rerun to resume from the checkpoint), 2 for bad options and for a damaged,
+    unreadable or locked checkpoint file or registry file (the error names the file and what to do).
     """
     from rich.console import Console
 
@@ -712,6 +747,7 @@ def run(
             on_missing_file=on_missing_file,
         )
         stores = _check_locations(options.source, job.checkpoint, options.sink)
+        _check_state(options)
         check_checkpoint(options)
         _check_tables(options.sink, job.topic_rule, options.tables)
         reporter = make_progress(job.progress)
@@ -726,7 +762,7 @@ def run(
     try:
         result = run_job(spark, options, progress=reporter)
     except AvroSinkError as exc:
-        raise _fail(str(exc), code=1) from None
+        raise _fail_for(exc, 1) from None
     if sys.stdout.isatty():
         _print_totals(result, Console())
     else:
@@ -744,7 +780,7 @@ def replay(
     Takes the same options as ``run`` (the same checkpoint: given, or derived from the same source and
     sink). Each dead-letter record is delivered at most once; rows that fail again stay dead-lettered with
     the new reason. Exit status 0 when every record was delivered, 1 when some failed again or a batch
-    failed, 2 for bad options.
+    failed, 2 for bad options and for a damaged, unreadable or locked checkpoint file or registry file.
     """
     from avro_registry_sink.progress import make_progress
     from avro_registry_sink.spark.job import check_checkpoint
@@ -753,6 +789,7 @@ def replay(
     try:
         options = job.job_options()
         stores = _check_locations(options.source, job.checkpoint, options.sink)
+        _check_state(options, replay=True)
         if not check_checkpoint(options):
             raise ValueError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the --checkpoint (or the "
                              "same --source, --sink-uri and --state-dir) of the run whose dead letters to replay.")
@@ -764,7 +801,7 @@ def replay(
     try:
         result = replay_dead_letters(spark, options, progress=reporter)
     except AvroSinkError as exc:
-        raise _fail(str(exc), code=1) from None
+        raise _fail_for(exc, 1) from None
     summary = {"status": "ok" if not result.failed_again else "failed_again", "replay": result.replay,
                "checkpoint": str(options.checkpoint), "pending": result.pending, "delivered": result.delivered,
                "failed_again": result.failed_again, "not_replayable": result.not_replayable,
@@ -965,6 +1002,11 @@ def main() -> None:
         sys.exit(130)
     except typer.Abort:  # pragma: no cover - interactive
         sys.exit(1)
+    except StateError as exc:  # damaged or locked state a command let through: still one line, never a traceback
+        from avro_registry_sink.redact import redact_text
+
+        typer.echo(f"error: {redact_text(' '.join(str(exc).split()))}", err=True)
+        sys.exit(2)
     except typer.TyperException as exc:  # click's usage errors (typer ships its own click)
         context = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and context is not None:

@@ -15,6 +15,9 @@ The tree::
     ├── RoutingError(AvroSinkError, ValueError)      invalid topic rule, two tables on one topic
     ├── EncodingError(AvroSinkError, ValueError)     table, column, schema id, short repr of the value
     ├── SourceError(AvroSinkError, ValueError)       malformed input file/message: location and reason
+    ├── StateError(AvroSinkError)                    a state file damaged, unreadable or locked: path, problem
+    │   ├── RegistryFileError                        the embedded registry's SQLite file
+    │   └── CheckpointError                          a file under the job's checkpoint (Spark's logs, side files)
     └── RegistryError(AvroSinkError)                 status_code, error_code, subject, schema_id
         ├── RegistryUnavailable                      transport errors, 408/429/5xx (retryable)
         ├── SubjectNotFound          40401           ├── VersionNotFound       40402
@@ -91,6 +94,22 @@ class EncodingError(AvroSinkError, ValueError):
 
 class SourceError(AvroSinkError, ValueError):
     """An input file or message is malformed; the message names where and why."""
+
+
+class StateError(AvroSinkError):
+    """A file the product keeps its state in is damaged, unreadable or locked; the message names the file, what
+    was found and what to do. ``path`` is the file, ``problem`` a short word for what is wrong with it (``locked``,
+    ``damaged``, ``incomplete``, ``missing``, ``unreadable``, ``newer-version`` ...). The CLI exits with 2: a rerun
+    alone does not help, the file has to be seen to first."""
+
+
+class RegistryFileError(StateError):
+    """The embedded registry's SQLite file cannot be used (damaged, not a database, unreadable, locked)."""
+
+
+class CheckpointError(StateError):
+    """A file under the job's checkpoint (Spark's offsets, commits, metadata, source logs; job.json, tables.json,
+    held-files.json, storage-files.json, dead letters) is torn, missing or unreadable."""
 
 
 class RegistryError(AvroSinkError):

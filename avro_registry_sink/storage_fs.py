@@ -631,6 +631,13 @@ class StoreFS:
         info = self._guard("read", lambda: self.fs.get_file_info(self._path(relative)))
         return info.type == fs.FileType.File
 
+    def is_dir(self, relative: str) -> bool:
+        """Whether ``relative`` is a directory (object stores: a prefix some object lies under)."""
+        from pyarrow import fs
+
+        info = self._guard("read", lambda: self.fs.get_file_info(self._path(relative)))
+        return info.type == fs.FileType.Directory
+
     def read_bytes(self, relative: str) -> bytes:
         """The bytes of a file; :class:`FileNotFoundError` when there is none."""
         def run() -> bytes:

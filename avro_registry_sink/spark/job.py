@@ -50,6 +50,7 @@ from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, Pr
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection
+from avro_registry_sink.spark import checkpoint_files
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
@@ -1227,8 +1228,12 @@ def run_job(
     :func:`build_sink`; ``timeout`` stops a continuous run after that many seconds, ``until`` as soon as
     it returns true for the totals (checked every second). Raises
     :class:`JobFailed` (or the batch's own error, e.g. ``SchemaEvolutionError``) when a batch fails;
-    everything before that batch is committed.
+    everything before that batch is committed. A damaged, missing or unreadable checkpoint file raises
+    :class:`~avro_registry_sink.errors.CheckpointError` naming it (before the query starts when it can be seen,
+    else from Spark's error), an unusable embedded registry file
+    :class:`~avro_registry_sink.errors.RegistryFileError`.
     """
+    checkpoint_files.check_checkpoint_files(options.checkpoint_uri)
     _check_checkpoint(options)
     guard_loggers("py4j.clientserver", "py4j.java_gateway")  # their debug records carry the Kafka settings
     progress = progress or NullProgress()
@@ -1262,8 +1267,9 @@ def run_job(
                         "checkpoint": str(checkpoint), "available_now": options.available_now})
         error: BaseException | None = None
         stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
-        query = writer.start()
+        query = None
         try:
+            query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
             if options.available_now:
                 query.awaitTermination()
             else:
@@ -1278,7 +1284,8 @@ def run_job(
                     query.stop()
         except KeyboardInterrupt:
             stopped = True
-            query.stop()
+            if query is not None:
+                query.stop()
         except Exception as exc:  # the query failed: prefer the batch's own error
             error = processor.failure or exc
         finally:
@@ -1287,7 +1294,8 @@ def run_job(
             error = processor.failure
         if error is not None and not isinstance(error, AvroSinkError):
             failed = processor.failed_batch if processor.failed_batch is not None else processor.current_batch
-            error = _resource_error(spark, error, settings, failed, options) or error
+            error = (checkpoint_files.checkpoint_failure(error, checkpoint)
+                     or _resource_error(spark, error, settings, failed, options) or error)
         with contextlib.suppress(Exception):  # a reporter must not hide the failure
             progress.finish(processor.totals, error)
         if error is not None:

@@ -67,27 +67,42 @@ def _dead_letter_files(directory: Path) -> list[Path]:
     return batches + replays
 
 
+#: What to do about a damaged replay marker or dead-letter line (see ``checkpoint_files``).
+_MARKER_ADVICE = ("restore it from a backup, or delete it: the records that replay delivered are then pending again "
+                  "(a next replay delivers them twice)")
+_LINE_ADVICE = ("remove that line (its row is then not replayed; the input location it had is in the lines around "
+                "it) or restore the file from a backup, and replay again")
+
+
 def _delivered_ids(directory: Path) -> set[str]:
+    from avro_registry_sink.spark.checkpoint_files import read_json_file
+
     done: set[str] = set()
     for marker in sorted((directory / "replayed").glob("replay-*.json")):
-        done.update(json.loads(marker.read_text(encoding="utf-8"))["delivered"])
+        data = read_json_file(marker, _MARKER_ADVICE)
+        if not isinstance(data.get("delivered"), list):
+            from avro_registry_sink.errors import CheckpointError
+
+            raise CheckpointError(f"Checkpoint file {str(marker)!r} is damaged (no list of delivered records): "
+                                  f"{_MARKER_ADVICE}.", path=str(marker), problem="damaged")
+        done.update(data["delivered"])
     return done
 
 
 def pending_records(checkpoint: Path) -> list[dict[str, Any]]:
-    """The dead-letter records of ``checkpoint`` no replay has delivered yet (the newest record per id)."""
+    """The dead-letter records of ``checkpoint`` no replay has delivered yet (the newest record per id);
+    :class:`~avro_registry_sink.errors.CheckpointError` names a damaged dead-letter file or replay marker."""
+    from avro_registry_sink.spark.checkpoint_files import read_json_lines
+
     directory = checkpoint / "dead-letter"
     if not directory.is_dir():
         return []
     delivered = _delivered_ids(directory)
     latest: dict[str, dict[str, Any]] = {}
     for path in _dead_letter_files(directory):
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    record = json.loads(line)
-                    if record.get("id") and record["id"] not in delivered:
-                        latest[record["id"]] = record
+        for record in read_json_lines(path, _LINE_ADVICE):
+            if record.get("id") and record["id"] not in delivered:
+                latest[record["id"]] = record
     return list(latest.values())
 
 

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from avro_registry_sink.errors import RegistryError
+from avro_registry_sink.errors import RegistryError, StateError
 from avro_registry_sink.registry.embedded.guard import (
     DEFAULT_MAX_REQUEST_BYTES,
     BasicAuthUsers,
@@ -196,6 +196,10 @@ def _endpoint(store: RegistryStore, handler: Handler) -> Callable[[Request], Awa
             return _error(413, 413, str(exc))
         except RecursionError:  # the depth limits keep this out of reach; never a 500 all the same
             return _error(422, 42201, "Invalid schema: nested too deeply")
+        except StateError as exc:  # the SQLite file: locked for too long, or damaged (one line, no stack)
+            log.error("embedded registry: %s %s failed: %s", request.method, request.url.path, exc)
+            locked = getattr(exc, "problem", None) == "locked"
+            return _error(500, 50002 if locked else 50001, exc.message)  # Confluent's store timeout / store error
         except Exception as exc:  # the registry answers 500 with a body rather than dropping the connection
             log.exception("embedded registry: %s %s failed", request.method, request.url.path)
             return _error(500, 500, f"Internal error: {type(exc).__name__}: {exc}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-import sqlite3
 import ssl
 import threading
 import time
@@ -243,14 +242,12 @@ def serve(
 ) -> None:
     """Serve the registry in the foreground until interrupted (``avro-registry-sink registry serve``).
 
-    Options as :class:`EmbeddedRegistry`; the caller reports :func:`exposure_warning` if it wants to.
+    Options as :class:`EmbeddedRegistry` (``lock_timeout=`` among the store options: seconds to wait for another
+    process's lock on the SQLite file); the caller reports :func:`exposure_warning` if it wants to.
     """
     if tls is not None:
         tls.check()
-    try:
-        store = RegistryStore.open(data, **store_options)
-    except (sqlite3.Error, OSError) as exc:
-        raise ConfigError(f"Invalid value {data!r} for option '--data': cannot open it as SQLite ({exc}).", option="--data") from None
+    store = RegistryStore.open(data, **store_options)  # a file it cannot use: RegistryFileError, naming it
     try:
         try:  # bound here, so a taken port or unknown host is a one-line error rather than a server log
             sock = _bind(host, port)

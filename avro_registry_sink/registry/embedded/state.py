@@ -1,6 +1,12 @@
 """The embedded registry's state (schemas, subjects, versions, config, mode), its mutations ("ops"), and
 the two backends: in memory, and SQLite (every op written through in one transaction, reloaded when
 another connection changed the file).
+
+A SQLite file that cannot be used - damaged (truncated, overwritten), not a database, unreadable, a directory, or
+locked by another process for longer than the lock timeout (``AVRO_SINK_REGISTRY_LOCK_TIMEOUT``, default 10 s) -
+raises :class:`~avro_registry_sink.errors.RegistryFileError` naming the file and what to do
+(:func:`registry_file_error` is the one place that words it). A zero-length file is an empty registry, as
+SQLite itself takes it (the state of a file created and not yet written).
 """
 
 from __future__ import annotations
@@ -13,8 +19,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DropVersion", "MemoryBackend", "Op", "PutConfig", "PutMode", "PutSchema", "PutVersion", "Reference",
-           "SqliteBackend", "State", "StoredSchema", "Version"]
+from avro_registry_sink.errors import ConfigError, RegistryFileError
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "DropVersion", "MemoryBackend", "Op", "PutConfig", "PutMode",
+           "PutSchema", "PutVersion", "Reference", "SqliteBackend", "State", "StoredSchema", "Version",
+           "lock_timeout_seconds", "registry_file_error"]
+
+#: Seconds the SQLite file's users wait for another process's lock before giving up.
+DEFAULT_LOCK_TIMEOUT = 10.0
+#: The environment variable that changes :data:`DEFAULT_LOCK_TIMEOUT` (``registry serve --lock-timeout`` wins).
+LOCK_TIMEOUT_ENV = "AVRO_SINK_REGISTRY_LOCK_TIMEOUT"
 
 # ---------------------------------------------------------------------------------------------------
 # Registry state and its mutations ("ops"), shared by both backends.
@@ -165,64 +179,169 @@ CREATE TABLE IF NOT EXISTS mode (scope TEXT PRIMARY KEY, mode TEXT NOT NULL);
 """
 
 
-class SqliteBackend:
-    """One SQLite file in WAL mode; each mutation is one ``BEGIN IMMEDIATE`` transaction."""
+def lock_timeout_seconds(value: float | str | None = None) -> float:
+    """Seconds to wait for another process's lock on the SQLite file: ``value``, else the environment's
+    ``AVRO_SINK_REGISTRY_LOCK_TIMEOUT``, else :data:`DEFAULT_LOCK_TIMEOUT`; :class:`ConfigError` for a bad value.
 
-    def __init__(self, path: str) -> None:
+    >>> lock_timeout_seconds(2.5)
+    2.5
+    """
+    source = "--lock-timeout"
+    if value is None:
+        value, source = os.environ.get(LOCK_TIMEOUT_ENV, "").strip() or DEFAULT_LOCK_TIMEOUT, LOCK_TIMEOUT_ENV
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 <= seconds <= 86400 or seconds != seconds:
+        raise ConfigError(f"Invalid value {value!r} for {source}: the seconds to wait for a locked registry file, "
+                          "a number from 0 to 86400 (default 10).", option=source, value=str(value))
+    return seconds
+
+
+def _file_head(path: str, start: bool = True) -> str:
+    """What the file holds, for a message: its size (and first bytes)."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return "cannot be read"
+    return f"{size} bytes, starting {head!r}" if start else f"{size} bytes"
+
+
+def registry_file_error(path: str, exc: BaseException, waited: float) -> RegistryFileError:
+    """The one place a SQLite or OS error of the registry file ``path`` becomes a one-line
+    :class:`RegistryFileError`: the file, what was found, what to do. ``waited``: the lock timeout used."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    where = f"The embedded registry's SQLite file {path!r}"
+    other_file = ("restore it (with its -wal and -shm files) from a backup, or move it aside and use another file: a "
+                  "rerun of the jobs with a new checkpoint registers their schemas again (with ids that may differ "
+                  "from those in records already written)")
+    code = getattr(exc, "sqlite_errorname", "")
+    if "locked" in text or code.startswith("SQLITE_BUSY"):
+        return RegistryFileError(
+            f"{where} is locked by another process (waited {waited:g} s for it: {text}): stop the other process "
+            "writing to it (another run, replay or `registry serve` with this file, a sqlite3 shell), or let it "
+            f"wait longer with {LOCK_TIMEOUT_ENV}=SECONDS.", path=path, problem="locked")
+    if os.path.isdir(path):
+        return RegistryFileError(f"{where} is a directory, not a file: remove or rename the directory, or point the "
+                                 "registry at a file.", path=path, problem="directory")
+    if "not a database" in text or code == "SQLITE_NOTADB":
+        return RegistryFileError(f"{where} is not a SQLite database ({_file_head(path)}: {text}): {other_file}.",
+                                 path=path, problem="not-a-database")
+    if "malformed" in text or "corrupt" in text or code.startswith("SQLITE_CORRUPT") or code == "SQLITE_IOERR_SHORT_READ":
+        return RegistryFileError(f"{where} is damaged ({text}; {_file_head(path, start=False)}: truncated or overwritten): "
+                                 f"{other_file}.", path=path, problem="damaged")
+    if isinstance(exc, OSError):  # the file or its directory cannot be made
+        return RegistryFileError(f"{where} cannot be created or opened ({text}): check the path (each directory on "
+                                 "it must be a directory this user may write).", path=path, problem="unreadable")
+    if "readonly" in text or "unable to open" in text or \
+            code.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+        return RegistryFileError(f"{where} cannot be opened for reading and writing ({text}): check that it and its "
+                                 "directory exist and that this user may write them.", path=path, problem="unreadable")
+    return RegistryFileError(f"{where} cannot be used ({text}): {other_file}.", path=path, problem="unusable")
+
+
+class SqliteBackend:
+    """One SQLite file in WAL mode; each mutation is one ``BEGIN IMMEDIATE`` transaction.
+
+    Opening checks the file (``PRAGMA quick_check``) and waits at most ``lock_timeout`` seconds (see
+    :func:`lock_timeout_seconds`) for another process's lock, as every later transaction does; SQLite's errors
+    come out as :class:`RegistryFileError` (:func:`registry_file_error`)."""
+
+    def __init__(self, path: str, lock_timeout: float | None = None) -> None:
         self.path = path
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        with self.transaction():
-            for statement in _SQLITE_SCHEMA.split(";"):  # executescript would COMMIT first
-                if statement.strip():
-                    self._conn.execute(statement)
-            self._conn.execute(
-                "INSERT OR IGNORE INTO registry_meta (key, value) VALUES ('format', '1')"
-            )
+        self.lock_timeout = lock_timeout_seconds(lock_timeout)
+        self._conn: sqlite3.Connection | None = None
+        try:
+            parent = os.path.dirname(os.path.abspath(path))
+            os.makedirs(parent, exist_ok=True)
+            self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                                         timeout=self.lock_timeout)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            with self.transaction():
+                for statement in _SQLITE_SCHEMA.split(";"):  # executescript would COMMIT first
+                    if statement.strip():
+                        self._conn.execute(statement)
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO registry_meta (key, value) VALUES ('format', '1')"
+                )
+            problems = [row[0] for row in self._conn.execute("PRAGMA quick_check(3)")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("database disk image is malformed: " + "; ".join(problems))
+        except (sqlite3.Error, OSError) as exc:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+            raise registry_file_error(path, exc, self.lock_timeout) from exc
         self._data_version = -1
 
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise registry_file_error(self.path, exc, self.lock_timeout) from exc
+
     def _current_version(self) -> int:
+        assert self._conn is not None
         return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def load(self) -> State:
         state = State()
         conn = self._conn
-        for sid, stype, text, refs, digest in conn.execute(
-            "SELECT id, schema_type, schema, refs, digest FROM schemas ORDER BY id"
-        ):
-            references = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in json.loads(refs))
-            state.apply(PutSchema(StoredSchema(sid, stype, text, references, digest)))
-        for subject, version, sid, deleted in conn.execute(
-            "SELECT subject, version, schema_id, deleted FROM versions ORDER BY subject, version"
-        ):
-            state.apply(PutVersion(Version(subject, version, sid, bool(deleted))))
-        for scope, value in conn.execute("SELECT scope, value FROM config"):
-            state.apply(PutConfig(None if scope == _GLOBAL_SCOPE else scope, json.loads(value)))
-        for scope, mode in conn.execute("SELECT scope, mode FROM mode"):
-            state.apply(PutMode(None if scope == _GLOBAL_SCOPE else scope, mode))
-        self._data_version = self._current_version()
+        assert conn is not None
+        with self._errors():
+            for sid, stype, text, refs, digest in conn.execute(
+                "SELECT id, schema_type, schema, refs, digest FROM schemas ORDER BY id"
+            ):
+                references = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in json.loads(refs))
+                state.apply(PutSchema(StoredSchema(sid, stype, text, references, digest)))
+            for subject, version, sid, deleted in conn.execute(
+                "SELECT subject, version, schema_id, deleted FROM versions ORDER BY subject, version"
+            ):
+                state.apply(PutVersion(Version(subject, version, sid, bool(deleted))))
+            for scope, value in conn.execute("SELECT scope, value FROM config"):
+                state.apply(PutConfig(None if scope == _GLOBAL_SCOPE else scope, json.loads(value)))
+            for scope, mode in conn.execute("SELECT scope, mode FROM mode"):
+                state.apply(PutMode(None if scope == _GLOBAL_SCOPE else scope, mode))
+            self._data_version = self._current_version()
         return state
 
     def is_stale(self) -> bool:
         # data_version changes only when *another* connection commits, so our own writes never count.
-        return self._current_version() != self._data_version
+        with self._errors():
+            return self._current_version() != self._data_version
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        self._conn.execute("BEGIN IMMEDIATE")
+        conn = self._conn
+        assert conn is not None
+        with self._errors():
+            conn.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
             raise
-        self._conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise registry_file_error(self.path, exc, self.lock_timeout) from exc
 
     def persist(self, ops: Sequence[Op]) -> None:
+        with self._errors():
+            self._persist(ops)
+
+    def _persist(self, ops: Sequence[Op]) -> None:
         conn = self._conn
+        assert conn is not None
         for op in ops:
             if isinstance(op, PutSchema):
                 s = op.schema
@@ -255,6 +374,7 @@ class SqliteBackend:
                     conn.execute("INSERT OR REPLACE INTO mode (scope, mode) VALUES (?, ?)", (scope, op.mode))
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
 

@@ -326,11 +326,18 @@ class RegistryStore:
         self._equivalence_cache: dict[tuple[int, str], object] = {}
 
     @classmethod
-    def open(cls, data: str | None = None, **options: Any) -> RegistryStore:
-        """In memory when ``data`` is None or ``":memory:"``, else the SQLite file at ``data``."""
+    def open(cls, data: str | None = None, *, lock_timeout: float | None = None, **options: Any) -> RegistryStore:
+        """In memory when ``data`` is None or ``":memory:"``, else the SQLite file at ``data`` (waiting at most
+        ``lock_timeout`` seconds for another process's lock, see :class:`SqliteBackend`). A file that cannot be
+        used raises :class:`~avro_registry_sink.errors.RegistryFileError`."""
         if data is None or data == ":memory:":
             return cls(MemoryBackend(), **options)
-        return cls(SqliteBackend(data), **options)
+        backend = SqliteBackend(data, lock_timeout)
+        try:
+            return cls(backend, **options)
+        except BaseException:
+            backend.close()
+            raise
 
     @property
     def path(self) -> str | None:
