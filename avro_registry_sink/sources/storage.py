@@ -157,6 +157,11 @@ class StorageLayout:
         self._listing = self.store.list_files_stamped()
         return frozenset(relpath for relpath, _ in self._listing)
 
+    def listing(self) -> list[tuple[str, tuple[int | None, int | None]]]:
+        """The listing of the last :meth:`refresh` (a new one without it): each file's relative path and its
+        (size, modification time)."""
+        return self._listing if self._listing is not None else self.store.list_files_stamped()
+
     def _walk(self) -> Iterable[tuple[str, tuple[str, ...]]]:
         """(relative posix path, its parts) of every file under the root, sorted."""
         return [(relpath, parts) for relpath, parts, _ in self._walk_stamped()]

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
-from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
+from avro_registry_sink.errors import AvroSinkError, CheckpointError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
@@ -463,6 +463,8 @@ class _BatchProcessor:
         self._side_loaded_from_store = False  # this batch read its side state from the checkpoint
         self._broken_before: set[str] = set()
         self._catalog_changed = False
+        #: a storage batch's files given by the caller (a replay) instead of the stream's offsets
+        self.explicit_files: list[tuple[str, str, bool]] | None = None
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
         self._tally_accumulator: Any = None  # see _tally
@@ -547,7 +549,7 @@ class _BatchProcessor:
         self._begin_side(batch_id)
         missing: list[dict[str, Any]] = []
         if self.options.source.is_storage:
-            prepared = self._prepare_storage(spark, batch_df, output, missing)
+            prepared = self._prepare_storage(spark, batch_id, output, missing)
         else:
             prepared = self._prepare_changelog(spark, batch_df)
         if prepared is None:
@@ -705,20 +707,19 @@ class _BatchProcessor:
 
     # -- storage -------------------------------------------------------------------------------------
 
-    def _prepare_storage(self, spark: SparkSession, batch_df: DataFrame, output: Any,
-                         missing: list[dict[str, Any]]) -> Any:
-        """The batch's data files (new ones from the stream, held ones of earlier batches) resolved, planned
-        and encoded; files that are gone go to ``missing`` as dead-letter records (see :meth:`_missing`)."""
-        rows = batch_df.select("relpath", "path", "missing").collect()
-        held_before = dict(self._held_files)
-        if not rows and not held_before:
-            return None
+    def _prepare_storage(self, spark: SparkSession, batch_id: int, output: Any, missing: list[dict[str, Any]]) -> Any:
+        """The batch's data files (new ones from the stream's offsets, held ones of earlier batches) resolved,
+        planned and encoded; files that are gone go to ``missing`` as dead-letter records (see :meth:`_missing`)."""
         assert self.layout is not None
         location = self.layout.location
         listed = self.layout.refresh()  # one listing per batch: schema files, and which files are still there
-        gone = sorted({r["relpath"] for r in rows if r["missing"] or r["relpath"] not in listed}
+        rows = self.explicit_files if self.explicit_files is not None else self._stream_files(batch_id)
+        held_before = dict(self._held_files)
+        if not rows and not held_before:
+            return None
+        gone = sorted({relpath for relpath, _, missing in rows if missing or relpath not in listed}
                       | {relpath for relpath in held_before if relpath not in listed})
-        paths = [r["path"] for r in rows if r["relpath"] not in gone]
+        paths = [path for relpath, path, _ in rows if relpath not in gone]
         retried = [location.hadoop_uri(relpath) for relpath in held_before if relpath not in gone]
         files = self._filter_storage(resolve_storage_files(self.layout, paths + retried, self.hints,
                                                            self._completed))
@@ -751,6 +752,34 @@ class _BatchProcessor:
         else:
             encoded = spark.createDataFrame([], ENCODED_DDL)
         return encoded, plans, early, len(paths) + len(retried_now), []
+
+    def _stream_files(self, batch_id: int) -> list[tuple[str, str, bool]]:
+        """The batch's files ``(relpath, Hadoop URI, missing)`` from its offsets in Spark's offset log.
+
+        Spark writes a batch's end offset before the batch runs and reruns an uncommitted batch with the
+        same one; the start is the end of the batch before. Reading them here, on the driver, instead of
+        the stream's rows keeps Spark's Python source to the driver (its planning process), where the
+        driver's Python runs it even when the executors' Python is another one (``--archives ...#env``)."""
+        from avro_registry_sink.spark.storage_source import batch_files, initial_offset, list_tree
+
+        assert self.layout is not None
+        end = self._logged_offset(batch_id)
+        start = self._logged_offset(batch_id - 1) if batch_id > 0 else initial_offset()
+        files = batch_files(start, end, list_tree(self.layout, self.layout.listing()))
+        return [(relpath, self.layout.location.hadoop_uri(relpath), missing) for relpath, missing in files]
+
+    def _logged_offset(self, batch_id: int) -> dict[str, Any]:
+        """The storage tree's offset at the end of batch ``batch_id``, as Spark's offset log holds it."""
+        name = f"spark/offsets/{batch_id}"
+        try:
+            lines = self.state.read_text(name).splitlines()
+            return dict(json.loads(lines[2]))
+        except (FileNotFoundError, IndexError, ValueError) as exc:
+            where = str(self.options.checkpoint_uri.child(name))
+            raise CheckpointError(
+                f"Checkpoint file {where!r} does not hold the storage tree's offset of batch {batch_id} "
+                f"({type(exc).__name__}: {exc}); it is damaged or was written by another job. Use the checkpoint "
+                "this job wrote, or a new one.", path=where, problem="damaged") from None
 
     def _missing(self, gone: list[str]) -> list[dict[str, Any]]:
         """Dead-letter records for data files that vanished before they were read (deleted by TiCDC's

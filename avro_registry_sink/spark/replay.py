@@ -233,12 +233,12 @@ def replay_dead_letters(
             processor = _batch_processor(replay_options, client, router, sink, progress)
             progress.start({"source": f"replay {number} of {checkpoint / 'dead-letter'}",
                             "sink": getattr(sink, "description", ""), "checkpoint": str(checkpoint)})
-            # the stream's batch shape: a storage tree's files (relpath, path, missing); changelog files'
-            # contents (``binaryFile``: path, content)
+            # a storage tree's files are given to the processor (relpath, path, missing); changelog files'
+            # contents come as the stream's batch shape (``binaryFile``: path, content)
             if options.source.is_storage:
-                rows = [(Path(unquote(urlsplit(p).path)).relative_to(tree.resolve()).as_posix(), p, False)
-                        for p in paths]
-                batch = spark.createDataFrame(rows, STREAM_DDL)
+                processor.explicit_files = [
+                    (Path(unquote(urlsplit(p).path)).relative_to(tree.resolve()).as_posix(), p, False) for p in paths]
+                batch = spark.createDataFrame([], STREAM_DDL)
             else:
                 batch = spark.read.format("binaryFile").load(paths).select("path", "content")
             processor(batch, batch_id)

@@ -105,11 +105,13 @@ class TreeListing:
         return any(f.relpath == relpath for f in self.dirs.get(directory, {}).values()) or relpath in self.other
 
 
-def list_tree(layout: StorageLayout) -> TreeListing:
-    """List ``layout``'s tree once: every data file by directory and number, with its size."""
+def list_tree(layout: StorageLayout, files: Iterable[tuple[str, tuple[int | None, int | None]]] | None = None,
+              ) -> TreeListing:
+    """Every data file of ``layout``'s tree by directory and number, with its size: from ``files`` (a listing
+    with each file's (size, modification time)) or a new listing."""
     dirs: dict[str, dict[int, TreeFile]] = {}
     other: list[str] = []
-    for relpath, (size, _) in layout.store.list_files_stamped():
+    for relpath, (size, _) in (files if files is not None else layout.store.list_files_stamped()):
         parts = tuple(relpath.split("/"))
         if len(parts) not in _DATA_DEPTHS or not _LOOKS_LIKE_DATA.fullmatch(parts[-1]):
             continue
@@ -253,13 +255,10 @@ def _location_from(text: str) -> StorageURI:
     return StorageURI(**fields)
 
 
-class _FilesPartition(InputPartition):
-    """A batch's files as plain tuples (``relpath, path, missing``)."""
-
-
 class StorageTreeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Plans batches of a storage tree by file number (see the module docs); runs in Spark's Python
-    source process on the driver, except :meth:`read`, which only hands the planned rows over."""
+    """Plans batches of a storage tree by file number (see the module docs); runs in Spark's Python source
+    process on the driver. The job takes a batch's files from the offsets Spark logged
+    (:func:`batch_files`), so :meth:`read` only serves whoever reads the stream itself."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
         from avro_registry_sink.sources.storage import StorageLayout
@@ -269,7 +268,6 @@ class StorageTreeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_files = int(options[_MAX_FILES_OPTION]) if options.get(_MAX_FILES_OPTION) else None
         self.max_bytes = int(options[_MAX_BYTES_OPTION]) if options.get(_MAX_BYTES_OPTION) else None
         self._frozen: TreeListing | None = None  # Trigger.AvailableNow: the tree as it was at the start
-        self._planned: tuple[str, TreeListing] | None = None  # the end offset last planned, with its listing
 
     def initialOffset(self) -> dict:
         return initial_offset()
@@ -281,35 +279,21 @@ class StorageTreeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxBytes(self.max_bytes)
         return ReadAllAvailable()
 
-    def _listing(self) -> TreeListing:
-        return self._frozen if self._frozen is not None else list_tree(self.layout)
-
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        listing = self._listing()
-        end = end_offset(start, listing, max_files=limit.max_files if isinstance(limit, ReadMaxFiles) else None,
-                         max_bytes=limit.max_bytes if isinstance(limit, ReadMaxBytes) else None)
-        self._planned = (json.dumps(end, sort_keys=True), listing)
-        return end
+        listing = self._frozen if self._frozen is not None else list_tree(self.layout)
+        return end_offset(start, listing, max_files=limit.max_files if isinstance(limit, ReadMaxFiles) else None,
+                          max_bytes=limit.max_bytes if isinstance(limit, ReadMaxBytes) else None)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._frozen = list_tree(self.layout)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        planned = self._planned
-        # the listing latestOffset used for this end offset, else (a rerun after a restart) a new one
-        listing = planned[1] if planned is not None and planned[0] == json.dumps(end, sort_keys=True) \
-            else list_tree(self.layout)
-        files = batch_files(start, end, listing)
-        if not files:
-            return []
-        return [_FilesPartition([(relpath, self.location.hadoop_uri(relpath), missing) for relpath, missing in files])]
+        return [] if start == end else [InputPartition((start, end))]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        yield from partition.value  # type: ignore[attr-defined]
-
-    def commit(self, end: dict) -> None:
-        if self._planned is not None and self._planned[0] == json.dumps(end, sort_keys=True):
-            self._planned = None
+        start, end = partition.value  # type: ignore[attr-defined]
+        for relpath, missing in batch_files(start, end, list_tree(self.layout)):
+            yield relpath, self.location.hadoop_uri(relpath), missing
 
 
 class StorageTreeSource(DataSource):
@@ -326,11 +310,27 @@ class StorageTreeSource(DataSource):
         return StorageTreeReader(self.options)
 
 
+def _register_for_the_driver(spark: SparkSession, source: type[DataSource]) -> None:
+    """Register ``source`` to run on the driver's Python. Spark runs a Python source's planning in a process
+    of the interpreter its context names for the executors, which under spark-submit with
+    ``--archives env.tar.gz#env`` is ``./env/bin/python``: a path that exists in the executors' directories,
+    not beside the driver. The job needs the source only on the driver (see :class:`StorageTreeReader`)."""
+    import sys
+
+    context = spark.sparkContext
+    executors_python = context.pythonExec
+    context.pythonExec = sys.executable
+    try:
+        spark.dataSource.register(source)
+    finally:
+        context.pythonExec = executors_python
+
+
 def storage_tree_stream(spark: SparkSession, location: StorageURI, *, max_files_per_trigger: int | None = None,
                         max_bytes_per_trigger: int | None = None) -> DataFrame:
     """The new data files of the storage tree at ``location``: a streaming DataFrame of :data:`STREAM_DDL`
     rows, at most that many files (else bytes) per micro-batch."""
-    spark.dataSource.register(StorageTreeSource)
+    _register_for_the_driver(spark, StorageTreeSource)
     reader = spark.readStream.format(FORMAT_NAME).option(_LOCATION_OPTION, _location_json(location))
     if max_files_per_trigger:
         reader = reader.option(_MAX_FILES_OPTION, str(int(max_files_per_trigger)))
