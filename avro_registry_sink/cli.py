@@ -90,8 +90,13 @@ def _check_state(options, *, replay: bool = False) -> None:
     from avro_registry_sink.spark.checkpoint_files import check_checkpoint_files
 
     if replay:  # a replay reads the dead letters and the changelog's tables; Spark's logs are the run's
-        check_checkpoint_files(options.checkpoint_uri, spark=False, side_files=("job.json", "tables"),
-                               dead_letters=True)
+        check_checkpoint_files(options.checkpoint_uri, spark=False, side_files=("job.json", "tables"))
+        if options.checkpoint_uri.is_local:
+            from pathlib import Path
+
+            from avro_registry_sink.spark.replay import pending_records
+
+            pending_records(Path(options.checkpoint_uri.path))  # a damaged dead-letter file: CheckpointError
     else:
         check_checkpoint_files(options.checkpoint_uri)
     _check_registry_file(options.sink)
@@ -948,8 +953,8 @@ def package(
 
     Prints the spark-submit command line (packages pinned to this Spark's and Hadoop's versions).
     """
-    from avro_registry_sink.spark.job import kafka_package
     from avro_registry_sink.spark.package import build_executor_env
+    from avro_registry_sink.spark.packages import kafka_package
     from avro_registry_sink.spark.session import store_packages
 
     try:

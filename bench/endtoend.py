@@ -68,7 +68,8 @@ EVENT_DIR = Path(tempfile.gettempdir()) / f"bench-spark-events-{os.getpid()}"
 def bench_session() -> SparkSession:
     """The session the product's CLI would build (``job_session``), with the Kafka and Avro packages and
     Spark's event log on (stage times for the "where the time goes" table)."""
-    from avro_registry_sink.spark.job import _ivy_dir, kafka_package
+    from avro_registry_sink.spark.packages import ivy_dir as _ivy_dir
+    from avro_registry_sink.spark.packages import kafka_package
     from avro_registry_sink.spark.session import local_session
     from bench.anchor import avro_package
 

@@ -308,11 +308,10 @@ def _state_file(state: StoreFS, name: str) -> str:
 
 
 def check_checkpoint_files(checkpoint: StorageURI, *, spark: bool = True,
-                           side_files: Iterable[str] = (*SIDE_FILES, *STATE_FILES),
-                           dead_letters: bool = False) -> None:
+                           side_files: Iterable[str] = (*SIDE_FILES, *STATE_FILES)) -> None:
     """Raise :class:`CheckpointError` for the first damaged, missing or unreadable file a run (``spark``: Spark's
-    logs; ``side_files``: those of :data:`SIDE_FILES` and :data:`STATE_FILES`) or a replay (``dead_letters``: a local checkpoint's
-    dead-letter files and replay markers) would read; writes nothing. A checkpoint that does not exist yet is
+    logs; ``side_files``: those of :data:`SIDE_FILES` and :data:`STATE_FILES`) would read (a replay's dead-letter
+    files are checked by reading them: :func:`~avro_registry_sink.spark.replay.pending_records`); writes nothing. A checkpoint that does not exist yet is
     fine (and a file in its place is :func:`~avro_registry_sink.spark.job.check_checkpoint`'s to report)."""
     if checkpoint.is_local and Path(checkpoint.path).exists() and not Path(checkpoint.path).is_dir():
         return
@@ -329,10 +328,6 @@ def check_checkpoint_files(checkpoint: StorageURI, *, spark: bool = True,
                                   problem=problem[0])
     if spark:
         _spark_logs(state, checkpoint)
-    if dead_letters and checkpoint.is_local:
-        from avro_registry_sink.spark.replay import pending_records
-
-        pending_records(Path(checkpoint.path))
 
 
 #: Spark's classes that read each part of the checkpoint, as they appear in a JVM stack trace.

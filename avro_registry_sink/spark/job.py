@@ -51,6 +51,7 @@ from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.spark import checkpoint_files
+from avro_registry_sink.spark.packages import ivy_dir, kafka_package
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
@@ -89,7 +90,6 @@ __all__ = [
     "check_kafka",
     "ensure_spark_kafka",
     "job_session",
-    "kafka_package",
     "resource_failure",
     "run_job",
     "trigger_limits",
@@ -108,9 +108,6 @@ ON_MISSING_FILE = ("report", "fail")
 #: One topic per table when neither a topic rule nor dispatchers nor a sink URI topic say otherwise.
 DEFAULT_TOPIC_RULE = "{schema}_{table}"
 
-#: The newest ``spark-sql-kafka-0-10`` on Maven Central when this was written; used when the running
-#: Spark's own version is not published (a pre-release build). Override with AVRO_SINK_SPARK_KAFKA_VERSION.
-NEWEST_PUBLISHED_KAFKA_CONNECTOR = "4.2.0"
 
 
 class JobFailed(AvroSinkError):
@@ -234,27 +231,6 @@ class JobResult:
 # Session and sink
 
 
-def kafka_package(spark_version: str | None = None) -> str:
-    """Maven coordinates of Spark's Kafka connector for this Spark (see ``NEWEST_PUBLISHED_KAFKA_CONNECTOR``)."""
-    version = os.environ.get("AVRO_SINK_SPARK_KAFKA_VERSION")
-    if not version:
-        if spark_version is None:
-            import pyspark
-
-            spark_version = pyspark.__version__
-        numbers = tuple(int(p) for p in spark_version.split(".")[:2] if p.isdigit())
-        newest = tuple(int(p) for p in NEWEST_PUBLISHED_KAFKA_CONNECTOR.split(".")[:2])
-        version = NEWEST_PUBLISHED_KAFKA_CONNECTOR if numbers > newest else spark_version.split("+")[0]
-    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
-
-
-def _ivy_dir() -> str:
-    if os.environ.get("AVRO_SINK_IVY_DIR"):
-        return os.environ["AVRO_SINK_IVY_DIR"]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return str(cache / "avro-registry-sink" / "ivy")
-
-
 def job_session(*, kafka: bool = False, master: str | None = None, app_name: str = "avro-registry-sink",
                 stores: Iterable[str] = ()) -> SparkSession:
     """A SparkSession for the CLI (``spark.session.local_session``), with Spark's Kafka connector when ``kafka``
@@ -270,7 +246,7 @@ def job_session(*, kafka: bool = False, master: str | None = None, app_name: str
     conf: dict[str, str] = {"spark.sql.shuffle.partitions": os.environ.get("AVRO_SINK_SHUFFLE_PARTITIONS", "4")}
     packages = ([kafka_package()] if kafka else []) + store_packages(stores)
     if packages:
-        conf.update({"spark.jars.packages": ",".join(packages), "spark.jars.ivy": _ivy_dir(),
+        conf.update({"spark.jars.packages": ",".join(packages), "spark.jars.ivy": ivy_dir(),
                      "spark.jars.excludes": ",".join(PROVIDED_ARTIFACTS)})
     return local_session(app_name=app_name, master=master or os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
                          **conf)
@@ -294,7 +270,7 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
         return True
     coordinate = kafka_package()
     version = coordinate.rsplit(":", 1)[1]
-    cached = sorted(Path(_ivy_dir(), "jars").glob("*.jar")) if Path(_ivy_dir(), "jars").is_dir() else []
+    cached = sorted(Path(ivy_dir(), "jars").glob("*.jar")) if Path(ivy_dir(), "jars").is_dir() else []
     jars = [j for j in cached if any(j.name.split("_", 1)[-1].startswith(p) for p in _CONNECTOR_JARS)]
     have = {p for p in _CONNECTOR_JARS if any(j.name.split("_", 1)[-1].startswith(p) for j in jars)}
     wanted = [j for j in jars if "spark-" not in j.name or f"-{version}.jar" in j.name]
@@ -1198,7 +1174,7 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
         if not has_spark_kafka(spark) and not ensure_spark_kafka(spark):
             raise ConfigError(
                 "Reading a Kafka topic needs Spark's Kafka connector on the session, and it could not be added "
-                f"({kafka_package()} from {_ivy_dir()} or Maven Central): start the session with "
+                f"({kafka_package()} from {ivy_dir()} or Maven Central): start the session with "
                 "spark.jars.packages set to it (job_session(kafka=True) does).",
                 option="source",
             )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from avro_registry_sink.columnar import record_fields
 from avro_registry_sink.config import DecimalMode, EncodingOptions, PartitionStrategy
 from avro_registry_sink.encoder import _OP_ALIASES, Op
+from avro_registry_sink.spark.packages import avro_package, ivy_dir
 from avro_registry_sink.spark.stage import MESSAGE_OVERHEAD, OVERSIZE_ADVICE
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, rule_for
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from avro_registry_sink.spark.stage import StagePlan
 
-__all__ = ["avro_package", "ensure_spark_avro", "has_spark_avro", "jvm_encode_table", "jvm_stage_gap"]
+__all__ = ["ensure_spark_avro", "has_spark_avro", "jvm_encode_table", "jvm_stage_gap"]
 
 def has_spark_avro(spark: SparkSession) -> bool:
     """Whether Spark's Avro functions (``spark-avro``) are on the session's classpath."""
@@ -44,26 +45,17 @@ def has_spark_avro(spark: SparkSession) -> bool:
     return has_class(spark, "org.apache.spark.sql.avro.CatalystDataToAvro")
 
 
-def avro_package(spark_version: str | None = None) -> str:
-    """``spark-avro``'s Maven coordinate for the running Spark (the Kafka connector's version rule)."""
-    from avro_registry_sink.spark.job import kafka_package
-
-    return kafka_package(spark_version).replace("spark-sql-kafka-0-10", "spark-avro")
-
-
 def ensure_spark_avro(spark: SparkSession) -> bool:
     """Make ``spark-avro`` available on a running session (``ADD JAR``: from the Ivy cache when an earlier
     run fetched it, else from Maven Central); ``False`` if that is impossible. ``spark-avro`` needs only the
     Avro jars pyspark ships."""
     from pathlib import Path
 
-    from avro_registry_sink.spark.job import _ivy_dir
-
     if has_spark_avro(spark):
         return True
     coordinate = avro_package()
     version = coordinate.rsplit(":", 1)[1]
-    cached = Path(_ivy_dir(), "jars", f"org.apache.spark_spark-avro_2.13-{version}.jar")
+    cached = Path(ivy_dir(), "jars", f"org.apache.spark_spark-avro_2.13-{version}.jar")
     try:
         spark.sql(f"ADD JAR '{cached}'" if cached.is_file() else f"ADD JAR 'ivy://{coordinate}?transitive=false'")
     except Exception:  # noqa: BLE001 - offline, or no such version: the caller decides what that means

@@ -20,7 +20,7 @@ from avro_registry_sink.progress import (
     lag_seconds,
     make_progress,
 )
-from avro_registry_sink.spark.job import kafka_package
+from avro_registry_sink.spark.packages import kafka_package
 from avro_registry_sink.spark.sinks import read_file_sink
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
