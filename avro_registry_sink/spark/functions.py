@@ -1,0 +1,311 @@
+"""One call each way for notebooks: a DataFrame to Kafka-ready flat Avro, and Confluent-framed bytes back.
+
+::
+
+    from avro_registry_sink.spark.functions import from_flat_avro, notebook_session, to_flat_avro
+
+    spark = notebook_session()                          # Kafka connector + spark-avro, workers on this Python
+    out = to_flat_avro(df, table="CREATE TABLE shop.orders (id INT PRIMARY KEY, note VARCHAR(20))",
+                       sink_uri="kafka://127.0.0.1:9092/?protocol=avro&schema-registry=http://127.0.0.1:8081")
+    out.write.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9092").save()
+
+    back = spark.read.format("kafka")...load()
+    back.select(from_flat_avro("value", registry="http://127.0.0.1:8081", subject="shop_orders-value").alias("row"))
+
+:func:`to_flat_avro` takes the table from DDL text, a :class:`~avro_registry_sink.table.TableDef`, or the
+DataFrame's own schema (``table="shop.orders", key=["id"]``); registers the key and value schemas on the driver
+(once, as the job does); finds the topic's partition count (creating the topic with the sink URI's
+``partition-num`` when it is missing) and encodes with the job's own stage
+(:func:`~avro_registry_sink.spark.stage.encode_table`): the same bytes as ``avro-registry-sink run``.
+:func:`from_flat_avro` decodes each value with the schema whose id it carries, resolved to the version asked for
+(Avro schema resolution), so records of every version of a subject read back as one struct.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+    from avro_registry_sink.config import SinkConfig
+
+__all__ = ["from_flat_avro", "notebook_session", "table_from_schema", "to_flat_avro"]
+
+#: Spark's type names -> the MySQL type a column of that Spark type is encoded as (TiCDC's mapping from there).
+SPARK_TO_MYSQL: dict[str, MySQLType] = {
+    "byte": MySQLType.TINYINT, "short": MySQLType.SMALLINT, "integer": MySQLType.INT, "long": MySQLType.BIGINT,
+    "float": MySQLType.FLOAT, "double": MySQLType.DOUBLE, "string": MySQLType.TEXT, "binary": MySQLType.BLOB,
+    "boolean": MySQLType.TINYINT, "date": MySQLType.DATE, "timestamp": MySQLType.DATETIME,
+    "timestamp_ntz": MySQLType.DATETIME,
+}
+
+
+def notebook_session(*, master: str | None = None, app_name: str = "avro-registry-sink") -> SparkSession:
+    """A local SparkSession with what :func:`to_flat_avro` and Kafka need: Spark's Kafka connector and
+    ``spark-avro`` (from Maven Central through Ivy), and Python workers on this interpreter (``PYSPARK_PYTHON``,
+    without which workers fail with ``ModuleNotFoundError``). A running session gets the packages added."""
+    from avro_registry_sink.spark.jvm_stage import ensure_spark_avro
+    from avro_registry_sink.spark.packages import avro_package, ivy_dir, kafka_package
+    from avro_registry_sink.spark.session import PROVIDED_ARTIFACTS, local_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = local_session(app_name=app_name, master=master or os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
+                          **{"spark.jars.packages": f"{kafka_package()},{avro_package()}", "spark.jars.ivy": ivy_dir(),
+                             "spark.jars.excludes": ",".join(PROVIDED_ARTIFACTS)})
+    from avro_registry_sink.spark.job import ensure_spark_kafka
+
+    ensure_spark_kafka(spark)  # a session that was already running without them
+    ensure_spark_avro(spark)
+    return spark
+
+
+def table_from_schema(schema: StructType, name: str, key: Sequence[str]) -> TableDef:
+    """The table a DataFrame schema describes: ``name`` is ``schema.table``, ``key`` the primary key's columns.
+
+    >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+    >>> t = table_from_schema(StructType([StructField("id", LongType()), StructField("note", StringType())]),
+    ...                       "shop.orders", ["id"])
+    >>> [(c.name, c.type.value, c.nullable) for c in t.columns], t.primary_key
+    ([('id', 'BIGINT', False), ('note', 'TEXT', True)], ('id',))
+    """
+    schema_name, dot, table = name.partition(".")
+    if not dot or not schema_name or not table:
+        raise ConfigError(f"Invalid table name {name!r}: give it as 'schema.table'.", option="table", value=name)
+    names = {f.name.lower() for f in schema.fields}
+    missing = [k for k in key if k.lower() not in names]
+    if not key or missing:
+        raise ConfigError(
+            f"Table {name} needs a primary key to be encoded (the Kafka key): give key=[...] with columns of the "
+            f"DataFrame ({', '.join(f.name for f in schema.fields if not f.name.startswith('_'))})"
+            + (f"; not among them: {', '.join(missing)}" if missing else "") + ".", option="key", table=name)
+    keys = {k.lower() for k in key}
+    columns = []
+    for field in schema.fields:
+        if field.name.lower() in ("_op", "_commit_ts"):
+            continue
+        spark_type = field.dataType.typeName()
+        nullable = field.nullable and field.name.lower() not in keys
+        if spark_type == "decimal":
+            columns.append(ColumnDef(name=field.name, type=MySQLType.DECIMAL, precision=field.dataType.precision,
+                                     scale=field.dataType.scale, nullable=nullable))
+            continue
+        mysql = SPARK_TO_MYSQL.get(spark_type)
+        if mysql is None:
+            raise ConfigError(
+                f"Column {field.name} of {name} has Spark type {field.dataType.simpleString()}, which has no MySQL "
+                f"type here; valid Spark types: {', '.join(sorted(SPARK_TO_MYSQL) + ['decimal'])}. Cast it, or give "
+                "the table as DDL.", table=name, column=field.name, option="table")
+        extra: dict[str, Any] = {}
+        if spark_type == "boolean":
+            extra["length"] = 1
+        if spark_type in ("timestamp", "timestamp_ntz"):
+            extra["fsp"] = 6
+        columns.append(ColumnDef(name=field.name, type=mysql, nullable=nullable, **extra))
+    return TableDef(schema_name=schema_name, table=table, columns=tuple(columns), primary_key=tuple(key))
+
+
+def _table_of(df: DataFrame, table: str | TableDef, key: Sequence[str] | None) -> TableDef:
+    if isinstance(table, TableDef):
+        return table
+    if "create" in table.lower() and "table" in table.lower() and "(" in table:
+        from avro_registry_sink.tabledef.ddl import parse_ddl
+
+        tables = parse_ddl(table)
+        if len(tables) != 1:
+            raise ConfigError(f"The DDL text defines {len(tables)} tables; give one CREATE TABLE "
+                              f"({', '.join(t.qualified_name for t in tables) or 'none found'}).", option="table")
+        return tables[0]
+    return table_from_schema(df.schema, table, key or ())
+
+
+def _sink_config(sink_uri: str | None, registry: Any, *, need_registry: bool) -> SinkConfig:
+    from avro_registry_sink.config import RegistryConfig, SinkConfig, parse_sink_uri
+
+    config = parse_sink_uri(sink_uri) if sink_uri else SinkConfig(scheme="file", path=".")
+    if isinstance(registry, str):
+        config = config.model_copy(update={"registry": RegistryConfig(urls=tuple(u.strip() for u in registry.split(",")))})
+    elif isinstance(registry, RegistryConfig):
+        config = config.model_copy(update={"registry": registry})
+    if need_registry and config.registry.is_embedded:
+        raise ConfigError("to_flat_avro needs a schema registry: give registry='http://host:8081' (or a sink URI "
+                          "with schema-registry=...); an embedded one would be gone when the notebook ends.",
+                          option="registry")
+    return config
+
+
+def to_flat_avro(
+    df: DataFrame,
+    *,
+    table: str | TableDef,
+    key: Sequence[str] | None = None,
+    sink_uri: str | None = None,
+    registry: Any = None,
+    topic_rule: str = "{schema}_{table}",
+    partitions: int | None = None,
+    op: str | None = None,
+    commit_ts: str | None = None,
+    keep: Sequence[str] = (),
+    engine: str = "auto",
+) -> DataFrame:
+    """``df`` (one table's rows) as Kafka-ready flat Avro: ``topic, partition, key, value, headers`` (+ ``keep``).
+
+    ``table``: a ``CREATE TABLE`` statement, a :class:`~avro_registry_sink.table.TableDef`, or ``"schema.table"``
+    with ``key`` (the DataFrame's schema gives the columns: :func:`table_from_schema`). ``sink_uri``: TiCDC's
+    Kafka sink URI (encoding options such as ``avro-decimal-handling-mode``, ``schema-registry``,
+    ``partition-num``, ``max-message-bytes``; the topic is created with ``partition-num`` partitions when it is
+    missing); without one, ``partitions`` (default 1) is the topic's partition count. ``registry``: a URL, a
+    :class:`~avro_registry_sink.config.RegistryConfig` or a registry client (overrides the sink URI's). ``op`` and
+    ``commit_ts`` name the columns holding each row's operation (``c``/``u``/``d``, insert/update/delete; a
+    delete gives a tombstone) and commit ts. The schemas are registered now, on the driver, under
+    TopicNameStrategy subjects of the topic ``topic_rule`` names.
+    """
+    from pyspark.sql import functions as F
+
+    from avro_registry_sink.manager import SchemaManager
+    from avro_registry_sink.registry.client import RegistryClient
+    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.spark.stage import StagePlan, encode_table
+
+    frame = df
+    for given, name in ((op, "_op"), (commit_ts, "_commit_ts")):
+        if given and given != name:
+            frame = frame.withColumnRenamed(given, name)
+    definition = _table_of(frame, table, key)
+    given_client = registry is not None and hasattr(registry, "register")
+    config = _sink_config(sink_uri, None if given_client else registry, need_registry=not given_client)
+    router = TopicRouter(topic_rule=topic_rule)
+    with contextlib.nullcontext(registry) if given_client else RegistryClient(config.registry) as client:
+        plans = SchemaManager(client, router, config.encoding).prepare_batch([definition])
+    (table_plan,) = plans.values()
+    topic = table_plan.route.topic
+    count = partitions
+    if config.scheme == "kafka":
+        from avro_registry_sink.spark.job import build_sink
+
+        sink = build_sink(config, producer="confluent")
+        try:
+            count = sink.prepare({topic: config.partition_num})[topic]
+        finally:
+            sink.close()
+    stage_plan = StagePlan(table_plan.encoding, topic, count or 1, table_plan.route,
+                           max_message_bytes=config.max_message_bytes if sink_uri else 0)
+    encoded = encode_table(frame, stage_plan, keep=keep, engine=engine)
+    return encoded.select("topic", "partition", "key", "value", "headers", *[F.col(k) for k in keep])
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading back
+
+
+def _spark_type(avro: Any) -> tuple[DataType, bool]:
+    """(Spark type, nullable) of an Avro type (flat-avro's and any other's)."""
+    from pyspark.sql import types as T
+
+    if isinstance(avro, list):
+        others = [a for a in avro if a != "null"]
+        inner, _ = _spark_type(others[0]) if len(others) == 1 else (T.StringType(), True)
+        return inner, "null" in avro or len(others) != 1
+    if isinstance(avro, dict):
+        kind = avro.get("type")
+        logical = avro.get("logicalType")
+        if logical == "decimal":
+            return T.DecimalType(int(avro["precision"]), int(avro.get("scale", 0))), False
+        if kind == "record":
+            return T.StructType([T.StructField(f["name"], *_spark_type(f["type"])) for f in avro["fields"]]), False
+        if kind == "array":
+            return T.ArrayType(_spark_type(avro["items"])[0]), False
+        if kind == "map":
+            return T.MapType(T.StringType(), _spark_type(avro["values"])[0]), False
+        if kind == "enum":
+            return T.StringType(), False
+        if kind == "fixed":
+            return T.BinaryType(), False
+        return _spark_type(kind)
+    simple = {"int": T.IntegerType(), "long": T.LongType(), "float": T.FloatType(), "double": T.DoubleType(),
+              "string": T.StringType(), "bytes": T.BinaryType(), "boolean": T.BooleanType(), "null": T.NullType()}
+    if avro not in simple:
+        raise ConfigError(f"Avro type {avro!r} has no Spark type here.", option="subject")
+    return simple[avro], False
+
+
+def _subject_schemas(registry: Any, subject: str, version: int | str) -> tuple[dict[int, str], str]:
+    """Every version's (schema id -> schema text) of ``subject``, and the text of ``version``."""
+    from avro_registry_sink.config import RegistryConfig
+    from avro_registry_sink.registry.client import RegistryClient
+
+    def read(client: Any) -> tuple[dict[int, str], str]:
+        versions = client.get_versions(subject)
+        schemas: dict[int, str] = {}
+        chosen = ""
+        for number in versions:
+            got = client.get_version(subject, number)
+            schemas[got.id] = got.schema
+            if (version == "latest" and number == versions[-1]) or version == number:
+                chosen = got.schema
+        if not chosen:
+            raise ConfigError(f"Subject {subject!r} has no version {version!r}; its versions: "
+                              f"{', '.join(map(str, versions))}.", option="version", subject=subject)
+        return schemas, chosen
+
+    if hasattr(registry, "get_versions"):
+        return read(registry)
+    config = registry if isinstance(registry, RegistryConfig) else \
+        RegistryConfig(urls=tuple(u.strip() for u in str(registry).split(",")))
+    with RegistryClient(config) as client:
+        return read(client)
+
+
+def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version: int | str = "latest") -> Column:
+    """Decode Confluent-framed Avro (``column``: binary) into a struct, by the schema id each value carries.
+
+    Every version of ``subject`` is fetched now, on the driver; each value is read with its own writer schema
+    and resolved to ``version``'s (the latest by default), so records of older versions come out in the
+    newer shape (Avro's rules: defaults for added fields, dropped fields left out). A null (a tombstone) gives a
+    null struct; a value whose schema id is not one of the subject's, or whose bytes are not Confluent's
+    framing, fails the query naming the id and the subject's ids.
+    """
+    from pyspark.sql import functions as F
+
+    writers_text, reader_text = _subject_schemas(registry, subject, version)
+    reader_json = json.loads(reader_text)
+    spark_type, _ = _spark_type(reader_json)
+    known = ", ".join(map(str, sorted(writers_text)))
+
+    def decode(value: bytes | None) -> Any:
+        import fastavro
+
+        if value is None:
+            return None
+        state = _DECODERS.setdefault((subject, reader_text), {})
+        if "reader" not in state:
+            state["reader"] = fastavro.parse_schema(json.loads(reader_text))
+        data = bytes(value)
+        if len(data) < 5 or data[0] != 0:
+            raise ValueError(f"Not Confluent's wire format (magic byte 0, a 4-byte schema id): {data[:8].hex()}.")
+        schema_id = int.from_bytes(data[1:5], "big")
+        writer = state.get(schema_id)
+        if writer is None:
+            text = writers_text.get(schema_id)
+            if text is None:
+                raise ValueError(f"Schema id {schema_id} is not a version of subject {subject!r} (its ids: {known}).")
+            writer = state[schema_id] = fastavro.parse_schema(json.loads(text))
+        return fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, state["reader"])
+
+    col = F.col(column) if isinstance(column, str) else column
+    return F.udf(decode, spark_type, useArrow=False)(col)
+
+
+#: Per Python worker: parsed schemas by (subject, reader text), then by writer schema id.
+_DECODERS: dict[tuple[str, str], dict[Any, Any]] = {}
