@@ -44,8 +44,16 @@ def _version(value: bool) -> None:
 def _main(
     show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                                help="Print the version and exit.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show what Spark's JVM prints: Ivy's package "
+                                          "resolution, Spark's banner and its log (hidden by default).")] = False,
 ) -> None:
     """Turn MySQL/TiDB change events into Confluent-framed flat Avro, exactly as TiCDC's avro protocol."""
+    if verbose:
+        import os
+
+        from avro_registry_sink.spark.jvm_output import VERBOSE_ENV
+
+        os.environ[VERBOSE_ENV] = "1"
 
 app.add_typer(registry_app, name="registry")
 

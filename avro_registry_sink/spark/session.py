@@ -264,6 +264,12 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
     for key, value in settings.items():
         if key not in submitted:
             builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    from avro_registry_sink.spark.jvm_output import quiet_start, quiet_submitted_jvm, verbose
+
+    if submitted:
+        quiet_submitted_jvm()
+    with quiet_start():
+        spark = builder.getOrCreate()
+    if not verbose():
+        spark.sparkContext.setLogLevel("ERROR")
     return spark
