@@ -275,9 +275,9 @@ def diff(
             label = f"table {table}: table version {before_v} -> {after_v}"
             topic = value_b.topic
             ids = {"from": {"subject": value_a.subject, "version": value_a.version, "id": value_a.schema_id,
-                            "table_version": value_a.table_version},
+                            "table_version": before_v},
                    "to": {"subject": value_b.subject, "version": value_b.version, "id": value_b.schema_id,
-                          "table_version": value_b.table_version}}
+                          "table_version": after_v}}
         else:
             assert subject is not None
             before_s, after_s = (_version_arg(v, "subject version") for v in versions)
