@@ -105,9 +105,9 @@ def history_table(records: list[HistoryRecord], title: str):
     from rich.table import Table
 
     grid = Table(title=title)
-    for name in ("time", "table", "table version", "commit ts", "source", "subject", "version", "id", "major",
-                 "verdict", "fingerprint", "DDL / reasons"):
-        grid.add_column(name, overflow="fold")
+    for name in ("time", "table", "table version", "source", "subject", "version", "id", "major", "verdict",
+                 "fingerprint", "DDL / reasons"):
+        grid.add_column(name, overflow="fold", min_width=30 if name == "DDL / reasons" else None)
     for r in records:
         style = {"incompatible": "red", "new subject": "cyan"}.get(r.verdict, "green")
         detail = _ddl_summary(r.ddl) or r.source_detail or ""
@@ -115,10 +115,12 @@ def history_table(records: list[HistoryRecord], title: str):
             detail = "; ".join(r.reasons)
         if r.rules:
             detail += f" (rules: {len(r.rules)})"
-        grid.add_row(r.time.replace("T", " ")[:19], r.table, str(r.table_version or "-"), str(r.commit_ts or "-"),
-                     r.source, r.subject, str(r.version or "-"), str(r.schema_id or "-"),
+        version = str(r.table_version or "-")
+        if r.commit_ts and r.commit_ts != r.table_version:
+            version += f" (commit ts {r.commit_ts})"
+        grid.add_row(r.time.replace("T", " ")[:19], r.table, version, r.source, r.subject, str(r.version or "-"), str(r.schema_id or "-"),
                      str(r.major_version) if r.major_version is not None else "-",
-                     f"[{style}]{r.verdict}[/{style}]", r.fingerprint[:12], _short(detail))
+                     f"[{style}]{r.verdict}[/{style}]", r.fingerprint[:12], _short(detail, 100))
     return grid
 
 

@@ -83,7 +83,7 @@ def test_terminal_tables(tmp_path: Path):
     assert register(tmp_path, BASE + ";\n" + change.ddl, 200).exit_code == 0
     out = cli("history", "--checkpoint", tmp_path / "ck")
     assert out.exit_code == 0, out.output
-    for text in ("shop_items-value", "new subject", "compatible", "CHANGE qty quantity", "table version"):
+    for text in ("shop_items-value", "new subject", "compatible", "CHANGE qty quantity", "table version", "200"):
         assert text in out.stdout
     out = cli("diff", "--table", "shop.items", "100", "200", "--checkpoint", tmp_path / "ck", "--sql", "postgres")
     assert out.exit_code == 0, out.output
