@@ -240,6 +240,9 @@ class HistoryRecorder:
     def flush(self, batch_id: int | None = None, name: str | None = None) -> list[HistoryRecord]:
         """Write the pending records (``history/batch-<id>.jsonl``, or ``name``); returns them."""
         records, self.pending = self.pending, []
+        for record in records:
+            if record.batch is None:
+                record.batch = batch_id
         if self.journal is not None and records:
             self.journal.write(name or f"batch-{batch_id if batch_id is not None else self.batch}", records)
         return records
