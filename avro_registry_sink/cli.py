@@ -1033,4 +1033,6 @@ def main() -> None:
 from avro_registry_sink.history import commands as _history_commands  # noqa: E402,F401 - history, diff, register
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    from avro_registry_sink.cli import main as _main  # the module's own app, with the commands added to it
+
+    _main()

@@ -96,3 +96,33 @@ def test_auto_register_from_the_environment_and_the_settings_file(spark, tmp_pat
     settings.write_text("auto-register = 'maybe'\n")
     result = cli(*run_args(tmp_path, "env", "--config", settings))
     assert result.exit_code == 2 and "auto-register" in result.stderr
+
+
+def test_changelog_ddls_are_on_record_with_their_renames(spark, tmp_path: Path):
+    from avro_registry_sink.encoder import Op
+    from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+    from tests.support.job import canal_ddl, canal_dml
+
+    create = "CREATE TABLE `moves` (`id` INT NOT NULL, `v` VARCHAR(8), PRIMARY KEY (`id`))"
+    rename = "ALTER TABLE `moves` RENAME COLUMN `v` TO `w`"
+    (v1,) = parse_ddl(create.replace("`moves`", "`shop`.`moves`"))
+    v2 = apply_ddl(v1, rename)
+    ts = 449_640_294_064_586_754
+    src = tmp_path / "canal"
+    src.mkdir()
+    (src / "part-1.json").write_text("\n".join([
+        canal_ddl("shop", "moves", "CREATE", create, ts), canal_dml(v1, Op.INSERT, ts + 1, None, {"id": 1, "v": "a"}),
+        canal_ddl("shop", "moves", "ALTER", rename, ts + 2), canal_dml(v2, Op.INSERT, ts + 3, None, {"id": 2, "w": "b"}),
+    ]) + "\n")
+    result = cli("run", "--source", f"canal-json+file://{src}", "--available-now", "--sink-uri",
+                 f"file://{tmp_path / 'out'}", "--state-dir", tmp_path / "s", "--checkpoint", tmp_path / "ck",
+                 "--progress", "none")
+    assert result.exit_code == 0, result.output
+    history = json.loads(cli("history", "--checkpoint", tmp_path / "ck", "--subject", "shop_moves-value",
+                             "--json").stdout)["history"]
+    assert [(r["table_version"], r["source"], r["ddl"], r["renames"]) for r in history] == [
+        (ts, "ddl", create, {}), (ts + 2, "ddl", rename, {"v": "w"})]
+    out = json.loads(cli("diff", "--table", "shop.moves", ts, ts + 2, "--checkpoint", tmp_path / "ck", "--sql",
+                         "mysql", "--json").stdout)
+    assert [(c["kind"], c["field"]) for c in out["changes"]] == [("renamed", "w")]
+    assert out["sql"]["statements"] == ["ALTER TABLE `shop_moves` RENAME COLUMN `v` TO `w`"]
