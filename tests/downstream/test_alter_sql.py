@@ -9,9 +9,8 @@ import pytest
 
 from avro_registry_sink.history.alter import alter_statements, create_table
 from tests.downstream.sinkdb import Database
-from tests.support.schema_changes import BASE_ROW, CORPUS, SchemaChange, schemas
+from tests.support.schema_changes import BASE_ROW, CORPUS, SchemaChange, corpus_diff, schemas
 from tests.support.servers import ensure_mariadb, ensure_postgres
-from tests.unit.test_history_diff import corpus_diff
 
 pytestmark = pytest.mark.downstream
 

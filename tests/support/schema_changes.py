@@ -116,3 +116,12 @@ def versions(change: SchemaChange) -> tuple[TableDef, TableDef]:
 def schemas(change: SchemaChange) -> tuple[TableSchemas, TableSchemas]:
     before, after = versions(change)
     return derive_schemas(before), derive_schemas(after)
+
+
+def corpus_diff(change: SchemaChange):
+    """The field diff of a case (value and key schemas, renames from its DDL)."""
+    from avro_registry_sink.history.diff import diff_schemas, renames_in_ddl
+
+    before, after = schemas(change)
+    return diff_schemas(before.value_json, after.value_json, renames=renames_in_ddl(change.ddl),
+                        key_before=before.key_json, key_after=after.key_json)

@@ -14,8 +14,7 @@ from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.alter import alter_statements
 from avro_registry_sink.history.journal import HistoryJournal
 from avro_registry_sink.registry.connect import connect
-from tests.support.schema_changes import BASE, CORPUS, SchemaChange
-from tests.unit.test_history_diff import corpus_diff
+from tests.support.schema_changes import BASE, CORPUS, SchemaChange, corpus_diff
 
 runner = CliRunner()
 

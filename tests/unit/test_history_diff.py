@@ -8,13 +8,7 @@ from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.alter import alter_statements, create_table, dialect_of
 from avro_registry_sink.history.diff import diff_schemas, renames_in_ddl
 from avro_registry_sink.registry.connect import connect
-from tests.support.schema_changes import BREAKING, COMPATIBLE, CORPUS, SchemaChange, schemas
-
-
-def corpus_diff(change: SchemaChange):
-    before, after = schemas(change)
-    return diff_schemas(before.value_json, after.value_json, renames=renames_in_ddl(change.ddl),
-                        key_before=before.key_json, key_after=after.key_json)
+from tests.support.schema_changes import BREAKING, COMPATIBLE, CORPUS, SchemaChange, corpus_diff, schemas
 
 
 def test_corpus_size():
