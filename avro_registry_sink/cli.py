@@ -520,6 +520,7 @@ CheckpointOpt = Annotated[Optional[str], typer.Option("--checkpoint", help="Chec
 TablesOpt = Annotated[Optional[Path], typer.Option("--tables", help="CREATE TABLE statements: ENUM/SET members and unique keys that storage schema files lack; definitions of changelog tables.")]
 CsvOpt = Annotated[Optional[list[str]], typer.Option("--csv", help="A TiCDC sink.csv setting of the storage sink, KEY=VALUE (include-commit-ts=true, output-old-value=true, delimiter=|, quote=, ...); repeatable.")]
 ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|none: live display on a terminal, JSON log lines otherwise.")]
+AutoRegisterOpt = Annotated[Optional[bool], typer.Option("--auto-register/--no-auto-register", help="Register new schemas (default), or only look up the ids of schemas registered already, failing the batch (exit 1, nothing written) on a missing one: Confluent's auto.register.schemas; also auto-register in the TOML file, AVRO_SINK_AUTO_REGISTER.")]
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
 ProducerOpt = Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")]
 
@@ -536,6 +537,7 @@ class _JobArgs(_TiCDCArgs):
     producer: ProducerOpt = "auto"
     progress: ProgressOpt = "auto"
     state_dir: StateDirOpt = None
+    auto_register: AutoRegisterOpt = None
 
     def job_options(self, **job: Any):
         """The job's ``JobOptions`` (``job``: the command's own fields of it); the source is checked (a bad
@@ -549,6 +551,9 @@ class _JobArgs(_TiCDCArgs):
         cfg = self.sink_config(self.registry)
         if cfg.scheme == "file" and not cfg.path:
             cfg = cfg.model_copy(update={"path": str(state / "output")})
+        if self.auto_register is not None:
+            cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
+                update={"auto_register": self.auto_register})})
         if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
             state.mkdir(parents=True, exist_ok=True)
             cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
@@ -1038,5 +1043,9 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+from avro_registry_sink.history import commands as _history_commands  # noqa: E402,F401 - history, diff, register
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    from avro_registry_sink.cli import main as _main  # the module's own app, with the commands added to it
+
+    _main()

@@ -103,6 +103,9 @@ class RegistryConfig(BaseModel):
     unavailable_budget: float = 60.0
     # Embedded registry storage when no URL is given: a SQLite file, or None for in-memory.
     embedded_data: str | None = None
+    # False: the job only looks up the ids of schemas registered already (Confluent's auto.register.schemas);
+    # ``auto-register`` (TOML top level or [registry], AVRO_SINK_AUTO_REGISTER, --no-auto-register)
+    auto_register: bool = True
 
     @field_validator("urls", mode="before")
     @classmethod
@@ -514,6 +517,8 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
             raise ConfigError(f"Invalid [registry] settings: {_first_error(exc)}", option="registry") from None
     if flat.get("schema-registry"):
         registry = registry_config_from_url(str(flat["schema-registry"]), registry)
+    if "auto-register" in flat:
+        registry = registry.model_copy(update={"auto_register": parse_bool("auto-register", flat["auto-register"])})
     update["registry"] = registry
     update["kafka"] = kafka_options(flat, config.kafka)
     if "subject-naming" in flat:

@@ -48,6 +48,11 @@ class SchemaEvolutionError(IncompatibleSchema):
     """A table's new schema was refused by the registry's compatibility check."""
 
 
+class SchemaNotRegistered(RegistryError):
+    """``auto-register=false``: a schema the batch needs is not registered (Confluent's
+    ``auto.register.schemas=false``); register it from CI (``avro-registry-sink register --ddl FILE``)."""
+
+
 class _Registry(Protocol):
     def register(self, subject: str, schema: str) -> int: ...
 
@@ -119,8 +124,15 @@ class SchemaManager:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         selection: TableSelection = EVERYTHING,
+        auto_register: bool = True,
     ) -> None:
         self._registry = registry
+        #: False: only look up the ids of schemas registered already (Confluent's ``auto.register.schemas``)
+        self.auto_register = auto_register
+        #: called after each registration ``(subject, schema text, id, TableSchemas)`` and each refusal
+        #: ``(subject, schema text, TableSchemas, error)`` (the history journal, :mod:`.history.journal`)
+        self.on_register: Callable[[str, str, int, TableSchemas], None] | None = None
+        self.on_refused: Callable[[str, str, TableSchemas, RegistryError], None] | None = None
         self._selection = selection
         self._router = router
         self._options = options
@@ -268,9 +280,15 @@ class SchemaManager:
         known = self._subject_ids.get(text_key)
         if known is not None:
             return known
+        if not self.auto_register:
+            schema_id = self._look_up_registered(subject, schema_json, schemas)
+            self._subject_ids[text_key] = schema_id
+            return schema_id
         schema_id = self._register_with_retry(subject, schema_json, schemas)
         self._subject_ids[text_key] = schema_id
         self.stats.registrations += 1
+        if self.on_register is not None:
+            self.on_register(subject, schema_json, schema_id, schemas)
         return schema_id
 
     def _register_with_retry(self, subject: str, schema_json: str, schemas: TableSchemas) -> int:
@@ -278,7 +296,31 @@ class SchemaManager:
             return self._with_retry(subject, schemas.table.qualified_name, "registering",
                                     lambda: self._registry.register(subject, schema_json))
         except IncompatibleSchema as exc:
-            raise self._evolution_error(subject, schema_json, schemas, exc) from exc
+            error = self._evolution_error(subject, schema_json, schemas, exc)
+            if self.on_refused is not None:
+                self.on_refused(subject, schema_json, schemas, error)
+            raise error from exc
+
+    def _look_up_registered(self, subject: str, schema_json: str, schemas: TableSchemas) -> int:
+        """``auto-register=false``: the id of the version of ``subject`` that holds ``schema_json``, or
+        :class:`SchemaNotRegistered` naming the subject, the table version and the schema needed."""
+        from avro_registry_sink.errors import SchemaNotFound
+
+        table = schemas.table
+        try:
+            found = self._with_retry(subject, table.qualified_name, "looking up a schema of",
+                                     lambda: getattr(self._registry, "lookup")(subject, schema_json))
+        except (SchemaNotFound, SubjectNotFound) as exc:
+            where = "has no such version" if isinstance(exc, SchemaNotFound) else "does not exist"
+            raise SchemaNotRegistered(
+                f"Table {table.qualified_name}: auto-register is false and subject {subject!r} {where} in the "
+                f"schema registry: the schema derived from table version {table.version} is not registered. "
+                f"Nothing of this batch was written. Register it first (avro-registry-sink register --ddl FILE "
+                f"--registry URL, from the DDL that made this table version), then rerun. Schema needed: "
+                f"{schema_json}",
+                subject=subject, table=table.qualified_name, table_version=table.version, schema=schema_json,
+            ) from exc
+        return int(found.id)
 
     def _with_retry(self, subject: str, table: str, action: str, call: Callable[[], T]) -> T:
         """``call()``, retried while the registry is unavailable, within ``unavailable_budget`` seconds."""

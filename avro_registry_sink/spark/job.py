@@ -460,6 +460,11 @@ class _BatchProcessor:
         else:
             self.layout = None
             self.catalog = TableCatalog(seed=options.tables)
+        from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder, TableSources
+
+        self.sources = TableSources(self.layout, options.tables, changelog=self.layout is None)
+        self.history = HistoryRecorder(HistoryJournal(self.state), registry, self.sources)  # <checkpoint>/history/
+        manager.on_register, manager.on_refused = self.history.registered, self.history.refused
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
@@ -516,6 +521,7 @@ class _BatchProcessor:
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
         spark = batch_df.sparkSession
+        self.history.batch = batch_id
         if not self._owners_claimed:  # topics and subjects of earlier runs of the checkpoint: theirs alone
             self.owners.claim_all(self.router, batch_id)
             self._owners_claimed = True
@@ -573,6 +579,7 @@ class _BatchProcessor:
 
                     self.sink.write(self._for_sink(_records(encoded), spark), batch_id, check=verdict)
                 report.new_schemas = self._new_schemas(plans)
+                self.history.flush(batch_id)
                 self.plans.update(plans)
                 self.owners.save((plan.route for plan in plans.values()), batch_id)  # the output is written
             if not plans:
@@ -1012,6 +1019,7 @@ class _BatchProcessor:
                         row["message"], source=row["source"])
                     for event in got:
                         if isinstance(event, DdlEvent):
+                            self.sources.note_ddl(event)
                             changed |= self.catalog.apply(event)
                 except SourceError as exc:
                     early.append(json.loads(source_error_json(exc, fmt=fmt, raw=row["message"])))
@@ -1123,7 +1131,8 @@ def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, si
     and ``[filter] rules`` of ``options.sink`` applied)."""
     manager = SchemaManager(registry, router, options.sink.encoding,
                             unavailable_budget=options.sink.registry.unavailable_budget,
-                            selection=TableSelection.from_config(options.sink))
+                            selection=TableSelection.from_config(options.sink),
+                            auto_register=options.sink.registry.auto_register)
     return _BatchProcessor(options, manager, sink, progress, registry, router)
 
 

@@ -1,0 +1,395 @@
+"""The ``history``, ``diff`` and ``register`` commands (added to :data:`avro_registry_sink.cli.app`).
+
+* ``history --checkpoint CK [--table T | --subject S] [--json]``: the registrations a job (or ``register``) made,
+  from the checkpoint's journal; without a checkpoint, ``--subject S`` lists the registry's versions of S.
+* ``diff --subject S A B`` (subject versions) or ``diff --table T A B`` (table versions, from the journal), with
+  ``--sql postgres|mysql`` the ``ALTER TABLE`` statements for the downstream table; ``--json``.
+* ``register --ddl FILE``: registers the key and value schemas the tables of a DDL file need (CI-side
+  registration for jobs run with ``auto-register=false``), recorded in ``--checkpoint``'s journal when given.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from avro_registry_sink.cli import (
+    ConfigOpt,
+    DdlOpt,
+    RegistryOpt,
+    StateDirOpt,
+    _fail,
+    _option_groups,
+    _TiCDCArgs,
+    app,
+    read_tables,
+)
+from avro_registry_sink.errors import AvroSinkError, RegistryUnavailable
+from avro_registry_sink.history.diff import SchemaDiff, diff_schemas
+from avro_registry_sink.history.journal import HistoryJournal, HistoryRecord, select
+
+CheckpointHistoryOpt = Annotated[Optional[str], typer.Option("--checkpoint", help="The job's checkpoint (directory or storage URI): its history/ journal.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON instead of a terminal table.")]
+
+
+def _console():
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def _registry_config(registry: str | None, config: Path | None, state_dir: Path | None):
+    """The registry to ask: the URL, else the embedded registry's file under the state dir (as ``run`` uses it)."""
+    from avro_registry_sink.cli import build_config
+    from avro_registry_sink.config import default_state_dir
+
+    cfg = build_config(config_file=config, registry=registry)
+    if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
+        state = state_dir or default_state_dir()
+        state.mkdir(parents=True, exist_ok=True)
+        cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
+            update={"embedded_data": str(state / "registry.db")})})
+    return cfg
+
+
+def _journal(checkpoint: str | None) -> list[HistoryRecord]:
+    if checkpoint is None:
+        return []
+    return HistoryJournal.at(checkpoint).read()
+
+
+# --------------------------------------------------------------------------------------------------
+# history
+
+
+def _registry_history(client: Any, subject: str) -> list[HistoryRecord]:
+    """A subject's versions as the registry holds them (no DDL, table version or verdict: the registry keeps none)."""
+    from avro_registry_sink.history.journal import fingerprint
+    from avro_registry_sink.manager import registered_table
+
+    out = []
+    previous = None
+    for version in client.get_versions(subject):
+        registered = client.get_version(subject, version)
+        owner = registered_table(registered.schema)
+        out.append(HistoryRecord(
+            table=".".join(owner) if owner else "?", table_version=0, subject=subject,
+            kind="key" if subject.endswith("-key") else "value", schema=registered.schema, schema_id=registered.id,
+            version=version, previous_version=previous, source="registry", fingerprint=fingerprint(registered.schema),
+            verdict="registered", time=""))
+        previous = version
+    return out
+
+
+def _short(text: str | None, width: int = 60) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _ddl_summary(ddl: str | None) -> str:
+    """The statements of a DDL that changed the table (its ALTERs, not the CREATE TABLE a file starts with)."""
+    if not ddl:
+        return ""
+    statements = [" ".join(s.split()) for s in ddl.split(";") if s.strip()]
+    changes = [s for s in statements if not s.upper().startswith("CREATE TABLE")]
+    return "; ".join(changes or statements[:1])
+
+
+def history_table(records: list[HistoryRecord], title: str):
+    """The terminal table of ``history``."""
+    from rich.table import Table
+
+    grid = Table(title=title)
+    for name in ("time", "table", "table version", "source", "subject", "version", "id", "major", "verdict",
+                 "fingerprint", "DDL / reasons"):
+        grid.add_column(name, overflow="fold", min_width=30 if name == "DDL / reasons" else None)
+    for r in records:
+        style = {"incompatible": "red", "new subject": "cyan"}.get(r.verdict, "green")
+        detail = _ddl_summary(r.ddl) or r.source_detail or ""
+        if r.reasons and r.verdict == "incompatible":
+            detail = "; ".join(r.reasons)
+        if r.rules:
+            detail += f" (rules: {len(r.rules)})"
+        version = str(r.table_version or "-")
+        if r.commit_ts and r.commit_ts != r.table_version:
+            version += f" (commit ts {r.commit_ts})"
+        grid.add_row(r.time.replace("T", " ")[:19], r.table, version, r.source, r.subject, str(r.version or "-"), str(r.schema_id or "-"),
+                     str(r.major_version) if r.major_version is not None else "-",
+                     f"[{style}]{r.verdict}[/{style}]", r.fingerprint[:12], _short(detail, 100))
+    return grid
+
+
+@app.command()
+def history(
+    checkpoint: CheckpointHistoryOpt = None,
+    table: Annotated[Optional[str], typer.Option("--table", help="Only this table (schema.table).")] = None,
+    subject: Annotated[Optional[str], typer.Option("--subject", help="Only this subject.")] = None,
+    registry: RegistryOpt = None,
+    config: ConfigOpt = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every schema registration on record: DDL or schema file, table version, commit ts, subject, version, id,
+    fingerprint, major version, verdict and reasons (from the checkpoint's journal; without --checkpoint, the
+    registry's versions of --subject)."""
+    try:
+        if checkpoint is not None:
+            records = select(_journal(checkpoint), table=table, subject=subject)
+            title = f"Schema history of {table or subject or 'every table'} ({checkpoint})"
+        elif subject is not None:
+            from avro_registry_sink.registry.connect import connect
+
+            with connect(_registry_config(registry, config, state_dir).registry) as client:
+                records = _registry_history(client, subject)
+            title = f"Versions of subject {subject} in the registry (no journal: give --checkpoint for DDLs)"
+        else:
+            raise _fail("history needs --checkpoint (the job's journal), or --subject to list a subject's versions "
+                        "in the registry.")
+    except RegistryUnavailable as exc:
+        raise _fail(str(exc), code=1) from None
+    except AvroSinkError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps({"history": [r.to_json() for r in records]}, indent=2, ensure_ascii=False))
+        return
+    _console().print(history_table(records, title))
+    if not records:
+        typer.echo("No registrations on record" + (f" for {table or subject}." if table or subject else "."))
+
+
+# --------------------------------------------------------------------------------------------------
+# diff
+
+
+def _version_arg(text: str, what: str) -> int | str:
+    if text == "latest":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise _fail(f"Invalid {what} {text!r}: an integer (or 'latest').") from None
+
+
+def _chained_renames(records: list[HistoryRecord]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for r in records:
+        for old, new in r.renames.items():
+            origin = next((o for o, n in out.items() if n == old), None)
+            out[origin if origin is not None else old] = new
+    return {o: n for o, n in out.items() if o != n}
+
+
+def _at_table_version(records: list[HistoryRecord], kind: str, version: int) -> HistoryRecord | None:
+    """The schema of ``kind`` in force at a table version: the newest registration at or before it."""
+    chosen = None
+    for r in sorted((r for r in records if r.kind == kind and r.verdict != "incompatible"),
+                    key=lambda r: r.table_version):
+        if r.table_version <= version:
+            chosen = r
+    return chosen
+
+
+def diff_table(diff: SchemaDiff, title: str):
+    from rich.table import Table
+
+    grid = Table(title=title)
+    for name in ("field", "change", "before", "after"):
+        grid.add_column(name, overflow="fold")
+    for c in diff.changes:
+        old_name = {n: o for o, n in diff.renames.items()}.get(c.field, c.field)
+        before = diff.field_before(old_name)
+        after = diff.field_after(c.field)
+        style = {"added": "green", "removed": "red", "renamed": "cyan", "key": "magenta"}.get(c.kind, "yellow")
+        grid.add_row(c.field, f"[{style}]{c.kind}[/{style}]",
+                     _field_text(before) if c.kind not in ("added", "key") else ("-" if c.kind == "added" else
+                                                                                  ", ".join(c.old)),
+                     _field_text(after) if c.kind not in ("removed", "key") else ("-" if c.kind == "removed" else
+                                                                                   ", ".join(c.new)))
+    return grid
+
+
+def _field_text(f: Any) -> str:
+    if f is None:
+        return "-"
+    text = f"{f.name}: {f.type_text}" + ("" if f.nullable else " NOT NULL")
+    if f.has_default:
+        text += f" default {f.default_text}"
+    if f.parameters:
+        text += " " + ",".join(f"{k}={v}" for k, v in f.parameters.items())
+    return text
+
+
+@app.command()
+def diff(
+    versions: Annotated[list[str], typer.Argument(help="A B: two subject versions (--subject; 'latest' allowed) or two table versions (--table).")],
+    subject: Annotated[Optional[str], typer.Option("--subject", help="Diff two versions of this subject.")] = None,
+    table: Annotated[Optional[str], typer.Option("--table", help="Diff two table versions of this table (schema.table; from the journal).")] = None,
+    checkpoint: CheckpointHistoryOpt = None,
+    sql: Annotated[Optional[str], typer.Option("--sql", help="postgres|mysql: also print the ALTER TABLE statements that bring a downstream table from A to B.")] = None,
+    target_table: Annotated[Optional[str], typer.Option("--target-table", help="The downstream table's name for --sql (default: the topic, as the JDBC sinks name it).")] = None,
+    rename: Annotated[Optional[list[str]], typer.Option("--rename", help="OLD=NEW: a column rename the journal does not know (repeatable).")] = None,
+    registry: RegistryOpt = None,
+    config: ConfigOpt = None,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Field-level diff of two schema versions (added, removed, renamed, type, nullability, default,
+    connect.parameters, key); with --sql the downstream ALTER TABLEs."""
+    from avro_registry_sink.history.alter import alter_statements, dialect_of
+
+    if len(versions) != 2:
+        raise _fail("diff needs two versions: A B.")
+    if (subject is None) == (table is None):
+        raise _fail("diff needs one of --subject S (two subject versions) or --table T (two table versions).")
+    try:
+        dialect = dialect_of(sql) if sql is not None else None
+        extra = {}
+        for pair in rename or []:
+            old, sep, new = pair.partition("=")
+            if not sep or not old or not new:
+                raise _fail(f"Invalid value {pair!r} for option '--rename': OLD=NEW.")
+            extra[old] = new
+        records = _journal(checkpoint)
+        if table is not None:
+            before_v, after_v = (_version_arg(v, "table version") for v in versions)
+            if "latest" in (before_v, after_v):
+                raise _fail("--table takes two table versions (integers, see `history --table`).")
+            mine = select(records, table=table)
+            if not mine:
+                raise _fail(f"No registrations of table {table} on record"
+                            + (f" in {checkpoint}" if checkpoint else " (give --checkpoint)") + ".")
+            value_a, value_b = (_at_table_version(mine, "value", v) for v in (before_v, after_v))  # type: ignore[arg-type]
+            if value_a is None or value_b is None:
+                known = sorted({r.table_version for r in mine})
+                raise _fail(f"Table {table} has no schema on record at table version "
+                            f"{before_v if value_a is None else after_v}; versions on record: "
+                            + ", ".join(map(str, known)) + ".")
+            key_a, key_b = (_at_table_version(mine, "key", v) for v in (before_v, after_v))  # type: ignore[arg-type]
+            between = [r for r in mine if r.kind == "value" and before_v < r.table_version <= after_v]  # type: ignore[operator]
+            renames = {**_chained_renames(sorted(between, key=lambda r: r.table_version)), **extra}
+            result = diff_schemas(value_a.schema, value_b.schema, renames=renames,
+                                  key_before=key_a.schema if key_a else None, key_after=key_b.schema if key_b else None)
+            label = f"table {table}: table version {before_v} -> {after_v}"
+            topic = value_b.topic
+            ids = {"from": {"subject": value_a.subject, "version": value_a.version, "id": value_a.schema_id,
+                            "table_version": before_v},
+                   "to": {"subject": value_b.subject, "version": value_b.version, "id": value_b.schema_id,
+                          "table_version": after_v}}
+        else:
+            assert subject is not None
+            before_s, after_s = (_version_arg(v, "subject version") for v in versions)
+            from avro_registry_sink.registry.connect import connect
+
+            with connect(_registry_config(registry, config, state_dir).registry) as client:
+                a = client.get_version(subject, before_s)
+                b = client.get_version(subject, after_s)
+                mine = select(records, subject=subject)
+                between = [r for r in mine if r.version is not None and a.version < r.version <= b.version]
+                renames = {**_chained_renames(sorted(between, key=lambda r: r.version or 0)), **extra}
+                key_a = key_b = None
+                if subject.endswith("-value") and mine:  # the key in force at each value version, from the journal
+                    rec_a = next((r for r in mine if r.version == a.version), None)
+                    rec_b = next((r for r in mine if r.version == b.version), None)
+                    keys = select(records, table=(rec_a or rec_b).table if (rec_a or rec_b) else "")
+                    if rec_a is not None and rec_b is not None:
+                        key_a = _at_table_version(keys, "key", rec_a.table_version)
+                        key_b = _at_table_version(keys, "key", rec_b.table_version)
+                result = diff_schemas(a.schema, b.schema, renames=renames,
+                                      key_before=key_a.schema if key_a else None,
+                                      key_after=key_b.schema if key_b else None)
+            label = f"subject {subject}: version {a.version} (id {a.id}) -> {b.version} (id {b.id})"
+            topic = subject.rsplit("-", 1)[0]
+            ids = {"from": {"subject": subject, "version": a.version, "id": a.id},
+                   "to": {"subject": subject, "version": b.version, "id": b.id}}
+        statements = alter_statements(result, target_table or topic, dialect) if dialect else None
+    except RegistryUnavailable as exc:
+        raise _fail(str(exc), code=1) from None
+    except AvroSinkError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out: dict[str, Any] = {"diff": label, **ids, **result.to_json()}
+        if statements is not None:
+            out["sql"] = {"dialect": dialect, "table": target_table or topic, "statements": statements}
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    console = _console()
+    if result.unchanged:
+        console.print(f"No field changes: {label}.", markup=False)
+    else:
+        console.print(diff_table(result, f"Diff of {label}"))
+    if statements is not None:
+        console.print(f"-- ALTER TABLE statements ({dialect}) for downstream table {target_table or topic}:",
+                      markup=False)
+        for statement in statements:
+            console.print(statement + ";", markup=False, soft_wrap=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# register
+
+
+@app.command()
+@_option_groups
+def register(
+    ddl: DdlOpt,
+    ticdc: _TiCDCArgs,
+    registry: RegistryOpt = None,
+    checkpoint: CheckpointHistoryOpt = None,
+    state_dir: StateDirOpt = None,
+    table_version: Annotated[Optional[int], typer.Option("--table-version", help="The table version (TiDB's schema version ts) recorded in the history; default: a TSO of now, as TiDB would give the DDL.")] = None,
+    on_incompatible: Annotated[str, typer.Option("--on-incompatible", help="fail: an incompatible schema fails the command (exit 1).")] = "fail",
+    as_json: JsonOpt = False,
+) -> None:
+    """Register the key and value schemas the tables of a DDL file need (CI-side registration, for jobs run with
+    auto-register=false). Exit 0 when all are registered, 1 when one is refused or the registry is unreachable."""
+    from avro_registry_sink.cli import build_router
+    from avro_registry_sink.config import default_state_dir
+    from avro_registry_sink.history.journal import HistoryRecorder
+    from avro_registry_sink.manager import SchemaManager
+    from avro_registry_sink.registry.connect import connect
+    from avro_registry_sink.selection import TableSelection
+
+    if on_incompatible != "fail":
+        raise _fail(f"Invalid value {on_incompatible!r} for option '--on-incompatible': this build knows fail only "
+                    "(the breaking-DDL policy adds the others).")
+    try:
+        cfg = ticdc.sink_config(registry)
+        if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
+            state = state_dir or default_state_dir()
+            state.mkdir(parents=True, exist_ok=True)
+            cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
+                update={"embedded_data": str(state / "registry.db")})})
+        selection = TableSelection.from_config(cfg)
+        version = table_version if table_version is not None else int(time.time() * 1000) << 18
+        tables = [t.model_copy(update={"version": version}) for t in read_tables(ddl)
+                  if selection.admits(t.schema_name, t.table)]
+        text = ddl.read_text(encoding="utf-8")
+    except AvroSinkError as exc:
+        raise _fail(str(exc)) from None
+    journal = HistoryJournal.at(checkpoint) if checkpoint is not None else None
+    failure: AvroSinkError | None = None
+    with connect(cfg.registry) as client:
+        recorder = HistoryRecorder(journal, client, lambda table: ("register", str(ddl), text))
+        manager = SchemaManager(client, build_router(cfg, ticdc.topic_rule), cfg.encoding,
+                                unavailable_budget=cfg.registry.unavailable_budget, selection=selection)
+        manager.on_register, manager.on_refused = recorder.registered, recorder.refused
+        for table in tables:
+            try:
+                manager.plan(table)
+            except AvroSinkError as exc:
+                failure = exc
+                break
+    records = recorder.flush(name=f"register-{int(time.time() * 1000)}")
+    if as_json:
+        typer.echo(json.dumps({"registered": [r.to_json() for r in records],
+                               "error": str(failure) if failure else None}, indent=2, ensure_ascii=False))
+    else:
+        _console().print(history_table(records, f"Registered from {ddl}"))
+    if failure is not None:
+        raise _fail(str(failure), code=1 if isinstance(failure, RegistryUnavailable) or
+                    type(failure).__name__ == "SchemaEvolutionError" else 2)
