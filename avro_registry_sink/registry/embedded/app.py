@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from avro_registry_sink.errors import RegistryError
+from avro_registry_sink.registry.embedded.contracts import CONFIG_CONTRACT_FIELDS
 from avro_registry_sink.registry.embedded.guard import (
     DEFAULT_MAX_REQUEST_BYTES,
     BasicAuthUsers,
@@ -43,7 +44,6 @@ from avro_registry_sink.registry.embedded.guard import (
     checked_request_limit,
     guard_app,
 )
-from avro_registry_sink.registry.embedded.contracts import CONFIG_CONTRACT_FIELDS
 from avro_registry_sink.registry.embedded.store import RegistryStore
 
 __all__ = ["MEDIA_TYPE", "create_app"]
