@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
+from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan, require_data_contracts
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
@@ -482,6 +482,15 @@ class _BatchProcessor:
             self.layout = None
             self.catalog = TableCatalog(seed=options.tables)
 
+    def ddl_history(self, schema: str, table: str) -> list[tuple[int, str]]:
+        """``[(table version, DDL text)]`` of a table: its storage schema files' ``Query``, or the DDL messages
+        the changelog catalog applied."""
+        if self.catalog is not None:
+            return self.catalog.ddl_history(schema, table)
+        if self.layout is None:
+            return []
+        return [(e.commit_ts, e.query) for e in self.layout.ddl_events() if (e.schema, e.table) == (schema, table)]
+
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
             self.current_batch = batch_id
@@ -594,6 +603,7 @@ class _BatchProcessor:
 
                     self.sink.write(self._for_sink(_records(encoded), spark), batch_id, check=verdict)
                 report.new_schemas = self._new_schemas(plans)
+                report.new_majors = [m.to_json() for m in self.manager.take_majors()]
                 self.plans.update(plans)
                 self.owners.save((plan.route for plan in plans.values()), batch_id)  # the output is written
             if not plans:
@@ -1117,8 +1127,11 @@ def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, si
     and ``[filter] rules`` of ``options.sink`` applied)."""
     manager = SchemaManager(registry, router, options.sink.encoding,
                             unavailable_budget=options.sink.registry.unavailable_budget,
-                            selection=TableSelection.from_config(options.sink))
-    return _BatchProcessor(options, manager, sink, progress, registry, router)
+                            selection=TableSelection.from_config(options.sink),
+                            on_incompatible=options.sink.on_incompatible)
+    processor = _BatchProcessor(options, manager, sink, progress, registry, router)
+    manager.ddl_history = processor.ddl_history  # renames of a breaking change, for its migration rules
+    return processor
 
 
 def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) -> None:
@@ -1249,6 +1262,7 @@ def run_job(
     stream = _stream(spark, options)
     settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
+        require_data_contracts(options.sink, client)  # --on-incompatible new-major: before any batch runs
         processor = _batch_processor(options, client, router, sink, progress)
         writer = stream.writeStream.foreachBatch(processor).option(
             "checkpointLocation", checkpoint.hadoop_uri("spark") if not checkpoint.is_local
