@@ -1049,12 +1049,13 @@ class ColumnLineage:
         return column
 
 
-def column_lineage(statements: Iterable[str]) -> ColumnLineage:
+def column_lineage(statements: Iterable[str], *, table: str | None = None) -> ColumnLineage:
     """Renamed, added and dropped columns of the DDL ``statements`` (in order), read from their text alone.
 
     Only column-level facts are taken (``ALTER TABLE`` specs ``RENAME COLUMN``, ``CHANGE``, ``ADD``, ``DROP``, and
     ``CREATE TABLE``); the definitions themselves come from schema files or :func:`apply_ddl`. A statement that
-    cannot be read adds nothing (the columns are then matched by name).
+    cannot be read adds nothing (the columns are then matched by name). ``table``: only statements about a table
+    of that name count (a DDL file with several tables).
 
     >>> column_lineage(["ALTER TABLE t RENAME COLUMN a TO b", "ALTER TABLE t CHANGE b c INT NOT NULL"]).renamed
     (('c', 'a'),)
@@ -1087,13 +1088,16 @@ def column_lineage(statements: Iterable[str]) -> ColumnLineage:
                 apply_renames()
                 s = TokenStream(stmt)
                 if s.word() == "CREATE" and (s.word(1) == "TABLE" or s.at("CREATE", "OR", "REPLACE", "TABLE")):
-                    recreated = True
+                    s.pos = 2
+                    s.accept("IF", "NOT", "EXISTS")
+                    recreated = recreated or table is None or s.table_name()[1].lower() == table.lower()
                     continue
                 if not (s.word() == "ALTER" and s.word(1) == "TABLE"):
                     continue
                 s.pos = 2
                 s.accept("IGNORE")
-                s.table_name()
+                if table is not None and s.table_name()[1].lower() != table.lower():
+                    continue
                 while not s.at_end():
                     _lineage_spec(s, rename, origin, spelled)
                     s.skip_element()
