@@ -248,7 +248,8 @@ class SchemaManager:
         Every table is routed, and every topic new to the run checked against the registry, before any
         schema is registered: a collision leaves the registry as it was."""
         self.stats.batches += 1
-        tables = list(tables)
+        # oldest version first: a table's versions are registered in the order they were made
+        tables = sorted(tables, key=lambda t: (t.schema_name, t.table, t.version))
         routes = [self._router.route(t.schema_name, t.table) for t in tables]
         with self._lock:
             for route in routes:
