@@ -1090,13 +1090,15 @@ def column_lineage(statements: Iterable[str], *, table: str | None = None) -> Co
                 if s.word() == "CREATE" and (s.word(1) == "TABLE" or s.at("CREATE", "OR", "REPLACE", "TABLE")):
                     s.pos = 2
                     s.accept("IF", "NOT", "EXISTS")
-                    recreated = recreated or table is None or s.table_name()[1].lower() == table.lower()
+                    named = s.table_name()[1]
+                    recreated = recreated or table is None or named.lower() == table.lower()
                     continue
                 if not (s.word() == "ALTER" and s.word(1) == "TABLE"):
                     continue
                 s.pos = 2
                 s.accept("IGNORE")
-                if table is not None and s.table_name()[1].lower() != table.lower():
+                named = s.table_name()[1]
+                if table is not None and named.lower() != table.lower():
                     continue
                 while not s.at_end():
                     _lineage_spec(s, rename, origin, spelled)

@@ -215,3 +215,10 @@ def test_column_lineage(statements, renamed, fresh, recreated):
 def test_lineage_origin():
     lineage = column_lineage(["ALTER TABLE t RENAME COLUMN a TO B", "ALTER TABLE t ADD COLUMN z INT"])
     assert (lineage.origin("b"), lineage.origin("z"), lineage.origin("other")) == ("a", None, "other")
+
+
+def test_lineage_of_one_table_of_a_file():
+    statements = ["ALTER TABLE db.t RENAME COLUMN a TO b", "ALTER TABLE other RENAME COLUMN c TO d"]
+    assert column_lineage(statements, table="t").renamed == (("b", "a"),)
+    assert column_lineage(statements, table="T").renamed == (("b", "a"),)
+    assert column_lineage(statements).renamed == (("b", "a"), ("d", "c"))
