@@ -34,11 +34,10 @@ def registry():
 
 def encoded(case: BreakingClass, manager: SchemaManager) -> list[tuple[int, bytes | None, bytes]]:
     """(id, key, value) of every row, each era encoded with the plan of its table version."""
-    versions = case.versions()
-    first, last = versions[0][0], versions[-1][0]
-    plans = manager.prepare_batch([first, last])
+    eras = case.eras()
+    plans = manager.prepare_batch([table for table, _ in eras])
     out = []
-    for table, rows in ((first, case.rows_v1), (last, case.rows_v2)):
+    for table, rows in eras:
         encoder = RowEncoder(plans[(table.schema_name, table.table, table.version)].encoding)
         for row in rows:
             key, value = encoder.encode(Op.INSERT, row)

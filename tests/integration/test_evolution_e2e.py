@@ -105,8 +105,8 @@ def read_pinned(bootstrap: str, url: str, topics: list[str], expected: int, *, k
 def assert_corpus_read(bootstrap: str, url: str, prefix: str) -> None:
     value_topics = {f"{prefix}_evo_{c.name}": c for c in VALUE_CLASSES}
     key_topics = {f"{prefix}_evo_{c.name}": c for c in KEY_CLASSES}
-    value_rows = sum(len(c.rows_v1) + len(c.rows_v2) for c in VALUE_CLASSES)
-    key_rows = sum(len(c.rows_v1) + len(c.rows_v2) for c in KEY_CLASSES)
+    value_rows = sum(c.row_count for c in VALUE_CLASSES)
+    key_rows = sum(c.row_count for c in KEY_CLASSES)
     for major in (1, 2):
         records = read_pinned(bootstrap, url, list(value_topics), value_rows, key_major=None, value_major=major)
         for topic, case in value_topics.items():
@@ -121,7 +121,7 @@ def assert_corpus_read(bootstrap: str, url: str, prefix: str) -> None:
             want = case.major1 if major == 1 else case.major2
             keys = {key["id"]: key for key, _ in got if key != "error"}
             assert keys == want, f"{case.name}: key consumer pinned to major {major}"
-            unreadable = len(case.rows_v1) + len(case.rows_v2) - len(want)
+            unreadable = case.row_count - len(want)
             assert sum(1 for r in got if r[0] == "error") == unreadable, case.name
 
 
@@ -142,7 +142,7 @@ def test_corpus_from_a_storage_tree_with_new_major(spark, bootstrap, registry, t
     root = tmp_path / "tree"
     write_storage_tree(root)
     result = run_job(spark, _options(str(root), tmp_path, bootstrap, url, prefix, OnIncompatible.NEW_MAJOR))
-    rows = sum(len(c.rows_v1) + len(c.rows_v2) for c in CORPUS)
+    rows = sum(c.row_count for c in CORPUS)
     assert result.totals.rows == rows and not result.bad_input
     assert sorted(m["table"] for m in result.totals.new_majors) == sorted(c.table for c in CORPUS)
     [pk] = [m for m in result.totals.new_majors if m["table"] == "evo.pk_change"]
@@ -159,7 +159,7 @@ def test_corpus_from_a_canal_json_changelog_with_new_major(spark, bootstrap, reg
     (source / "part-0.json").write_text("\n".join(canal_changelog()) + "\n", encoding="utf-8")
     result = run_job(spark, _options(f"canal-json+file://{source}", tmp_path, bootstrap, url, prefix,
                                      OnIncompatible.NEW_MAJOR))
-    rows = sum(len(c.rows_v1) + len(c.rows_v2) for c in CORPUS)
+    rows = sum(c.row_count for c in CORPUS)
     assert result.totals.rows == rows and not result.bad_input
     assert sorted(m["table"] for m in result.totals.new_majors) == sorted(c.table for c in CORPUS)
     assert_registry(client, prefix)

@@ -36,6 +36,7 @@ class BreakingClass:
     major2: dict[int, dict[str, Any]]
     breaks_key: bool = False
     what: str = ""
+    rows_mid: tuple[dict[str, Any], ...] = ()  # rows of the version between two DDLs (a class with two)
 
     @property
     def table(self) -> str:
@@ -46,6 +47,19 @@ class BreakingClass:
 
     def statements(self) -> list[str]:
         return [d.format(t=f"{SCHEMA}.{self.name}") for d in self.ddl]
+
+    def eras(self) -> list[tuple[TableDef, tuple[dict[str, Any], ...]]]:
+        """(table version, its rows) of every version that has rows, oldest first."""
+        versions = [t for t, _ in self.versions()]
+        out = [(versions[0], self.rows_v1)]
+        if self.rows_mid:
+            out.append((versions[1], self.rows_mid))
+        out.append((versions[-1], self.rows_v2))
+        return out
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows_v1) + len(self.rows_mid) + len(self.rows_v2)
 
     def versions(self) -> list[tuple[TableDef, str]]:
         """(table at each version, the DDL that made it): version T0, then one per DDL from T1 on."""
@@ -145,11 +159,21 @@ CORPUS: tuple[BreakingClass, ...] = (
         what="NULL column made NOT NULL"),
     BreakingClass(
         "drop_readd", "id BIGINT PRIMARY KEY, a INT NOT NULL",
-        ("ALTER TABLE {t} DROP COLUMN a", "ALTER TABLE {t} ADD COLUMN a VARCHAR(10) NOT NULL"),
+        ("ALTER TABLE {t} DROP COLUMN a, ADD COLUMN a VARCHAR(10) NOT NULL",),
         _rows({"id": 1, "a": 5}, {"id": 2, "a": 6}), _rows({"id": 3, "a": "q"}, {"id": 4, "a": "r"}),
         major1=_by_id({"id": 1, "a": 5}, {"id": 2, "a": 6}, {"id": 3, "a": 0}, {"id": 4, "a": 0}),
         major2=_by_id({"id": 1, "a": ""}, {"id": 2, "a": ""}, {"id": 3, "a": "q"}, {"id": 4, "a": "r"}),
-        what="column dropped and added again with another type (two DDLs, no rows between them)"),
+        what="column dropped and added again with another type in one DDL: no value carries over"),
+    BreakingClass(
+        "drop_then_readd", "id BIGINT PRIMARY KEY, a INT NOT NULL",
+        ("ALTER TABLE {t} DROP COLUMN a", "ALTER TABLE {t} ADD COLUMN a VARCHAR(10) NOT NULL"),
+        _rows({"id": 1, "a": 5}, {"id": 2, "a": 6}), _rows({"id": 3, "a": "q"}, {"id": 4, "a": "r"}),
+        rows_mid=_rows({"id": 5}),
+        # major 1 ends with the version without the column (a compatible drop): its consumers see no "a"
+        major1=_by_id({"id": 1}, {"id": 2}, {"id": 5}, {"id": 3}, {"id": 4}),
+        major2=_by_id({"id": 1, "a": ""}, {"id": 2, "a": ""}, {"id": 5, "a": ""}, {"id": 3, "a": "q"},
+                      {"id": 4, "a": "r"}),
+        what="column dropped (a minor version), rows, then added again with another type"),
     BreakingClass(
         "recreate", "id BIGINT PRIMARY KEY, a INT NOT NULL, b VARCHAR(10)",
         ("CREATE TABLE {t} (id BIGINT PRIMARY KEY, a BIGINT NOT NULL, note VARCHAR(10) NOT NULL)",),
@@ -178,10 +202,11 @@ def write_storage_tree(root: Path, corpus: tuple[BreakingClass, ...] = CORPUS) -
         versions = case.versions()
         for i, (table, statement) in enumerate(versions):
             write_table_schema_file(table, root, query=statement if i else "", ddl_type=3 if i == 0 else 5)
-        for table, rows, base in ((versions[0][0], case.rows_v1, T0), (versions[-1][0], case.rows_v2, versions[-1][0].version)):
+        for table, rows in case.eras():
             directory = root / SCHEMA / case.name / str(table.version)
             directory.mkdir(parents=True, exist_ok=True)
-            lines = [canal_dml(table, Op.INSERT, base + ((j + 1) << 18) // 2, None, row) for j, row in enumerate(rows)]
+            lines = [canal_dml(table, Op.INSERT, table.version + ((j + 1) << 18) // 8, None, row)
+                     for j, row in enumerate(rows)]
             (directory / "CDC000001.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
             files.append(f"{SCHEMA}/{case.name}/{table.version}/CDC000001.json")
     return files
@@ -191,16 +216,15 @@ def canal_changelog(corpus: tuple[BreakingClass, ...] = CORPUS) -> list[str]:
     """The corpus as canal-json messages in commit order: CREATE, version 1 rows, the DDL(s), version 2 rows."""
     lines: list[str] = []
     for case in corpus:
-        versions = case.versions()
-        lines.append(canal_ddl(SCHEMA, case.name, "CREATE", versions[0][1], T0))
-        lines += [canal_dml(versions[0][0], Op.INSERT, T0 + ((j + 1) << 18) // 2, None, row)
-                  for j, row in enumerate(case.rows_v1)]
-        for table, statement in versions[1:]:
-            if statement.upper().startswith("CREATE"):
+        rows = {table.version: era for table, era in case.eras()}
+        for i, (table, statement) in enumerate(case.versions()):
+            if i == 0:
+                lines.append(canal_ddl(SCHEMA, case.name, "CREATE", statement, table.version))
+            elif statement.upper().startswith("CREATE"):
                 lines.append(canal_ddl(SCHEMA, case.name, "ERASE", f"DROP TABLE {SCHEMA}.{case.name}", table.version - 1))
-            lines.append(canal_ddl(SCHEMA, case.name, "CREATE" if statement.upper().startswith("CREATE") else "ALTER",
-                                   statement, table.version))
-        last = versions[-1][0]
-        lines += [canal_dml(last, Op.INSERT, last.version + ((j + 1) << 18) // 2, None, row)
-                  for j, row in enumerate(case.rows_v2)]
+                lines.append(canal_ddl(SCHEMA, case.name, "CREATE", statement, table.version))
+            else:
+                lines.append(canal_ddl(SCHEMA, case.name, "ALTER", statement, table.version))
+            lines += [canal_dml(table, Op.INSERT, table.version + ((j + 1) << 18) // 8, None, row)
+                      for j, row in enumerate(rows.get(table.version, ()))]
     return lines
