@@ -636,8 +636,13 @@ class RegistryClient:
         except RegistryUnavailable:
             raise
         except RegistryError as exc:
+            status = exc.context.get("status_code")
+            if isinstance(status, int) and 200 <= status < 300:
+                return (f"it answered GET /subjects/{{subject}}/metadata (what a consumer pinned with "
+                        f"use.latest.with.metadata reads), for a subject without versions, with HTTP {status} and no "
+                        "version (Confluent: 404/40401), so it looks no versions up by their metadata")
             return (f"it has no GET /subjects/{{subject}}/metadata (what a consumer pinned with "
-                    f"use.latest.with.metadata reads): HTTP {exc.context.get('status_code')}, error_code "
+                    f"use.latest.with.metadata reads): HTTP {status}, error_code "
                     f"{exc.context.get('error_code')}: {exc.context.get('registry_message') or exc.message}")
         try:
             self.update_config(probe, {"compatibilityGroup": "major_version",

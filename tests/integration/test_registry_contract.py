@@ -482,7 +482,7 @@ def _post(sr, subject: str, body: dict[str, Any], path: str = "/versions", **par
 
 
 def _contracts(registry_flavour) -> None:
-    if not registry_flavour.expect("data_contracts"):
+    if not registry_flavour.expect("data_contracts")["kept"]:
         pytest.skip("this registry keeps no data contracts (see REGISTRIES.md); test_data_contract_probe covers it")
 
 
@@ -492,10 +492,26 @@ def test_data_contract_probe(registry_url, registry_flavour):
 
     with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
         reason = client.data_contracts_unsupported()
-    if registry_flavour.expect("data_contracts"):
+    if registry_flavour.expect("data_contracts")["kept"]:
         assert reason is None
     else:
         assert reason  # a sentence saying what the registry answered instead
+
+
+def test_data_contract_answers(sr, subject, new_subject, registry_flavour):
+    """What each flavour answers to the data-contract calls (recorded in REGISTRIES.md)."""
+    want = registry_flavour.expect("data_contracts")
+    registered = _post(sr, subject, {"schema": V1, "metadata": MAJOR_1, "ruleSet": RULES})
+    assert registered.status_code == 200, registered.text
+    version = sr.version(subject, 1).json()
+    assert ("metadata" in version and "ruleSet" in version) == want["kept"]
+    unknown = sr.client.get(f"/subjects/{sr.s(new_subject('none'))}/metadata",
+                            params={"key": "major_version", "value": "1"})
+    assert (unknown.status_code if unknown.status_code < 300 else (unknown.status_code, error_code(unknown))) \
+        == want["metadata"]
+    put = sr.client.put(f"/config/{sr.s(subject)}", json={"compatibilityGroup": "major_version",
+                                                           "defaultRuleSet": RULES})
+    assert (put.status_code if put.status_code < 300 else (put.status_code, error_code(put))) == want["group"]
 
 
 def test_metadata_and_rule_set_are_stored_and_returned(sr, subject, registry_flavour):
