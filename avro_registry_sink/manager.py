@@ -248,8 +248,12 @@ class SchemaManager:
         Every table is routed, and every topic new to the run checked against the registry, before any
         schema is registered: a collision leaves the registry as it was."""
         self.stats.batches += 1
-        # oldest version first: a table's versions are registered in the order they were made
-        tables = sorted(tables, key=lambda t: (t.schema_name, t.table, t.version))
+        # a table's versions oldest first (registered in the order they were made); tables in the order given
+        tables = list(tables)
+        first: dict[tuple[str, str], int] = {}
+        for i, t in enumerate(tables):
+            first.setdefault((t.schema_name, t.table), i)
+        tables.sort(key=lambda t: (first[(t.schema_name, t.table)], t.version))
         routes = [self._router.route(t.schema_name, t.table) for t in tables]
         with self._lock:
             for route in routes:
