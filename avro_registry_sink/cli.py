@@ -420,6 +420,25 @@ def _policies(client, subject: str, schema_text: str, statements: list[str], tab
     return {"stop": stop, "new-major": lines + plan.describe(old_major, old_major + 1)}
 
 
+def _version_by_text(client, subject: str, schema_text: str):
+    """The live version of ``subject`` whose schema is ``schema_text`` (canonically), whatever its metadata."""
+    from avro_registry_sink.errors import RegistryError
+    from avro_registry_sink.registry.embedded.canonical import canonical_schema
+
+    try:
+        wanted = canonical_schema(schema_text)
+        for number in reversed(client.get_versions(subject)):
+            version = client.get_version(subject, number)
+            try:
+                if canonical_schema(version.schema) == wanted:
+                    return version
+            except ValueError:
+                continue
+    except (RegistryError, ValueError):
+        return None
+    return None
+
+
 def _check_subject(client, table: str, subject: str, schema_text: str) -> dict[str, Any]:
     from avro_registry_sink.errors import SchemaNotFound, SubjectNotFound
 
@@ -428,8 +447,13 @@ def _check_subject(client, table: str, subject: str, schema_text: str) -> dict[s
         return {"table": table, "subject": subject, "status": "unchanged", "messages": [f"already version {current.version}, id {current.id}"]}
     except SubjectNotFound:
         return {"table": table, "subject": subject, "status": "new subject", "messages": ["would be registered as version 1"]}
-    except SchemaNotFound:
-        pass
+    except SchemaNotFound:  # a version of another major (other metadata) is not found by its text alone
+        found = _version_by_text(client, subject, schema_text)
+        if found is not None:
+            major = found.properties.get("major_version")
+            return {"table": table, "subject": subject, "status": "unchanged",
+                    "messages": [f"already version {found.version}, id {found.id}"
+                                 + (f" (major version {major})" if major else "")]}
     result = client.test_compatibility_all(subject, schema_text, verbose=True)
     status = "compatible" if result.is_compatible else "incompatible"
     messages = list(result.messages) or (["would be registered as a new version"] if result.is_compatible else [])

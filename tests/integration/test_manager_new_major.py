@@ -137,3 +137,23 @@ def test_new_major_needs_a_registry_with_data_contracts(client):
     with pytest.raises(ConfigError, match="does not keep them: it has no GET"):
         require_data_contracts(SinkConfig(on_incompatible=OnIncompatible.NEW_MAJOR), NoContracts())
     require_data_contracts(SinkConfig(), NoContracts())  # stop: nothing asked
+
+
+def test_check_finds_a_version_of_an_older_major_by_its_text(client, schema_name, registry_url, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from avro_registry_sink.cli import app
+
+    ddl = [(5, "ALTER TABLE t RENAME COLUMN a TO a2")]
+    v1, v2 = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    m.prepare_batch([v1])
+    m.prepare_batch([v2])
+    old = tmp_path / "old.sql"
+    old.write_text(CREATE.format(schema=schema_name) + ";")
+    result = CliRunner().invoke(app, ["check", "--ddl", str(old), "--registry", registry_url, "--output", "json"])
+    assert result.exit_code == 0, result.output
+    [value] = [s for s in json.loads(result.stdout)["subjects"] if s["subject"].endswith("-value")]
+    assert value["status"] == "unchanged" and "major version 1" in value["messages"][0]
