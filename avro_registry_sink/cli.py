@@ -379,6 +379,7 @@ def check(
     Exit status 0 when every subject is compatible (or new), 1 when any is incompatible, 2 for bad input.
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from avro_registry_sink.registry.client import RegistryClient
@@ -388,12 +389,17 @@ def check(
     try:
         cfg = ticdc.sink_config(registry)
         results = []
+        statements = _alter_statements(ddl)
         with RegistryClient(cfg.registry) as client:
             for table, route, derived in derive_tables(ddl, cfg, ticdc.topic_rule):
                 for subject, text in ((route.key_subject, derived.key_json), (route.value_subject, derived.value_json)):
                     if text is None:
                         continue
-                    results.append(_check_subject(client, f"{table.schema_name}.{table.table}", subject, text))
+                    result = _check_subject(client, f"{table.schema_name}.{table.table}", subject, text)
+                    if result["status"] == "incompatible":
+                        result["policies"] = _policies(client, subject, text, statements, table.table,
+                                                       is_key=subject == route.key_subject, reasons=result["messages"])
+                    results.append(result)
     except RegistryUnavailable as exc:  # the question could not be asked: not a bad option
         raise _fail(str(exc), code=1) from None
     except AvroSinkError as exc:
@@ -406,10 +412,74 @@ def check(
             grid.add_column(name, overflow="fold")
         for r in results:
             style = {"compatible": "green", "new subject": "cyan", "unchanged": "green"}.get(r["status"], "red")
-            grid.add_row(r["table"], r["subject"], f"[{style}]{r['status']}[/{style}]", "; ".join(r["messages"]))
-        Console(width=200).print(grid)
+            details = "; ".join(r["messages"])
+            for policy, lines in r.get("policies", {}).items():
+                details += f"\n--on-incompatible {policy}: " + "\n  ".join(lines)
+            grid.add_row(r["table"], r["subject"], f"[{style}]{r['status']}[/{style}]", escape(details))
+        Console(width=200).print(grid, highlight=False, markup=True)
     if any(r["status"] == "incompatible" for r in results):
         raise typer.Exit(1)
+
+
+def _alter_statements(ddl: Path) -> list[str]:
+    """The ALTER TABLE statements of a DDL file, in order: where ``check`` reads renames and re-added columns."""
+    from avro_registry_sink.tabledef.lexer import split_statements
+
+    try:
+        return [stmt.source for stmt in split_statements(ddl.read_text(encoding="utf-8"))
+                if stmt.source.lstrip()[:5].upper() == "ALTER"]
+    except (OSError, AvroSinkError, ValueError):
+        return []
+
+
+def _policies(client, subject: str, schema_text: str, statements: list[str], table: str, *, is_key: bool,
+              reasons: list[str]) -> dict[str, list[str]]:
+    """What each ``--on-incompatible`` policy would do with an incompatible schema, and the rules of new-major."""
+    from avro_registry_sink.errors import RegistryError
+    from avro_registry_sink.manager import MAJOR_VERSION
+    from avro_registry_sink.schema.migration import plan_migration, rule_set_for
+    from avro_registry_sink.tabledef.ddl import column_lineage
+
+    stop = ["the job stops at the first batch holding this table version (exit 1, nothing of the batch written), "
+            "naming these reasons; the subject is left as it is"]
+    try:
+        latest = client.get_latest(subject)
+        contracts = client.data_contracts_unsupported()
+    except RegistryError as exc:
+        return {"stop": stop, "new-major": [f"cannot tell: {exc.message}"]}
+    if contracts:
+        return {"stop": stop, "new-major": [f"refused before any batch: the registry keeps no data contracts "
+                                            f"({contracts})"]}
+    try:
+        old_major = max(1, int(latest.properties.get(MAJOR_VERSION, "1")))
+    except ValueError:
+        old_major = 1
+    plan = plan_migration(latest.schema, schema_text, column_lineage(statements, table=table), is_key=is_key)
+    rules = rule_set_for(plan, old_major, old_major + 1)["migrationRules"]
+    lines = [f"registered in {subject!r} as major version {old_major + 1} (metadata {MAJOR_VERSION}="
+             f"{old_major + 1}; compatibilityGroup set to {MAJOR_VERSION} if unset), against version {latest.version} "
+             f"(major {old_major}); the job goes on with the new schema id",
+             f"migration rules: {', '.join(r['name'] for r in rules) or 'none'}"]
+    return {"stop": stop, "new-major": lines + plan.describe(old_major, old_major + 1)}
+
+
+def _version_by_text(client, subject: str, schema_text: str):
+    """The live version of ``subject`` whose schema is ``schema_text`` (canonically), whatever its metadata."""
+    from avro_registry_sink.errors import RegistryError
+    from avro_registry_sink.registry.embedded.canonical import canonical_schema
+
+    try:
+        wanted = canonical_schema(schema_text)
+        for number in reversed(client.get_versions(subject)):
+            version = client.get_version(subject, number)
+            try:
+                if canonical_schema(version.schema) == wanted:
+                    return version
+            except ValueError:
+                continue
+    except (RegistryError, ValueError):
+        return None
+    return None
 
 
 def _check_subject(client, table: str, subject: str, schema_text: str) -> dict[str, Any]:
@@ -420,8 +490,13 @@ def _check_subject(client, table: str, subject: str, schema_text: str) -> dict[s
         return {"table": table, "subject": subject, "status": "unchanged", "messages": [f"already version {current.version}, id {current.id}"]}
     except SubjectNotFound:
         return {"table": table, "subject": subject, "status": "new subject", "messages": ["would be registered as version 1"]}
-    except SchemaNotFound:
-        pass
+    except SchemaNotFound:  # a version of another major (other metadata) is not found by its text alone
+        found = _version_by_text(client, subject, schema_text)
+        if found is not None:
+            major = found.properties.get("major_version")
+            return {"table": table, "subject": subject, "status": "unchanged",
+                    "messages": [f"already version {found.version}, id {found.id}"
+                                 + (f" (major version {major})" if major else "")]}
     result = client.test_compatibility_all(subject, schema_text, verbose=True)
     status = "compatible" if result.is_compatible else "incompatible"
     messages = list(result.messages) or (["would be registered as a new version"] if result.is_compatible else [])
@@ -523,6 +598,7 @@ ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|non
 AutoRegisterOpt = Annotated[Optional[bool], typer.Option("--auto-register/--no-auto-register", help="Register new schemas (default), or only look up the ids of schemas registered already, failing the batch (exit 1, nothing written) on a missing one: Confluent's auto.register.schemas; also auto-register in the TOML file, AVRO_SINK_AUTO_REGISTER.")]
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
 ProducerOpt = Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")]
+OnIncompatibleOpt = Annotated[Optional[str], typer.Option("--on-incompatible", help="stop|new-major: a schema change the registry's compatibility level refuses stops the job (default), or is registered as the subject's next major version with JSONata migration rules for consumers pinned to a major (needs a registry with data contracts). Also the on-incompatible TOML key and AVRO_SINK_ON_INCOMPATIBLE.")]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -538,6 +614,7 @@ class _JobArgs(_TiCDCArgs):
     progress: ProgressOpt = "auto"
     state_dir: StateDirOpt = None
     auto_register: AutoRegisterOpt = None
+    on_incompatible: OnIncompatibleOpt = None
 
     def job_options(self, **job: Any):
         """The job's ``JobOptions`` (``job``: the command's own fields of it); the source is checked (a bad
@@ -549,6 +626,10 @@ class _JobArgs(_TiCDCArgs):
 
         state = self.state_dir or default_state_dir()
         cfg = self.sink_config(self.registry)
+        if self.on_incompatible is not None:  # the flag wins over the sink URI, environment and TOML file
+            from avro_registry_sink.config import settings_from_mapping
+
+            cfg = settings_from_mapping({"on-incompatible": self.on_incompatible}, cfg)
         if cfg.scheme == "file" and not cfg.path:
             cfg = cfg.model_copy(update={"path": str(state / "output")})
         if self.auto_register is not None:
@@ -713,6 +794,13 @@ def _print_totals(result, console) -> None:
     console.print(grid)
     for schema in totals.schemas:
         console.print(f"  registered {schema.subject} version {schema.version} (schema id {schema.schema_id})")
+    for major in totals.new_majors:
+        console.print(f"  [yellow]new major version[/yellow] {major['new_major']} of {major['subject']} (schema id "
+                      f"{major['schema_id']}, table {major['table']} version {major['table_version']}): "
+                      f"{'; '.join(major['changes'])}; migration rules: {', '.join(major['rules']) or 'none'}",
+                      markup=True, highlight=False)
+        for line in major["cannot_follow"]:
+            console.print(f"    [red]{line}[/red]", highlight=False)
     if totals.filtered:
         console.print("Left out by [filter] rules: " + ", ".join(
             f"{table} ({n} files/messages)" for table, n in sorted(totals.filtered.items())), markup=False)
@@ -721,6 +809,20 @@ def _print_totals(result, console) -> None:
                       "(rows unknown, recorded in the dead-letter files): "
                       + ", ".join(totals.missing_files[:5]) + (" ..." if len(totals.missing_files) > 5 else ""))
     _print_dead_letters(result, console)
+
+
+def _check_data_contracts(cfg: SinkConfig) -> None:
+    """``--on-incompatible new-major`` needs a registry that keeps data contracts: asked before Spark starts
+    (the embedded registry does)."""
+    from avro_registry_sink.config import OnIncompatible
+
+    if cfg.on_incompatible is not OnIncompatible.NEW_MAJOR or cfg.registry.is_embedded:
+        return
+    from avro_registry_sink.manager import require_data_contracts
+    from avro_registry_sink.registry.client import RegistryClient
+
+    with RegistryClient(cfg.registry) as client:
+        require_data_contracts(cfg, client)
 
 
 def _print_dead_letters(result, console) -> None:
@@ -774,6 +876,9 @@ def run(
     _quiet_spark_warnings()
     try:
         check_kafka(options)  # before Spark's start: a wrong password or CA fails in seconds
+        _check_data_contracts(options.sink)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
     except AvroSinkError as exc:
         raise _fail(str(exc), code=1) from None
     spark = _job_session(options, stores)

@@ -50,6 +50,19 @@ class SubjectNaming(str, Enum):
     TICDC = "ticdc"
 
 
+class OnIncompatible(str, Enum):
+    """What a table version whose schema its subject's compatibility level refuses does to the job.
+
+    ``stop``: the batch fails with the registry's reasons (nothing of it is written). ``new-major``: the schema is
+    registered in the same subject as the next major version (metadata ``major_version``; the subject's
+    ``compatibilityGroup`` set to ``major_version`` the first time), with JSONata migration rules for consumers
+    pinned to a major (see :mod:`avro_registry_sink.schema.migration`); the job goes on.
+    """
+
+    STOP = "stop"
+    NEW_MAJOR = "new-major"
+
+
 class PartitionStrategy(str, Enum):
     """Partition dispatch (TiCDC's MQ protocol): which rows land in the same partition.
 
@@ -179,6 +192,8 @@ class SinkConfig(BaseModel):
     filter_rules: tuple[str, ...] = ("*.*",)
     case_sensitive: bool = False
     column_selectors: tuple[ColumnSelector, ...] = ()
+    #: ``on-incompatible``: a schema change the registry refuses stops the job, or becomes a new major version.
+    on_incompatible: OnIncompatible = OnIncompatible.STOP
 
 
 # --------------------------------------------------------------------------------------------------
@@ -525,6 +540,8 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
         update["subject_naming"] = _parse_choice("subject-naming", str(flat["subject-naming"]), SubjectNaming)
     if "partition-num" in flat:
         update["partition_num"] = _parse_int("partition-num", str(flat["partition-num"]), minimum=1)
+    if "on-incompatible" in flat:
+        update["on_incompatible"] = _parse_choice("on-incompatible", str(flat["on-incompatible"]), OnIncompatible)
     if "max-message-bytes" in flat:
         update["max_message_bytes"] = _parse_int("max-message-bytes", str(flat["max-message-bytes"]), minimum=1)
     if "case-sensitive" in flat:

@@ -29,7 +29,8 @@ The tree::
         ├── InvalidSchema            42201           ├── InvalidVersion        42202
         ├── InvalidCompatibilityLevel 42203          ├── InvalidMode           42204
         ├── OperationNotPermitted    42205 (read-only mode, import rules)
-        └── InvalidSubject           42208
+        ├── InvalidSubject           42208
+        └── InvalidRuleSet           42210 (a data contract's rule that Confluent's validation refuses)
 
 ``REGISTRY_ERROR_CODES`` maps Confluent ``error_code`` values to these classes; ``registry_error_for``
 is the one place that picks a class (code first, HTTP status as the fallback). Call sites never branch
@@ -207,6 +208,10 @@ class InvalidSubject(RegistryError):
     pass
 
 
+class InvalidRuleSet(RegistryError):
+    """A ``ruleSet`` (or a config's default/override rule set) that the registry's rule validation refuses."""
+
+
 REGISTRY_ERROR_CODES: dict[int, type[RegistryError]] = {
     40401: SubjectNotFound,
     40402: VersionNotFound,
@@ -225,6 +230,7 @@ REGISTRY_ERROR_CODES: dict[int, type[RegistryError]] = {
     42204: InvalidMode,
     42205: OperationNotPermitted,
     42208: InvalidSubject,
+    42210: InvalidRuleSet,
 }
 
 # Fallback by HTTP status when the body carries no known error_code.

@@ -15,6 +15,16 @@ An incompatible change stops the batch with :class:`SchemaEvolutionError` (names
 the registry's latest version and schema id, the table version that produced the new schema, and
 the registry's reasons). An unreachable registry is retried within ``unavailable_budget`` seconds,
 then the batch fails. Either way the caller emits nothing of that batch.
+
+With ``on_incompatible="new-major"`` (``--on-incompatible new-major``) an incompatible change does not stop
+anything: every schema is registered with data-contract metadata (``major_version``, and the table version that
+produced it), and a schema the subject's level refuses becomes the next major version of the same subject, with
+JSONata UPGRADE/DOWNGRADE migration rules generated from the change
+(:func:`~avro_registry_sink.schema.migration.plan_migration`, renames and re-added columns read from the DDL
+between the two table versions through ``ddl_history``). The subject's ``compatibilityGroup`` is set to
+``major_version`` the first time (the option is the user's consent); no subject is ever set to NONE. A schema
+that is already a live version of the subject (of any major) is found by its text and reused, never registered
+again. Each new major is reported by :meth:`SchemaManager.take_majors`.
 """
 
 from __future__ import annotations
@@ -24,9 +34,9 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, TypeVar
+from typing import Any, Callable, Iterable, Protocol, TypeVar
 
-from avro_registry_sink.config import DEFAULT_ENCODING, EncodingOptions
+from avro_registry_sink.config import DEFAULT_ENCODING, EncodingOptions, OnIncompatible
 from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.errors import (
     IncompatibleSchema,
@@ -55,6 +65,42 @@ class SchemaNotRegistered(RegistryError):
 
 class _Registry(Protocol):
     def register(self, subject: str, schema: str) -> int: ...
+
+
+#: The metadata property that numbers a subject's major versions (Confluent's documented convention).
+MAJOR_VERSION = "major_version"
+#: The metadata property holding the table version (TiCDC's) whose schema a registered version is.
+TABLE_VERSION = "avro_registry_sink.table_version"
+
+
+@dataclass(frozen=True)
+class NewMajor:
+    """A schema registered as a new major version instead of stopping the job (``--on-incompatible new-major``)."""
+
+    table: str
+    table_version: int
+    subject: str
+    schema_id: int
+    old_major: int
+    new_major: int
+    reasons: str  # why the subject's level refused it
+    changes: tuple[str, ...]
+    rules: tuple[str, ...]  # names of the migration rules registered
+    cannot_follow: tuple[str, ...]  # which consumers cannot read which records
+
+    def to_json(self) -> dict[str, object]:
+        return {"table": self.table, "table_version": self.table_version, "subject": self.subject,
+                "schema_id": self.schema_id, "old_major": self.old_major, "new_major": self.new_major,
+                "reasons": self.reasons, "changes": list(self.changes), "rules": list(self.rules),
+                "cannot_follow": list(self.cannot_follow)}
+
+    def describe(self) -> str:
+        text = (f"{self.table} (table version {self.table_version}): subject {self.subject!r} is now at major "
+                f"version {self.new_major} (schema id {self.schema_id}); changes: {'; '.join(self.changes)}; "
+                f"migration rules: {', '.join(self.rules) or 'none'}")
+        if self.cannot_follow:
+            text += "; " + "; ".join(self.cannot_follow)
+        return text
 
 
 PlanKey = tuple[str, str, int]
@@ -125,6 +171,8 @@ class SchemaManager:
         clock: Callable[[], float] = time.monotonic,
         selection: TableSelection = EVERYTHING,
         auto_register: bool = True,
+        on_incompatible: OnIncompatible | str = OnIncompatible.STOP,
+        ddl_history: Callable[[str, str], list[tuple[int, str]]] | None = None,
     ) -> None:
         self._registry = registry
         #: False: only look up the ids of schemas registered already (Confluent's ``auto.register.schemas``)
@@ -133,6 +181,11 @@ class SchemaManager:
         #: ``(subject, schema text, TableSchemas, error)`` (the history journal, :mod:`.history.journal`)
         self.on_register: Callable[[str, str, int, TableSchemas], None] | None = None
         self.on_refused: Callable[[str, str, TableSchemas, RegistryError], None] | None = None
+        self._policy = OnIncompatible(on_incompatible)
+        #: ``(schema, table) -> [(table version, DDL text)]``: where the renames of a breaking change are read.
+        self.ddl_history = ddl_history
+        self._versions: dict[str, list[object]] = {}  # subject -> its live versions (new-major policy)
+        self._majors: list[NewMajor] = []
         self._selection = selection
         self._router = router
         self._options = options
@@ -145,6 +198,16 @@ class SchemaManager:
         self._warnings: list[str] = []
         self._lock = threading.Lock()
         self.stats = ManagerStats()
+
+    @property
+    def on_incompatible(self) -> OnIncompatible:
+        return self._policy
+
+    def take_majors(self) -> list[NewMajor]:
+        """New major versions registered since the last call (for the batch report and the run's summary)."""
+        with self._lock:
+            majors, self._majors = self._majors, []
+        return majors
 
     def take_warnings(self) -> list[str]:
         """Warnings since the last call (for the batch report)."""
@@ -180,7 +243,8 @@ class SchemaManager:
         self._check_registered(route)
         selected = self._selection.apply(table, route.partition_columns)  # column selectors, before any schema
         schemas = derive_schemas(selected, self._options)
-        key_id = self._ensure(route.key_subject, schemas.key_json, schemas, route) if schemas.key_json else None
+        key_id = (self._ensure(route.key_subject, schemas.key_json, schemas, route, is_key=True)
+                  if schemas.key_json else None)
         value_id = self._ensure(route.value_subject, schemas.value_json, schemas, route)
         plan = TablePlan(
             encoding=EncodingPlan.from_schemas(schemas, key_id, value_id, self._selection.dropped(table, selected)),
@@ -196,7 +260,12 @@ class SchemaManager:
         Every table is routed, and every topic new to the run checked against the registry, before any
         schema is registered: a collision leaves the registry as it was."""
         self.stats.batches += 1
+        # a table's versions oldest first (registered in the order they were made); tables in the order given
         tables = list(tables)
+        first: dict[tuple[str, str], int] = {}
+        for i, t in enumerate(tables):
+            first.setdefault((t.schema_name, t.table), i)
+        tables.sort(key=lambda t: (first[(t.schema_name, t.table)], t.version))
         routes = [self._router.route(t.schema_name, t.table) for t in tables]
         with self._lock:
             for route in routes:
@@ -273,7 +342,8 @@ class SchemaManager:
 
     # -- registration --------------------------------------------------------------------------
 
-    def _ensure(self, subject: str, schema_json: str, schemas: TableSchemas, route: Route) -> int:
+    def _ensure(self, subject: str, schema_json: str, schemas: TableSchemas, route: Route, *,
+                is_key: bool = False) -> int:
         import hashlib
 
         text_key = (subject, hashlib.sha256(schema_json.encode()).hexdigest())
@@ -284,7 +354,10 @@ class SchemaManager:
             schema_id = self._look_up_registered(subject, schema_json, schemas)
             self._subject_ids[text_key] = schema_id
             return schema_id
-        schema_id = self._register_with_retry(subject, schema_json, schemas)
+        if self._policy is OnIncompatible.NEW_MAJOR:
+            schema_id = self._ensure_evolving(subject, schema_json, schemas, is_key)
+        else:
+            schema_id = self._register_with_retry(subject, schema_json, schemas)
         self._subject_ids[text_key] = schema_id
         self.stats.registrations += 1
         if self.on_register is not None:
@@ -348,7 +421,7 @@ class SchemaManager:
                 self._sleep(max(delay, 0.0))
 
     def _evolution_error(self, subject: str, schema_json: str, schemas: TableSchemas,
-                         exc: RegistryError) -> SchemaEvolutionError:
+                         exc: RegistryError, *, new_major: int | None = None) -> SchemaEvolutionError:
         latest = ""
         try:
             get_latest = getattr(self._registry, "get_latest")
@@ -363,10 +436,16 @@ class SchemaManager:
             local = explain_incompatibility(self._registry, subject, schema_json)
             if local:
                 reasons = f"{reasons} Apache Avro's checker: " + "; ".join(local)
+        where = ("under the registry's compatibility level" if new_major is None else
+                 f"even as its major version {new_major} (the registry compared it with versions of other majors: "
+                 "does it honour the subject's compatibilityGroup?)")
+        advice = ("" if new_major is not None or self._policy is OnIncompatible.NEW_MAJOR else
+                  " To go on with it as the subject's next major version, with migration rules for consumers "
+                  "pinned to a major, run with --on-incompatible new-major (a registry with data contracts).")
         return SchemaEvolutionError(
             f"Table {table.qualified_name}: the schema derived from table version {table.version} is "
-            f"incompatible with subject {subject!r}{latest} under the registry's compatibility level; "
-            f"nothing of this batch was emitted. Registry said: {reasons}",
+            f"incompatible with subject {subject!r}{latest} {where}; "
+            f"nothing of this batch was emitted. Registry said: {reasons}{advice}",
             subject=subject,
             status_code=exc.context.get("status_code"),
             error_code=exc.context.get("error_code"),
@@ -374,3 +453,153 @@ class SchemaManager:
             table_version=table.version,
             reasons=reasons,
         )
+
+    # -- --on-incompatible new-major ------------------------------------------------------------------
+
+    def _live_versions(self, subject: str, table: str) -> list[Any]:
+        """The subject's live versions (metadata included), read once per run and after each registration."""
+        cached = self._versions.get(subject)
+        if cached is not None:
+            return cached
+
+        def read() -> list[Any]:
+            try:
+                numbers = self._registry.get_versions(subject)  # type: ignore[attr-defined]
+            except (SubjectNotFound, VersionNotFound):
+                return []
+            return [self._registry.get_version(subject, n) for n in numbers]  # type: ignore[attr-defined]
+
+        versions = self._with_retry(subject, table, "reading the versions of", read)
+        self._versions[subject] = versions
+        return versions
+
+    def _ensure_evolving(self, subject: str, schema_json: str, schemas: TableSchemas, is_key: bool) -> int:
+        """The id of ``schema_json`` in ``subject`` under the new-major policy (see the module doc)."""
+        table = schemas.table
+        name = table.qualified_name
+        versions = self._live_versions(subject, name)
+        wanted = _canonical(schema_json)
+        for version in reversed(versions):
+            if _canonical(getattr(version, "schema", "")) == wanted:
+                return int(getattr(version, "id"))
+        latest = versions[-1] if versions else None
+        properties = _plain_properties(latest)
+        major = _major_of(latest)
+        properties.update({MAJOR_VERSION: str(major), TABLE_VERSION: str(table.version)})
+        try:
+            schema_id = self._register_contract(subject, name, schema_json, {"properties": properties}, {})
+        except IncompatibleSchema as exc:
+            assert latest is not None  # a subject without versions refuses nothing
+            schema_id = self._new_major(subject, schema_json, schemas, latest, exc, is_key)
+        self._versions.pop(subject, None)
+        return schema_id
+
+    def _register_contract(self, subject: str, table: str, schema_json: str, metadata: dict[str, Any],
+                           rule_set: dict[str, Any]) -> int:
+        register = getattr(self._registry, "register")
+        return int(self._with_retry(subject, table, "registering",
+                                    lambda: register(subject, schema_json, metadata=metadata, rule_set=rule_set)))
+
+    def _new_major(self, subject: str, schema_json: str, schemas: TableSchemas, latest: Any,
+                   refused: IncompatibleSchema, is_key: bool) -> int:
+        from avro_registry_sink.schema.migration import plan_migration, rule_set_for
+        from avro_registry_sink.tabledef.ddl import column_lineage
+
+        table = schemas.table
+        name = table.qualified_name
+        old_major = _major_of(latest)
+        properties = _plain_properties(latest)
+        if MAJOR_VERSION not in properties:  # versions of an earlier run without majors: the latest becomes major 1
+            self._register_contract(subject, name, latest.schema, {"properties": {**properties, MAJOR_VERSION: "1"}},
+                                    {})
+        self._use_major_groups(subject, name)
+        plan = plan_migration(latest.schema, schema_json, column_lineage(self._ddl_between(table, latest)),
+                              is_key=is_key)
+        new_major = old_major + 1
+        rule_set = rule_set_for(plan, old_major, new_major)
+        properties.update({MAJOR_VERSION: str(new_major), TABLE_VERSION: str(table.version)})
+        try:
+            schema_id = self._register_contract(subject, name, schema_json, {"properties": properties}, rule_set)
+        except IncompatibleSchema as exc:
+            raise self._evolution_error(subject, schema_json, schemas, exc, new_major=new_major) from exc
+        lines = plan.describe(old_major, new_major)
+        self._majors.append(NewMajor(
+            table=name, table_version=table.version, subject=subject, schema_id=schema_id, old_major=old_major,
+            new_major=new_major, reasons=str(refused.context.get("reasons") or refused.message),
+            changes=plan.changes, rules=tuple(r["name"] for r in rule_set["migrationRules"]),
+            cannot_follow=tuple(line for line in lines if line.startswith(("consumers ", "confluent-kafka-python")))))
+        return schema_id
+
+    def _use_major_groups(self, subject: str, table: str) -> None:
+        """The subject's ``compatibilityGroup`` is ``major_version`` (set now if it is unset); another group is
+        refused: this policy would not know how to number it."""
+        config = self._with_retry(subject, table, "reading the config of",
+                                  lambda: getattr(self._registry, "get_full_config")(subject, default_to_global=True))
+        group = getattr(config, "compatibility_group", None)
+        if group == MAJOR_VERSION:
+            return
+        if group:
+            raise SchemaEvolutionError(
+                f"Table {table}: subject {subject!r} divides its versions by the metadata property {group!r} "
+                f"(compatibilityGroup), not by {MAJOR_VERSION!r}; --on-incompatible new-major numbers major versions "
+                f"with {MAJOR_VERSION!r}, so it leaves this subject alone. Nothing of this batch was emitted.",
+                subject=subject, table=table)
+        self._with_retry(subject, table, "setting the compatibilityGroup of",
+                         lambda: getattr(self._registry, "update_config")(subject, {"compatibilityGroup": MAJOR_VERSION}))
+
+    def _ddl_between(self, table: TableDef, latest: Any) -> list[str]:
+        """The DDL texts from the table version of ``latest`` (exclusive) to ``table``'s (inclusive); only the new
+        version's own DDL when the registered version does not say its table version."""
+        if self.ddl_history is None:
+            return []
+        try:
+            history = self.ddl_history(table.schema_name, table.table)
+        except Exception:  # the lineage is a refinement: without it fields are matched by name
+            return []
+        since = getattr(latest, "properties", {}).get(TABLE_VERSION)
+        low = int(since) if since is not None and str(since).isdigit() else table.version - 1
+        return [query for version, query in sorted(history, key=lambda item: item[0])
+                if low < version <= table.version]
+
+
+def _canonical(text: str) -> str | None:
+    from avro_registry_sink.registry.embedded.canonical import canonical_schema
+
+    try:
+        return canonical_schema(text)
+    except ValueError:
+        return None
+
+
+def _plain_properties(version: Any) -> dict[str, str]:
+    """A registered version's metadata properties, without Confluent's own ``confluent:version``."""
+    properties = dict(getattr(version, "properties", None) or {}) if version is not None else {}
+    properties.pop("confluent:version", None)
+    return properties
+
+
+def _major_of(version: Any) -> int:
+    text = (getattr(version, "properties", None) or {}).get(MAJOR_VERSION) if version is not None else None
+    try:
+        return max(1, int(str(text)))
+    except ValueError:
+        return 1
+
+
+def require_data_contracts(config: Any, registry: Any) -> None:
+    """With ``--on-incompatible new-major`` (``config.on_incompatible``), refuse a registry that keeps no data
+    contracts, before any batch runs: a :class:`~avro_registry_sink.errors.ConfigError` saying what it answered.
+    Nothing is asked under ``stop``."""
+    from avro_registry_sink.errors import ConfigError
+
+    if OnIncompatible(getattr(config, "on_incompatible", OnIncompatible.STOP)) is not OnIncompatible.NEW_MAJOR:
+        return
+    probe = getattr(registry, "data_contracts_unsupported", None)
+    reason = "it is not a registry client that speaks data contracts" if probe is None else probe()
+    if reason:
+        raise ConfigError(
+            f"--on-incompatible new-major registers a breaking change as a new major version with migration rules "
+            f"(Confluent data contracts: schema metadata, rule sets, compatibilityGroup), but the schema registry "
+            f"does not keep them: {reason}. Use a registry with data contracts (the embedded one, Confluent "
+            f"Enterprise or Confluent Cloud), or --on-incompatible stop.",
+            option="on-incompatible", value="new-major")

@@ -81,6 +81,7 @@ class BatchReport:
     warnings: list[str] = field(default_factory=list)
     filtered: dict[str, int] = field(default_factory=dict)  # per table: inputs left out by [filter] rules
     missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
+    new_majors: list[dict[str, Any]] = field(default_factory=list)  # --on-incompatible new-major: NewMajor.to_json()
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -108,6 +109,7 @@ class JobTotals:
     filtered: dict[str, int] = field(default_factory=dict)  # per table: files/messages left out by [filter] rules
     dead_letter_files: list[str] = field(default_factory=list)
     missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
+    new_majors: list[dict[str, Any]] = field(default_factory=list)  # breaking changes registered as new majors
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
@@ -129,6 +131,7 @@ class JobTotals:
         self.last_batch_seconds = report.seconds
         self.warnings.extend(report.warnings)
         self.missing_files.extend(report.missing_files)
+        self.new_majors.extend(report.new_majors)
         if report.dead_letter and report.dead_letter not in self.dead_letter_files:
             self.dead_letter_files.append(report.dead_letter)
 
@@ -157,6 +160,7 @@ class JobTotals:
             "filtered": dict(sorted(self.filtered.items())),
             "missing_files": list(self.missing_files),
             "schemas": [asdict(s) for s in self.schemas],
+            "new_majors": list(self.new_majors),
             "max_commit_ts": self.max_commit_ts,
             "warnings": list(self.warnings),
             "elapsed_seconds": round(self.elapsed, 3),

@@ -737,7 +737,13 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     summary = ["## Summary", ""] + [f"- {line}" for line in ctx.summary] + [f"- wall time: {wall:,.0f} s", ""]
     print("\n".join(summary), flush=True)
-    args.out.write_text("\n".join(header) + "\n" + "\n".join(summary) + "\n" + "\n".join(blocks), encoding="utf-8")
+    kept = ""  # the section bench.evolution writes into the same file
+    previous = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+    if "<!-- evolution:start -->" in previous and "<!-- evolution:end -->" in previous:
+        kept = "\n" + previous[previous.index("<!-- evolution:start -->"):previous.index("<!-- evolution:end -->")] + \
+            "<!-- evolution:end -->\n"
+    args.out.write_text("\n".join(header) + "\n" + "\n".join(summary) + "\n" + "\n".join(blocks) + kept,
+                        encoding="utf-8")
     return 0
 
 

@@ -237,6 +237,18 @@ class HistoryRecorder:
             if record.compatibility_level:
                 record.reasons = [f"accepted under {record.compatibility_level}"]
 
+    def note_majors(self, majors: Iterable[Any]) -> None:
+        """Mark the pending records that ``--on-incompatible new-major`` registered as a new major version
+        (:class:`~avro_registry_sink.manager.NewMajor`): their major version, the registry's reasons and the
+        migration rules generated."""
+        for major in majors:
+            for record in self.pending:
+                if (record.subject, record.schema_id) == (major.subject, major.schema_id):
+                    record.major_version = major.new_major
+                    record.rules = list(major.rules)
+                    record.verdict = "new major"
+                    record.reasons = [major.reasons]
+
     def flush(self, batch_id: int | None = None, name: str | None = None) -> list[HistoryRecord]:
         """Write the pending records (``history/batch-<id>.jsonl``, or ``name``); returns them."""
         records, self.pending = self.pending, []

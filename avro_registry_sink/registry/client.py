@@ -26,8 +26,12 @@ Behaviour follows ``shared/reference/schema-registry.md`` §7 (confluent-kafka-p
   the registry's own message; the same facts are attributes (``status_code``, ``error_code``,
   ``subject``, ``schema_id``, ``version``, ``operation``, ``url``, ``urls``, ``registry_message``, and
   ``reasons`` on :class:`~avro_registry_sink.errors.IncompatibleSchema`).
-* **Cache.** ``register`` answers are cached by (subject, SHA-256 of the exact schema text, normalize)
-  and ``get_schema`` answers by id, so a steady state makes no HTTP call; see :meth:`cache_info`.
+* **Cache.** ``register`` answers are cached by (subject, SHA-256 of the exact schema text and data contract,
+  normalize) and ``get_schema`` answers by id, so a steady state makes no HTTP call; see :meth:`cache_info`.
+* **Data contracts.** ``register``/``lookup`` take ``metadata`` and ``rule_set`` (Confluent's JSON objects);
+  versions and schemas carry them back; :meth:`get_latest_with_metadata`, :meth:`get_full_config` and
+  :meth:`update_config` (``compatibilityGroup``, default/override metadata and rule sets);
+  :meth:`data_contracts_unsupported` tells whether the registry keeps them at all.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from avro_registry_sink.errors import (
     RegistryUnavailable,
     SubjectConfigNotFound,
     SubjectModeNotFound,
+    SubjectNotFound,
     SubjectNotSoftDeleted,
     SubjectSoftDeleted,
     VersionNotSoftDeleted,
@@ -241,7 +246,7 @@ class RegistryClient:
             transport=transport,
         )
         self._lock = threading.Lock()
-        self._registered: dict[tuple[str, str, bool], int] = {}
+        self._registered: dict[tuple[str, str, bool], RegisterResponse] = {}
         self._schemas: dict[int, Schema] = {}
         self._hits = 0
         self._misses = 0
@@ -305,17 +310,32 @@ class RegistryClient:
         """
         self._request(_Call("ping", "checking the registry is up"), "GET", "/", _parse_object)
 
-    def register(self, subject: str, schema: str, *, normalize: bool | None = None) -> int:
+    def register(self, subject: str, schema: str, *, normalize: bool | None = None,
+                 metadata: Mapping[str, Any] | None = None, rule_set: Mapping[str, Any] | None = None) -> int:
         """Register ``schema`` (Avro JSON text) under ``subject`` and return its schema id.
 
         Idempotent on the registry; repeated calls with the same text are answered from the cache.
-        ``normalize`` defaults to the config's ``normalize``.
+        ``normalize`` defaults to the config's ``normalize``. ``metadata``/``rule_set``: the version's data
+        contract (Confluent's ``metadata`` and ``ruleSet`` objects); without them a Confluent registry gives the
+        new version the latest version's.
 
         >>> client.register("orders-value", '{"type":"string"}')
         1
         """
+        return self.register_full(subject, schema, normalize=normalize, metadata=metadata, rule_set=rule_set).id
+
+    def register_full(self, subject: str, schema: str, *, normalize: bool | None = None,
+                      metadata: Mapping[str, Any] | None = None,
+                      rule_set: Mapping[str, Any] | None = None) -> RegisterResponse:
+        """:meth:`register`, answering what the registry answered (``id``; ``version``, ``metadata``, ``ruleSet``
+        from registries that say them). Cached like :meth:`register`.
+
+        >>> client.register_full("orders-value", '{"type":"string"}').id
+        1
+        """
         norm = self._config.normalize if normalize is None else normalize
-        key = (subject, _sha256(schema), norm)
+        contract = _contract_body(metadata, rule_set)
+        key = (subject, _sha256(schema + (json.dumps(contract, sort_keys=True) if contract else "")), norm)
         with self._lock:
             cached = self._registered.get(key)
             if cached is not None:
@@ -324,14 +344,15 @@ class RegistryClient:
             self._misses += 1
         answer = self._post_schema(
             _Call("register", f"registering a schema under subject {subject!r}", subject=subject),
-            f"/subjects/{_q(subject)}/versions", _adapter(RegisterResponse), schema, normalize=norm,
+            f"/subjects/{_q(subject)}/versions", _adapter(RegisterResponse), schema, normalize=norm, extra=contract,
         )
         with self._lock:
-            self._registered[key] = answer.id
-        return answer.id
+            self._registered[key] = answer
+        return answer
 
     def lookup(
-        self, subject: str, schema: str, *, deleted: bool = False, normalize: bool | None = None
+        self, subject: str, schema: str, *, deleted: bool = False, normalize: bool | None = None,
+        metadata: Mapping[str, Any] | None = None, rule_set: Mapping[str, Any] | None = None,
     ) -> RegisteredSchema:
         """Find the version of ``subject`` holding ``schema`` (raises ``SchemaNotFound``/``SubjectNotFound``).
 
@@ -341,6 +362,27 @@ class RegistryClient:
         return self._post_schema(
             _Call("lookup", f"looking up a schema under subject {subject!r}", subject=subject),
             f"/subjects/{_q(subject)}", _adapter(RegisteredSchema), schema, normalize=normalize, deleted=deleted,
+            extra=_contract_body(metadata, rule_set),
+        )
+
+    def get_latest_with_metadata(self, subject: str, properties: Mapping[str, str], *,
+                                 deleted: bool = False) -> RegisteredSchema:
+        """The newest version of ``subject`` whose metadata properties hold every pair of ``properties``
+        (``GET /subjects/{s}/metadata?key=..&value=..``, what a consumer pinned with
+        ``use.latest.with.metadata`` reads). Raises ``SubjectNotFound`` or ``SchemaNotFound`` (no such version).
+
+        >>> client.get_latest_with_metadata("orders-value", {"major_version": "1"})  # doctest: +SKIP
+        """
+        params: list[tuple[str, str]] = []
+        for name, value in properties.items():
+            params += [("key", name), ("value", value)]
+        if deleted:
+            params.append(("deleted", "true"))
+        wanted = ", ".join(f"{k}={v}" for k, v in properties.items())
+        return self._request(
+            _Call("get_latest_with_metadata", f"looking up the latest version of subject {subject!r} with "
+                  f"metadata {wanted}", subject=subject),
+            "GET", f"/subjects/{_q(subject)}/metadata", _adapter(RegisteredSchema), params=params,
         )
 
     def get_schema(self, schema_id: int) -> Schema:
@@ -539,6 +581,91 @@ class RegistryClient:
             lambda content: _adapter(ServerConfig)(content).level,
         )
 
+    def get_full_config(self, subject: str | None = None, *, default_to_global: bool = False) -> ServerConfig:
+        """The whole config of ``subject`` (or the global one): level, ``normalize`` and the data-contract fields.
+
+        >>> client.get_full_config("orders-value", default_to_global=True).level
+        <CompatibilityLevel.BACKWARD: 'BACKWARD'>
+        """
+        return self._request(
+            _Call("get_config", f"reading the config of {_scope(subject)}", subject=subject),
+            "GET",
+            _config_path("/config", subject),
+            _adapter(ServerConfig),
+            params=_flags(defaultToGlobal=default_to_global) if subject is not None else {},
+        )
+
+    def update_config(self, subject: str | None, fields: Mapping[str, Any]) -> ServerConfig:
+        """Patch the config of ``subject`` (or the global one) with ``fields``, wire names as keys
+        (``compatibility``, ``compatibilityGroup``, ``defaultMetadata``, ``overrideRuleSet`` ...): a field
+        not given is kept, one given as ``None`` cleared. Returns the registry's echo.
+
+        >>> client.update_config("orders-value", {"compatibilityGroup": "major_version"}).compatibility_group
+        'major_version'
+        """
+        names = ", ".join(sorted(fields))
+        return self._request(
+            _Call("set_config", f"setting {names} of {_scope(subject)}", subject=subject),
+            "PUT",
+            _config_path("/config", subject),
+            _adapter(ServerConfig),
+            body=dict(fields),
+        )
+
+    def data_contracts_unsupported(self) -> str | None:
+        """``None`` when the registry keeps data contracts (metadata, rule sets, compatibility groups) as
+        Confluent's REST API documents them; else a sentence saying what it answered instead.
+
+        Probes a subject of its own that has no versions (``avro-registry-sink-contract-probe-<random>``):
+        ``GET /subjects/{probe}/metadata`` must be a 404 "subject not found" (40401), and a
+        ``compatibilityGroup`` and ``defaultRuleSet`` written to the probe's config must be read back (Confluent
+        Community's registry accepts rule sets and drops them); the probe's config is removed afterwards.
+        ``RegistryUnavailable`` is raised, not reported.
+        """
+        import uuid
+
+        probe = f"avro-registry-sink-contract-probe-{uuid.uuid4().hex[:12]}"
+        rule = {"name": "avroRegistrySinkProbe", "kind": "TRANSFORM", "mode": "UPGRADE", "type": "JSONATA",
+                "expr": "$"}
+        try:
+            self.get_latest_with_metadata(probe, {"major_version": "1"})
+            return ("it answered GET /subjects/{subject}/metadata for a subject without versions with a schema "
+                    "instead of 404/40401, so it does not look up versions by their metadata")
+        except SubjectNotFound:
+            pass
+        except RegistryUnavailable:
+            raise
+        except RegistryError as exc:
+            status = exc.context.get("status_code")
+            if isinstance(status, int) and 200 <= status < 300:
+                return (f"it answered GET /subjects/{{subject}}/metadata (what a consumer pinned with "
+                        f"use.latest.with.metadata reads), for a subject without versions, with HTTP {status} and no "
+                        "version (Confluent: 404/40401), so it looks no versions up by their metadata")
+            return (f"it has no GET /subjects/{{subject}}/metadata (what a consumer pinned with "
+                    f"use.latest.with.metadata reads): HTTP {status}, error_code "
+                    f"{exc.context.get('error_code')}: {exc.context.get('registry_message') or exc.message}")
+        try:
+            self.update_config(probe, {"compatibilityGroup": "major_version",
+                                       "defaultRuleSet": {"migrationRules": [rule]}})
+            try:
+                kept = self.get_full_config(probe)
+            finally:
+                with contextlib.suppress(RegistryError):
+                    self.delete_config(probe)
+        except RegistryUnavailable:
+            raise
+        except RegistryError as exc:
+            return (f"it refused a config with compatibilityGroup and defaultRuleSet: HTTP "
+                    f"{exc.context.get('status_code')}, error_code {exc.context.get('error_code')}: "
+                    f"{exc.context.get('registry_message') or exc.message}")
+        rules = (kept.default_rule_set or {}).get("migrationRules") or []
+        if kept.compatibility_group != "major_version":
+            return "it accepted a compatibilityGroup in a subject's config but did not keep it"
+        if not any(isinstance(r, dict) and r.get("name") == rule["name"] for r in rules):
+            return ("it accepted a rule set but dropped it (Confluent's Community edition does: rule sets need "
+                    "Confluent Enterprise or Confluent Cloud)")
+        return None
+
     def get_mode(self, subject: str | None = None, *, default_to_global: bool = False) -> Mode:
         """The mode of ``subject`` (or the global one).
 
@@ -578,7 +705,7 @@ class RegistryClient:
         path: str,
         parse: Callable[[bytes], T],
         *,
-        params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | list[tuple[str, str]] | None = None,
         body: Mapping[str, Any] | None = None,
     ) -> T:
         with self._translate(call):
@@ -589,14 +716,16 @@ class RegistryClient:
                 raise _Failed(urls=urls, attempts=attempts, response=response, unexpected=_first_line(exc)) from None
 
     def _post_schema(self, call: _Call, path: str, parse: Callable[[bytes], T], schema: str, *,
-                     normalize: bool | None, **flags: bool) -> T:
-        """POST ``schema`` (registration, lookup, compatibility): ``normalize`` defaults to the config's."""
+                     normalize: bool | None, extra: Mapping[str, Any] | None = None, **flags: bool) -> T:
+        """POST ``schema`` (registration, lookup, compatibility): ``normalize`` defaults to the config's;
+        ``extra``: more body fields (``metadata``, ``ruleSet``)."""
         normalize = self._config.normalize if normalize is None else normalize
         return self._request(call, "POST", path, parse, params=_flags(normalize=normalize, **flags),
-                             body={"schema": schema})
+                             body={"schema": schema, **(extra or {})})
 
     def _send(
-        self, method: str, path: str, params: Mapping[str, str], body: Mapping[str, Any] | None
+        self, method: str, path: str, params: Mapping[str, str] | list[tuple[str, str]],
+        body: Mapping[str, Any] | None
     ) -> tuple[httpx.Response, tuple[str, ...], int]:
         """Send with retries per URL, then fail over; returns the 2xx response (or raises ``_Failed``)."""
         headers = {}
@@ -706,6 +835,16 @@ class RegistryClient:
 def _q(segment: str) -> str:
     """Percent-encode one path segment: ``/`` and spaces included."""
     return quote(segment, safe="")
+
+
+def _contract_body(metadata: Mapping[str, Any] | None, rule_set: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``metadata``/``ruleSet`` body fields of a registration or lookup (only those given)."""
+    body: dict[str, Any] = {}
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    if rule_set is not None:
+        body["ruleSet"] = dict(rule_set)
+    return body
 
 
 def _sha256(text: str) -> str:

@@ -2,8 +2,9 @@
 
 Field names are snake_case in Python and camelCase on the wire (``schema_type`` ↔ ``schemaType``);
 both spellings are accepted when building a model. Unknown response fields are ignored, because
-newer registries add fields (``guid``, ``ts``, ``metadata``, ``ruleSet`` ...) that this tool does not
-need. A missing ``schemaType`` means AVRO (Confluent omits it for AVRO before CP 8.0).
+newer registries add fields (``guid``, ``ts`` ...) that this tool does not need. A missing ``schemaType``
+means AVRO (Confluent omits it for AVRO before CP 8.0). Data contracts (``metadata``, ``ruleSet``) are kept
+as the plain JSON objects the registry answers (``None`` when it gives none).
 
 >>> Schema.model_validate({"schema": '"string"'}).schema_type
 'AVRO'
@@ -94,6 +95,8 @@ with warnings.catch_warnings():
         schema: str
         schema_type: str = "AVRO"
         references: list[SchemaReference] = Field(default_factory=list)
+        metadata: dict[str, Any] | None = None
+        rule_set: dict[str, Any] | None = None
 
     class RegisteredSchema(_Wire):
         """One version of a subject (``GET /subjects/{s}/versions/{v}``, ``POST /subjects/{s}``).
@@ -108,6 +111,13 @@ with warnings.catch_warnings():
         schema: str
         schema_type: str = "AVRO"
         references: list[SchemaReference] = Field(default_factory=list)
+        metadata: dict[str, Any] | None = None
+        rule_set: dict[str, Any] | None = None
+
+        @property
+        def properties(self) -> dict[str, str]:
+            """The ``metadata.properties`` of this version ({} without metadata)."""
+            return dict((self.metadata or {}).get("properties") or {})
 
     class RegisterResponse(_Wire):
         """The answer to a registration: ``{"id": N}`` (CP ≤ 7.4.0, Karapace) or the stored version."""
@@ -116,6 +126,8 @@ with warnings.catch_warnings():
         version: int | None = None
         schema: str | None = None
         schema_type: str = "AVRO"
+        metadata: dict[str, Any] | None = None
+        rule_set: dict[str, Any] | None = None
 
 
 class CompatibilityResult(BaseModel):
@@ -141,11 +153,21 @@ class ErrorBody(BaseModel):
 
 
 class ServerConfig(_Wire):
-    """``/config`` bodies. GET answers ``compatibilityLevel``; PUT takes and echoes ``compatibility``."""
+    """``/config`` bodies. GET answers ``compatibilityLevel``; PUT takes and echoes ``compatibility``.
+
+    The data-contract fields: ``compatibilityGroup`` (the metadata property that splits a subject into groups
+    checked apart, e.g. ``major_version``), ``defaultMetadata``/``overrideMetadata`` and
+    ``defaultRuleSet``/``overrideRuleSet`` (merged into every registration).
+    """
 
     compatibility_level: CompatibilityLevel | None = None
     compatibility: CompatibilityLevel | None = None
     normalize: bool | None = None
+    compatibility_group: str | None = None
+    default_metadata: dict[str, Any] | None = None
+    override_metadata: dict[str, Any] | None = None
+    default_rule_set: dict[str, Any] | None = None
+    override_rule_set: dict[str, Any] | None = None
 
     @property
     def level(self) -> CompatibilityLevel | None:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, CheckpointError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan
+from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan, require_data_contracts
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
@@ -466,6 +466,15 @@ class _BatchProcessor:
         self.history = HistoryRecorder(HistoryJournal(self.state), registry, self.sources)  # <checkpoint>/history/
         manager.on_register, manager.on_refused = self.history.registered, self.history.refused
 
+    def ddl_history(self, schema: str, table: str) -> list[tuple[int, str]]:
+        """``[(table version, DDL text)]`` of a table: its storage schema files' ``Query``, or the DDL messages
+        the changelog catalog applied."""
+        if self.catalog is not None:
+            return self.catalog.ddl_history(schema, table)
+        if self.layout is None:
+            return []
+        return [(e.commit_ts, e.query) for e in self.layout.ddl_events() if (e.schema, e.table) == (schema, table)]
+
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
             self.current_batch = batch_id
@@ -579,6 +588,9 @@ class _BatchProcessor:
 
                     self.sink.write(self._for_sink(_records(encoded), spark), batch_id, check=verdict)
                 report.new_schemas = self._new_schemas(plans)
+                majors = self.manager.take_majors()
+                report.new_majors = [m.to_json() for m in majors]
+                self.history.note_majors(majors)  # breaking changes registered as new majors, with their rules
                 self.history.flush(batch_id)
                 self.plans.update(plans)
                 self.owners.save((plan.route for plan in plans.values()), batch_id)  # the output is written
@@ -1132,8 +1144,11 @@ def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, si
     manager = SchemaManager(registry, router, options.sink.encoding,
                             unavailable_budget=options.sink.registry.unavailable_budget,
                             selection=TableSelection.from_config(options.sink),
-                            auto_register=options.sink.registry.auto_register)
-    return _BatchProcessor(options, manager, sink, progress, registry, router)
+                            auto_register=options.sink.registry.auto_register,
+                            on_incompatible=options.sink.on_incompatible)
+    processor = _BatchProcessor(options, manager, sink, progress, registry, router)
+    manager.ddl_history = processor.ddl_history  # renames of a breaking change, for its migration rules
+    return processor
 
 
 def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) -> None:
@@ -1268,6 +1283,7 @@ def run_job(
     stream = _stream(spark, options)
     settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
+        require_data_contracts(options.sink, client)  # --on-incompatible new-major: before any batch runs
         processor = _batch_processor(options, client, router, sink, progress)
         writer = stream.writeStream.foreachBatch(processor).option(
             "checkpointLocation", checkpoint.hadoop_uri("spark") if not checkpoint.is_local

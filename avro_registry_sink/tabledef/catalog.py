@@ -94,6 +94,7 @@ class TableCatalog:
         self._store = self.path.parent().filesystem() if self.path is not None else None
         self._versions: dict[tuple[str, str], list[tuple[int, TableDef]]] = {}
         self._dropped: dict[tuple[str, str], int] = {}
+        self._ddl: dict[tuple[str, str], list[tuple[int, str]]] = {}  # the DDL texts applied, by commit ts
         self.notes: list[str] = []
         if self._store is not None and self._store.exists(self.path.name):  # type: ignore[union-attr]
             self._load()
@@ -115,6 +116,8 @@ class TableCatalog:
         return {
             "tables": [_table_to_json(t) for key in sorted(self._versions) for _, t in self._versions[key]],
             "dropped": [{"schema": s, "table": t, "commit_ts": ts} for (s, t), ts in sorted(self._dropped.items())],
+            "ddl": [{"schema": s, "table": t, "commit_ts": ts, "query": q}
+                    for (s, t) in sorted(self._ddl) for ts, q in self._ddl[(s, t)]],
         }
 
     def _seed(self, seed: Iterable[TableDef]) -> None:
@@ -133,6 +136,8 @@ class TableCatalog:
             self._versions.setdefault((table.schema_name, table.table), []).append((table.version, table))
         for entry in data.get("dropped", []):
             self._dropped[(entry["schema"], entry["table"])] = int(entry["commit_ts"])
+        for entry in data.get("ddl", []):  # absent from checkpoints of earlier releases
+            self._ddl.setdefault((entry["schema"], entry["table"]), []).append((int(entry["commit_ts"]), entry["query"]))
         for versions in self._versions.values():
             versions.sort(key=lambda item: item[0])
 
@@ -154,6 +159,11 @@ class TableCatalog:
     def history(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[tuple[int, TableDef]]]:
         """Plain data for the executors: the versions of the given tables."""
         return {key: list(self._versions[key]) for key in keys if key in self._versions}
+
+    def ddl_history(self, schema: str, table: str) -> list[tuple[int, str]]:
+        """The DDL texts applied to a table, with their commit ts (its versions), oldest first: what a breaking
+        change's migration rules read renames and re-added columns from."""
+        return list(self._ddl.get((schema, table), []))
 
     def versions_between(self, schema: str, table: str, low: int, high: int) -> list[TableDef]:
         """The definitions DMLs with commit ts in ``[low, high]`` use."""
@@ -186,6 +196,8 @@ class TableCatalog:
         current = self.latest(*key)
         if current is not None and ddl.commit_ts <= current.version:
             return False  # already applied (a replayed batch)
+        if ddl.query and (ddl.commit_ts, ddl.query) not in self._ddl.get(key, []):
+            self._ddl.setdefault(key, []).append((ddl.commit_ts, ddl.query))
         if ddl.tables:  # debezium tableChanges: the table as it is after the DDL
             changed = False
             for table in ddl.tables:

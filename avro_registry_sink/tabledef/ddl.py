@@ -52,7 +52,7 @@ time zone to UTC; a DDL file does not say which session time zone it ran in).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from sqlglot import exp
 from sqlglot.errors import ParseError
@@ -1021,3 +1021,139 @@ def column_from_type(name: str, type_text: str, *, table: str = "?") -> ColumnDe
         raise unsupported_type(table, name, type_text, "which has unexpected text after the type")
     return _finish_column(_ColSpec(name=name, type=spec), stmt, table)
 
+
+
+@dataclass(frozen=True)
+class ColumnLineage:
+    """What DDL statements say about a table's columns between two of its versions, beyond the definitions.
+
+    ``renamed`` maps a column's name after the statements to its name before them (``ALTER TABLE ... RENAME
+    COLUMN a TO b``, ``CHANGE a b ...``, chains composed); ``fresh`` names the columns added by the statements
+    (``ADD [COLUMN]``), whose values owe nothing to a column of the same name before them (dropped and
+    re-added); ``recreated`` says a ``CREATE TABLE`` replaced the table. Names are as the DDL spells them;
+    compare them case-insensitively (MySQL does).
+    """
+
+    renamed: tuple[tuple[str, str], ...] = ()
+    fresh: tuple[str, ...] = ()
+    recreated: bool = False
+
+    def origin(self, column: str) -> str | None:
+        """The name ``column`` had before the statements; ``None`` for a column they added."""
+        lowered = column.lower()
+        if any(f.lower() == lowered for f in self.fresh):
+            return None
+        for new, old in self.renamed:
+            if new.lower() == lowered:
+                return old
+        return column
+
+
+def column_lineage(statements: Iterable[str], *, table: str | None = None) -> ColumnLineage:
+    """Renamed, added and dropped columns of the DDL ``statements`` (in order), read from their text alone.
+
+    Only column-level facts are taken (``ALTER TABLE`` specs ``RENAME COLUMN``, ``CHANGE``, ``ADD``, ``DROP``, and
+    ``CREATE TABLE``); the definitions themselves come from schema files or :func:`apply_ddl`. A statement that
+    cannot be read adds nothing (the columns are then matched by name). ``table``: only statements about a table
+    of that name count (a DDL file with several tables).
+
+    >>> column_lineage(["ALTER TABLE t RENAME COLUMN a TO b", "ALTER TABLE t CHANGE b c INT NOT NULL"]).renamed
+    (('c', 'a'),)
+    >>> column_lineage(["ALTER TABLE t DROP COLUMN x, ADD COLUMN x VARCHAR(8) NOT NULL"]).fresh
+    ('x',)
+    """
+    origin: dict[str, str | None] = {}  # current name (lower) -> name before all statements, None: added
+    spelled: dict[str, str] = {}  # current name (lower) -> as the DDL spells it
+    recreated = False
+
+    pairs: list[tuple[str, str]] = []  # the renames of one statement, applied together (MySQL allows swaps)
+
+    def rename(old: str, new: str) -> None:
+        pairs.append((old, new))
+
+    def apply_renames() -> None:
+        sources = {new.lower(): (origin.get(old.lower(), old) if old.lower() in origin else old, new)
+                   for old, new in pairs}
+        for old, _ in pairs:
+            origin.pop(old.lower(), None)
+            spelled.pop(old.lower(), None)
+        for key, (source, new) in sources.items():
+            origin[key] = source
+            spelled[key] = new
+        pairs.clear()
+
+    for text in statements:
+        try:
+            for stmt in split_statements(text):
+                apply_renames()
+                s = TokenStream(stmt)
+                if s.word() == "CREATE" and (s.word(1) == "TABLE" or s.at("CREATE", "OR", "REPLACE", "TABLE")):
+                    s.pos = 2
+                    s.accept("IF", "NOT", "EXISTS")
+                    named = s.table_name()[1]
+                    recreated = recreated or table is None or named.lower() == table.lower()
+                    continue
+                if not (s.word() == "ALTER" and s.word(1) == "TABLE"):
+                    continue
+                s.pos = 2
+                s.accept("IGNORE")
+                named = s.table_name()[1]
+                if table is not None and named.lower() != table.lower():
+                    continue
+                while not s.at_end():
+                    _lineage_spec(s, rename, origin, spelled)
+                    s.skip_element()
+                    if not s.accept_kind(TokenType.COMMA):
+                        break
+        except (TableDefinitionError, IndexError, AttributeError):
+            pairs.clear()
+            continue
+        apply_renames()
+    renamed = tuple((spelled.get(new, new), old) for new, old in origin.items()
+                    if old is not None and old != _DROPPED and old.lower() != new)
+    fresh = tuple(spelled.get(new, new) for new, old in origin.items() if old is None)
+    return ColumnLineage(renamed=renamed, fresh=fresh, recreated=recreated)
+
+
+_DROPPED = "\x00dropped"
+
+
+def _lineage_spec(s: TokenStream, rename: Any, origin: dict[str, str | None], spelled: dict[str, str]) -> None:
+    if s.accept("RENAME"):
+        if s.accept("COLUMN"):
+            old = s.name("a column name")
+            s.expect("TO")
+            rename(old, s.name("a column name"))
+    elif s.accept("CHANGE"):
+        s.accept("COLUMN")
+        s.accept("IF", "EXISTS")
+        old = s.name("a column name")
+        new = s.name("a column name")
+        if old.lower() != new.lower():
+            rename(old, new)
+    elif s.accept("DROP"):
+        if s.word() in _CONSTRAINT_WORDS or s.word() in ("FOREIGN", "CHECK", "PARTITION"):
+            return
+        s.accept("COLUMN")
+        s.accept("IF", "EXISTS")
+        name = s.name("a column name")
+        origin[name.lower()] = _DROPPED  # gone; a later ADD of the same name is fresh
+        spelled.pop(name.lower(), None)
+    elif s.accept("ADD"):
+        if s.word() in _CONSTRAINT_WORDS or s.word() in ("PARTITION", "CHECK", "FOREIGN"):
+            return
+        s.accept("COLUMN")
+        s.accept("IF", "NOT", "EXISTS")
+        names = []
+        if s.accept_kind(TokenType.L_PAREN):
+            while not s.at_end():
+                names.append(s.name("a column name"))
+                s.skip_element()
+                if not s.accept_kind(TokenType.COMMA):
+                    break
+            s.accept_kind(TokenType.R_PAREN)
+        else:
+            names.append(s.name("a column name"))
+        for name in names:
+            origin[name.lower()] = None
+            spelled[name.lower()] = name

@@ -118,3 +118,32 @@ def test_check_gates_ddl_changes(tmp_path, registry_url):
     # nothing was registered by check
     with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
         assert client.get_versions(f"{db}_t-value") == [1]
+
+
+def test_check_shows_what_each_policy_would_do_with_a_breaking_change(tmp_path, registry_url, registry_flavour):
+    db = "pol" + uuid.uuid4().hex[:8]
+    v1 = tmp_path / "v1.sql"
+    v1.write_text(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT NOT NULL);")
+    assert runner.invoke(app, ["encode", "--ddl", str(v1), "--events", str(events_file(tmp_path, [
+        {"schema": db, "table": "t", "op": "insert", "values": {"id": 1, "a": 2}}])), "--registry", registry_url]
+    ).exit_code == 0
+    with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
+        client.set_config("BACKWARD", f"{db}_t-value")
+    renamed = tmp_path / "renamed.sql"
+    renamed.write_text(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT NOT NULL);\n"
+                       f"ALTER TABLE {db}.t RENAME COLUMN a TO amount;")
+    result = runner.invoke(app, ["check", "--ddl", str(renamed), "--registry", registry_url, "--output", "json"])
+    assert result.exit_code == 1, result.output
+    [value] = [s for s in json.loads(result.stdout)["subjects"] if s["subject"] == f"{db}_t-value"]
+    assert value["status"] == "incompatible"
+    assert "the job stops" in value["policies"]["stop"][0]
+    new_major = "\n".join(value["policies"]["new-major"])
+    if registry_flavour.expect("data_contracts")["kept"]:
+        assert "as major version 2" in new_major
+        assert "change: a renamed to amount" in new_major
+        assert "migration rules: upgrade_1_to_2, downgrade_2_to_1" in new_major
+        assert "$merge([$sift($, function($v, $k) {$not($k in [\"a\"])}), {\"amount\"" in new_major
+    else:
+        assert "keeps no data contracts" in new_major
+    table = runner.invoke(app, ["check", "--ddl", str(renamed), "--registry", registry_url])
+    assert "--on-incompatible new-major" in table.stdout and "--on-incompatible stop" in table.stdout

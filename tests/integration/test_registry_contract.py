@@ -460,3 +460,188 @@ def test_invalid_schema_is_422(sr, subject):
         response = sr.register(subject, bad)
         assert response.status_code == 422, response.text
         assert error_code(response) == 42201
+
+
+# -- data contracts: metadata, rule sets, compatibility groups ------------------------------------------
+# Confluent's REST API (shared/reference/data-contracts.md). Apicurio's ccompat API has none of it: there the
+# suite checks that the product's probe says so (``data_contracts``), and skips the rest.
+
+MAJOR_1 = {"properties": {"major_version": "1"}}
+MAJOR_2 = {"properties": {"major_version": "2"}}
+RENAME_UP = "$merge([$sift($, function($v, $k) {$k != 'name'}), {'full_name': $.'name'}])"
+RENAME_DOWN = "$merge([$sift($, function($v, $k) {$k != 'full_name'}), {'name': $.'full_name'}])"
+RULES = {"migrationRules": [
+    {"name": "upgrade_rename", "type": "JSONATA", "mode": "UPGRADE", "expr": RENAME_UP},
+    {"name": "downgrade_rename", "type": "JSONATA", "mode": "DOWNGRADE", "expr": RENAME_DOWN},
+]}
+RENAMED = record(f("id", "long"), f("full_name"))
+
+
+def _post(sr, subject: str, body: dict[str, Any], path: str = "/versions", **params: Any) -> Any:
+    return sr.client.post(f"/subjects/{sr.s(subject)}{path}", json=body, params=params)
+
+
+def _contracts(registry_flavour) -> None:
+    if not registry_flavour.expect("data_contracts")["kept"]:
+        pytest.skip("this registry keeps no data contracts (see REGISTRIES.md); test_data_contract_probe covers it")
+
+
+def test_data_contract_probe(registry_url, registry_flavour):
+    from avro_registry_sink.config import RegistryConfig
+    from avro_registry_sink.registry.client import RegistryClient
+
+    with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
+        reason = client.data_contracts_unsupported()
+    if registry_flavour.expect("data_contracts")["kept"]:
+        assert reason is None
+    else:
+        assert reason  # a sentence saying what the registry answered instead
+
+
+def test_data_contract_answers(sr, subject, new_subject, registry_flavour):
+    """What each flavour answers to the data-contract calls (recorded in REGISTRIES.md)."""
+    want = registry_flavour.expect("data_contracts")
+    registered = _post(sr, subject, {"schema": V1, "metadata": MAJOR_1, "ruleSet": RULES})
+    assert registered.status_code == 200, registered.text
+    version = sr.version(subject, 1).json()
+    assert ("metadata" in version and "ruleSet" in version) == want["kept"]
+    unknown = sr.client.get(f"/subjects/{sr.s(new_subject('none'))}/metadata",
+                            params={"key": "major_version", "value": "1"})
+    assert (unknown.status_code if unknown.status_code < 300 else (unknown.status_code, error_code(unknown))) \
+        == want["metadata"]
+    put = sr.client.put(f"/config/{sr.s(subject)}", json={"compatibilityGroup": "major_version",
+                                                           "defaultRuleSet": RULES})
+    assert (put.status_code if put.status_code < 300 else (put.status_code, error_code(put))) == want["group"]
+
+
+def test_metadata_and_rule_set_are_stored_and_returned(sr, subject, registry_flavour):
+    _contracts(registry_flavour)
+    response = _post(sr, subject, {"schema": V1, "metadata": MAJOR_1, "ruleSet": RULES})
+    assert response.status_code == 200, response.text
+    schema_id = response.json()["id"]
+    for answer_ in (sr.version(subject, 1).json(), sr.schema_by_id(schema_id).json()):
+        assert answer_["metadata"]["properties"] == {"major_version": "1"}
+        rules = answer_["ruleSet"]["migrationRules"]
+        assert [r["name"] for r in rules] == ["upgrade_rename", "downgrade_rename"]
+        assert rules[0]["kind"] == "TRANSFORM" and rules[0]["mode"] == "UPGRADE"  # kind defaulted as Confluent does
+        assert rules[0]["expr"] == RENAME_UP
+
+
+def test_metadata_is_part_of_the_identity_and_inherited(sr, subject, registry_flavour):
+    _contracts(registry_flavour)
+    first = _post(sr, subject, {"schema": V1, "metadata": MAJOR_1}).json()
+    # same text, same metadata: the same version; no metadata: inherits the latest's, the same version too
+    assert _post(sr, subject, {"schema": V1, "metadata": MAJOR_1}).json()["id"] == first["id"]
+    assert sr.register_id(subject, V1) == first["id"]
+    assert sr.versions(subject).json() == [1]
+    # same text, other metadata: a new version with a new id
+    other = _post(sr, subject, {"schema": V1, "metadata": {"properties": {"owner": "it"}}})
+    assert other.status_code == 200, other.text
+    assert other.json()["id"] != first["id"]
+    assert sr.versions(subject).json() == [1, 2]
+
+
+def test_a_rule_set_alone_makes_a_new_version_of_the_latest_schema(sr, subject, registry_flavour):
+    _contracts(registry_flavour)
+    sr.register_id(subject, V1)
+    response = _post(sr, subject, {"ruleSet": RULES})
+    assert response.status_code == 200, response.text
+    latest = sr.version(subject, "latest").json()
+    assert latest["version"] == 2 and same_schema(latest["schema"], V1)
+    assert latest["ruleSet"]["migrationRules"][0]["name"] == "upgrade_rename"
+
+
+def test_latest_with_metadata(sr, subject, new_subject, compat, registry_flavour):
+    _contracts(registry_flavour)
+    compat(subject, "NONE")
+    _post(sr, subject, {"schema": V1, "metadata": {"properties": {"major_version": "1", "app": "a"}}})
+    _post(sr, subject, {"schema": V2, "metadata": {"properties": {"major_version": "1", "app": "b"}}})
+    _post(sr, subject, {"schema": RENAMED, "metadata": MAJOR_2})
+    path = f"/subjects/{sr.s(subject)}/metadata"
+    assert sr.client.get(path, params={"key": "major_version", "value": "1"}).json()["version"] == 2
+    pairs = [("key", "major_version"), ("value", "1"), ("key", "app"), ("value", "a")]
+    assert sr.client.get(path, params=pairs).json()["version"] == 1
+    found = sr.client.get(path, params={"key": "major_version", "value": "2", "deleted": "True"}).json()
+    assert (found["version"], found["metadata"]["properties"]) == (3, {"major_version": "2"})
+    missing = sr.client.get(path, params={"key": "major_version", "value": "9"})
+    assert (missing.status_code, error_code(missing)) == (404, 40403)
+    unknown = sr.client.get(f"/subjects/{sr.s(new_subject('none'))}/metadata",
+                            params={"key": "major_version", "value": "1"})
+    assert (unknown.status_code, error_code(unknown)) == (404, 40401)
+
+
+def test_compatibility_is_checked_within_a_compatibility_group(sr, subject, compat, registry_flavour):
+    _contracts(registry_flavour)
+    compat(subject, "BACKWARD")
+    assert _post(sr, subject, {"schema": V1, "metadata": MAJOR_1}).status_code == 200
+    breaking = {"schema": RENAMED, "metadata": MAJOR_2, "ruleSet": RULES}
+    refused = _post(sr, subject, breaking)  # no group yet: every version is compared
+    assert refused.status_code == 409, refused.text
+    put = sr.client.put(f"/config/{sr.s(subject)}", json={"compatibilityGroup": "major_version"})
+    assert put.status_code == 200, put.text
+    assert sr.get_config(subject).json()["compatibilityGroup"] == "major_version"
+    accepted = _post(sr, subject, breaking)
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["version"] == 2
+    # without metadata a registration inherits the latest's metadata and rules (major 2): even V1's own text is
+    # then not version 1 (whose metadata differs) but a new schema checked in group 2, which it breaks
+    inherited = sr.register(subject, V1)
+    assert inherited.status_code == 409, inherited.text
+    assert _post(sr, subject, {"schema": V1, "metadata": MAJOR_1}).json()["version"] == 1  # with its own: v1
+    # in group 1 a compatible change is a new minor version there
+    minor = _post(sr, subject, {"schema": V2, "metadata": MAJOR_1, "ruleSet": {}})
+    assert minor.status_code == 200, minor.text
+    assert sr.versions(subject).json() == [1, 2, 3]
+
+
+def test_config_data_contract_fields(sr, subject, registry_flavour):
+    _contracts(registry_flavour)
+    sr.register_id(subject, V1)
+    fields = {"compatibilityGroup": "major_version", "defaultMetadata": {"properties": {"owner": "it"}},
+              "overrideRuleSet": {"domainRules": [{"name": "check", "type": "CEL", "mode": "WRITE",
+                                                   "kind": "CONDITION", "expr": "message.id > 0"}]}}
+    put = sr.client.put(f"/config/{sr.s(subject)}", json=fields)
+    assert put.status_code == 200, put.text
+    config = sr.get_config(subject).json()
+    assert config["compatibilityGroup"] == "major_version"
+    assert config["defaultMetadata"] == {"properties": {"owner": "it"}}
+    assert config["overrideRuleSet"]["domainRules"][0]["name"] == "check"
+    # defaults and overrides are merged into a registration
+    created = _post(sr, subject, {"schema": V2, "metadata": {"properties": {"major_version": "1"}}}).json()
+    assert created["metadata"]["properties"] == {"major_version": "1", "owner": "it"}
+    assert created["ruleSet"]["domainRules"][0]["name"] == "check"
+    # PUT patches: a field given as null is cleared, the others are kept
+    assert sr.client.put(f"/config/{sr.s(subject)}", json={"defaultMetadata": None}).status_code == 200
+    config = sr.get_config(subject).json()
+    assert "defaultMetadata" not in config and config["compatibilityGroup"] == "major_version"
+
+
+@pytest.mark.parametrize("rule", [
+    {"name": "1st", "type": "JSONATA", "mode": "UPGRADE"},  # a name starts with a letter or _
+    {"name": "up", "mode": "UPGRADE"},  # type is required
+    {"name": "up", "type": "JSONATA", "mode": "WRITE"},  # a migration rule is UPGRADE, DOWNGRADE or UPDOWN
+    {"name": "up", "type": "JSONATA", "mode": "UPGRADE", "onFailure": "ERROR,NONE"},  # a pair needs UPDOWN
+])
+def test_invalid_rules_are_422(sr, subject, registry_flavour, rule):
+    _contracts(registry_flavour)
+    response = _post(sr, subject, {"schema": V1, "ruleSet": {"migrationRules": [rule]}})
+    assert (response.status_code, error_code(response)) == (422, 42210), response.text
+    assert sr.versions(subject).status_code == 404  # nothing registered
+
+
+def test_lookup_with_metadata(sr, subject, registry_flavour):
+    _contracts(registry_flavour)
+    first = _post(sr, subject, {"schema": V1, "metadata": MAJOR_1}).json()
+    found = _post(sr, subject, {"schema": V1, "metadata": MAJOR_1}, path="")
+    assert found.status_code == 200, found.text
+    assert (found.json()["id"], found.json()["metadata"]) == (first["id"], MAJOR_1)
+    # the text alone: the latest's metadata is merged in, so it is found too
+    assert _post(sr, subject, {"schema": V1}, path="").json()["version"] == 1
+    assert _post(sr, subject, {"schema": V1, "metadata": MAJOR_2}, path="").status_code == 404
+
+
+def test_explicit_version_is_recorded_in_the_metadata(sr, subject, registry_flavour):
+    _contracts(registry_flavour)
+    response = _post(sr, subject, {"schema": V1, "version": 1, "metadata": MAJOR_1})
+    assert response.status_code == 200, response.text
+    assert response.json()["metadata"]["properties"] == {"confluent:version": "1", "major_version": "1"}

@@ -27,3 +27,42 @@ def test_bad_encoding_option_names_the_valid_values(tmp_path):
                                  "--state-dir", str(tmp_path / "state")])
     assert result.exit_code == 2
     assert "avro-bigint-unsigned-handling-mode" in result.output and '"long" or "string"' in result.output
+
+
+def test_bad_on_incompatible_value_names_the_valid_ones(tmp_path):
+    result = runner.invoke(app, ["run", "--source", str(tmp_path), "--on-incompatible", "major",
+                                 "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2
+    assert "on-incompatible" in result.output and '"stop" or "new-major"' in result.output
+
+
+def test_new_major_against_a_registry_without_data_contracts_is_refused_before_spark(tmp_path, monkeypatch):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class NoContracts(BaseHTTPRequestHandler):  # a registry without the data-contract routes (Karapace-like)
+        def do_GET(self) -> None:
+            body = json.dumps({"error_code": 404, "message": "HTTP 404 Not Found"}).encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), NoContracts)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        (tmp_path / "tree").mkdir()
+        monkeypatch.setenv("AVRO_SINK_ON_INCOMPATIBLE", "new-major")  # the environment's spelling of the option
+        result = runner.invoke(app, ["run", "--source", str(tmp_path / "tree"), "--available-now",
+                                     "--registry", f"http://127.0.0.1:{server.server_port}",
+                                     "--state-dir", str(tmp_path / "state")])
+    finally:
+        server.shutdown()
+    assert result.exit_code == 2, result.output
+    assert "--on-incompatible new-major" in result.output and "does not keep them" in result.output
+    assert "HTTP 404" in result.output

@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from avro_registry_sink.errors import RegistryError, StateError
+from avro_registry_sink.registry.embedded.contracts import CONFIG_CONTRACT_FIELDS
 from avro_registry_sink.registry.embedded.guard import (
     DEFAULT_MAX_REQUEST_BYTES,
     BasicAuthUsers,
@@ -174,6 +175,8 @@ def _schema_args(body: dict[str, Any]) -> dict[str, Any]:
         "schema": body.get("schema"),
         "schema_type": body.get("schemaType"),
         "references": body.get("references"),
+        "metadata": body.get("metadata"),
+        "rule_set": body.get("ruleSet"),
     }
 
 
@@ -307,6 +310,13 @@ async def _get_version_schema(request: Request, store: RegistryStore) -> Respons
     return Response(result["schema"], media_type=MEDIA_TYPE)
 
 
+async def _latest_with_metadata(request: Request, store: RegistryStore) -> Response:
+    # key=k1&value=v1&key=k2&value=v2: paired by position, extra keys or values ignored (as Confluent)
+    pairs = list(zip(request.query_params.getlist("key"), request.query_params.getlist("value")))
+    return await _call_json(store.latest_with_metadata, request.path_params["subject"], pairs,
+                            deleted=_flag(request, "deleted"))
+
+
 async def _referenced_by(request: Request, store: RegistryStore) -> Response:
     return await _call_json(store.referenced_by, *_subject_version(request))
 
@@ -358,7 +368,9 @@ async def _put_config(request: Request, store: RegistryStore) -> Response:
     body = await _body(request)
     # PUT takes "compatibility" (GET answers "compatibilityLevel"); newer clients may send either.
     level = body.get("compatibility", body.get("compatibilityLevel"))
-    return await _call_json(store.set_config, request.path_params.get("subject"), level, normalize=body.get("normalize"))
+    contract = {key: body[key] for key in CONFIG_CONTRACT_FIELDS if key in body}
+    return await _call_json(store.set_config, request.path_params.get("subject"), level, normalize=body.get("normalize"),
+                            contract=contract)
 
 
 async def _delete_config(request: Request, store: RegistryStore) -> Response:
@@ -392,6 +404,7 @@ _ROUTES: list[tuple[str, Handler, list[str]]] = [
     (f"/subjects/{_SUBJECT}", _lookup, ["POST"]),
     (f"/subjects/{_SUBJECT}", _delete_subject, ["DELETE"]),
     (f"/subjects/{_SUBJECT}/versions", _register, ["POST"]),
+    (f"/subjects/{_SUBJECT}/metadata", _latest_with_metadata, ["GET"]),
     (f"/subjects/{_SUBJECT}/versions", _list_versions, ["GET"]),
     (f"/subjects/{_SUBJECT}/versions/{{version}}", _get_version, ["GET"]),
     (f"/subjects/{_SUBJECT}/versions/{{version}}", _delete_version, ["DELETE"]),

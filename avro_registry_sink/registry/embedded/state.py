@@ -46,11 +46,16 @@ class Reference:
 
 @dataclass(frozen=True)
 class StoredSchema:
+    """A schema as stored under its id. ``metadata``/``rule_set`` are the data contract (None: absent), part of
+    the identity like the text (``digest``); never mutated once stored."""
+
     id: int
     schema_type: str
     text: str
     references: tuple[Reference, ...]
     digest: str
+    metadata: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    rule_set: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,9 @@ CREATE TABLE IF NOT EXISTS schemas (
     schema_type TEXT NOT NULL,
     schema TEXT NOT NULL,
     refs TEXT NOT NULL,
-    digest TEXT NOT NULL
+    digest TEXT NOT NULL,
+    metadata TEXT,
+    rule_set TEXT
 );
 CREATE TABLE IF NOT EXISTS versions (
     subject TEXT NOT NULL,
@@ -269,6 +276,11 @@ class SqliteBackend:
                 self._conn.execute(
                     "INSERT OR IGNORE INTO registry_meta (key, value) VALUES ('format', '1')"
                 )
+                # files of releases before data contracts: the two columns are added (NULL: no contract)
+                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(schemas)")}
+                for column in ("metadata", "rule_set"):
+                    if column not in columns:
+                        self._conn.execute(f"ALTER TABLE schemas ADD COLUMN {column} TEXT")
             problems = [row[0] for row in self._conn.execute("PRAGMA quick_check(3)")]
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError("database disk image is malformed: " + "; ".join(problems))
@@ -295,11 +307,13 @@ class SqliteBackend:
         conn = self._conn
         assert conn is not None
         with self._errors():
-            for sid, stype, text, refs, digest in conn.execute(
-                "SELECT id, schema_type, schema, refs, digest FROM schemas ORDER BY id"
+            for sid, stype, text, refs, digest, metadata, rule_set in conn.execute(
+                "SELECT id, schema_type, schema, refs, digest, metadata, rule_set FROM schemas ORDER BY id"
             ):
                 references = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in json.loads(refs))
-                state.apply(PutSchema(StoredSchema(sid, stype, text, references, digest)))
+                state.apply(PutSchema(StoredSchema(sid, stype, text, references, digest,
+                                                   None if metadata is None else json.loads(metadata),
+                                                   None if rule_set is None else json.loads(rule_set))))
             for subject, version, sid, deleted in conn.execute(
                 "SELECT subject, version, schema_id, deleted FROM versions ORDER BY subject, version"
             ):
@@ -347,8 +361,11 @@ class SqliteBackend:
                 s = op.schema
                 refs = json.dumps([r.to_json() for r in s.references])
                 conn.execute(
-                    "INSERT OR REPLACE INTO schemas (id, schema_type, schema, refs, digest) VALUES (?, ?, ?, ?, ?)",
-                    (s.id, s.schema_type, s.text, refs, s.digest),
+                    "INSERT OR REPLACE INTO schemas (id, schema_type, schema, refs, digest, metadata, rule_set) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (s.id, s.schema_type, s.text, refs, s.digest,
+                     None if s.metadata is None else json.dumps(s.metadata),
+                     None if s.rule_set is None else json.dumps(s.rule_set)),
                 )
             elif isinstance(op, PutVersion):
                 v = op.version

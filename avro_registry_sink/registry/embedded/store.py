@@ -75,6 +75,18 @@ from avro_registry_sink.registry.embedded.canonical import (
     write_canonical,
 )
 from avro_registry_sink.registry.embedded.compatibility import differences
+from avro_registry_sink.registry.embedded.contracts import (
+    CONFIG_CONTRACT_FIELDS,
+    VERSION_PROPERTY,
+    contract_material,
+    lookup_view,
+    merge_metadata,
+    merge_rule_set,
+    normalize_metadata,
+    normalize_rule_set,
+    properties_of,
+    with_version_property,
+)
 from avro_registry_sink.registry.embedded.state import (
     DropVersion,
     MemoryBackend,
@@ -215,6 +227,7 @@ class _View:
     normalize: bool
     level: str
     candidates: tuple[_Candidate, ...]
+    config: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the subject's effective config
 
 
 class _JavaNames(avro.name.Names):
@@ -238,9 +251,31 @@ def _make_checker_schema(data: object, names: _JavaNames) -> avro.schema.Schema:
     return avro.schema.make_avsc_object(data, names, validate_enum_symbols=False, validate_names=False)
 
 
-def _digest(text: str, references: Sequence[Reference]) -> str:
+def _digest(text: str, references: Sequence[Reference], metadata: Mapping[str, Any] | None = None,
+            rule_set: Mapping[str, Any] | None = None) -> str:
+    """A schema's identity: canonical text, references and data contract (metadata, rule set), like Confluent's MD5."""
     material = text if not references else text + "\n" + dumps_compact([r.to_json() for r in references])
+    material += contract_material(metadata, rule_set)
     return hashlib.md5(material.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def _contract_json(out: dict[str, Any], stored: StoredSchema) -> dict[str, Any]:
+    """``out`` with the stored schema's ``metadata`` and ``ruleSet`` (deep copies), when it has them."""
+    if stored.metadata is not None:
+        out["metadata"] = json.loads(json.dumps(stored.metadata))
+    if stored.rule_set is not None:
+        out["ruleSet"] = json.loads(json.dumps(stored.rule_set))
+    return out
+
+
+def _in_group(candidates: Sequence[_Candidate], group: object, metadata: Mapping[str, Any] | None) -> tuple[
+        _Candidate, ...]:
+    """The versions a new schema is checked against under ``compatibilityGroup`` ``group``: those whose metadata
+    property ``group`` equals the new schema's (absent = absent: versions without it form a group of their own)."""
+    if not isinstance(group, str) or not group:
+        return tuple(candidates)
+    value = properties_of(metadata).get(group)
+    return tuple(c for c in candidates if properties_of(c.schema.metadata).get(group) == value)
 
 
 def _parse_version_id(version: object) -> int | None:
@@ -406,6 +441,7 @@ class RegistryStore:
                 _Candidate(v, st.schemas[v.schema_id], tuple(self._dependencies(st, st.schemas[v.schema_id].references)))
                 for v in candidates
             ),
+            config=self._effective_config(st, subject),
         )
 
     def _optimistic_write(
@@ -608,15 +644,36 @@ class RegistryStore:
             self._equivalence_cache[key] = cached
         return cached
 
-    def _match(self, candidates: Sequence[_Candidate], parsed: _Parsed) -> _Candidate | None:
-        """Confluent's lookup: same canonical hash, else an equivalent version (newest first)."""
+    def _match(self, candidates: Sequence[_Candidate], parsed: _Parsed, metadata: Mapping[str, Any] | None = None,
+               rule_set: Mapping[str, Any] | None = None) -> _Candidate | None:
+        """Confluent's lookup: same identity (text, references, metadata, rule set), else an equivalent version with
+        the same metadata (``confluent:version`` aside) and rule set (newest first)."""
+        digest = _digest(parsed.text, parsed.references, metadata, rule_set)
         for c in reversed(candidates):
-            if c.schema.digest == parsed.digest:
+            if c.schema.digest == digest:
                 return c
+        contract = lookup_view(metadata, rule_set)
         for c in reversed(candidates):
-            if self._stored_equivalence(c.schema) == parsed.equivalence:
+            if (lookup_view(c.schema.metadata, c.schema.rule_set) == contract
+                    and self._stored_equivalence(c.schema) == parsed.equivalence):
                 return c
         return None
+
+    @staticmethod
+    def _merged_contract(config: Mapping[str, Any], latest: _Candidate | None, metadata: dict[str, Any] | None,
+                         rule_set: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Confluent's ``maybeSetMetadataRuleSet``: the request's metadata and rule set, else the latest version's
+        (inherited), merged between the config's defaults and overrides."""
+        specific_md = metadata if metadata is not None else (latest.schema.metadata if latest else None)
+        specific_rs = rule_set if rule_set is not None else (latest.schema.rule_set if latest else None)
+        md = merge_metadata(merge_metadata(config.get("defaultMetadata"), specific_md), config.get("overrideMetadata"))
+        rs = merge_rule_set(merge_rule_set(config.get("defaultRuleSet"), specific_rs), config.get("overrideRuleSet"))
+        return md, rs
+
+    @staticmethod
+    def _has_contract_defaults(config: Mapping[str, Any]) -> bool:
+        return any(config.get(k) is not None for k in ("defaultMetadata", "overrideMetadata", "defaultRuleSet",
+                                                        "overrideRuleSet"))
 
     def _normalize_wanted(self, st: State, subject: str, normalize: bool) -> bool:
         return normalize or bool(self._effective_config(st, subject).get("normalize", False))
@@ -659,29 +716,51 @@ class RegistryStore:
         schema_id: int | None = None,
         version: int | None = None,
         normalize: bool = False,
+        metadata: object = None,
+        rule_set: object = None,
     ) -> dict[str, Any]:
-        """``POST /subjects/{subject}/versions``: ``{"id", "version", "schema"}`` of the registered version.
+        """``POST /subjects/{subject}/versions``: ``{"id", "version", "schema"[, "metadata", "ruleSet"]}`` of the
+        registered version.
 
         ``schema_id``/``version`` are only honoured in IMPORT mode (``version`` outside it must be the next
-        version number).
+        version number). Data contracts as Confluent: ``metadata``/``rule_set`` absent (None) inherit the latest
+        version's, then the config's defaults and overrides are merged in; both are part of the schema's identity;
+        a request without a schema text takes the latest version's; under a ``compatibilityGroup`` only versions
+        with the same value of that metadata property are compared.
         """
         _check_subject(subject)
         schema_id = schema_id if schema_id is not None and schema_id >= 0 else None
         version = version if version is not None and version > 0 else None
+        request_md = normalize_metadata(metadata)
+        request_rs = normalize_rule_set(rule_set)
+        Planned = tuple[_Parsed, _Candidate | None, list[str], "dict[str, Any] | None", "dict[str, Any] | None"]
 
         def prepare(st: State) -> _View:
-            return self._view(st, subject, references, normalize, st.versions(subject, deleted=False))
+            live = st.versions(subject, deleted=False)
+            if (schema is None or schema == "") and live:  # no text: the latest version's, with its references
+                latest = st.schemas[live[-1].schema_id]
+                refs = [r.to_json() for r in latest.references] or None
+                return self._view(st, subject, refs, normalize, live)
+            return self._view(st, subject, references, normalize, live)
 
-        def plan(view: _View) -> tuple[_Parsed, _Candidate | None, list[str]]:
-            parsed = self._parse_request(view, schema, schema_type=schema_type, subject=subject)
-            existing = self._match(view.candidates, parsed)
-            reasons = [] if existing is not None else self._incompatibilities(parsed, view.level, view.candidates)
-            return parsed, existing, reasons
+        def plan(view: _View) -> Planned:
+            latest = view.candidates[-1] if view.candidates else None
+            text = schema if (schema is not None and schema != "") or latest is None else latest.schema.text
+            parsed = self._parse_request(view, text, schema_type=schema_type, subject=subject)
+            existing = None
+            if not self._has_contract_defaults(view.config):  # the request exactly as sent, before any merge
+                existing = self._match(view.candidates, parsed, request_md, request_rs)
+            md, rs = self._merged_contract(view.config, latest, request_md, request_rs)
+            if existing is None:
+                existing = self._match(view.candidates, parsed, md, rs)
+            reasons: list[str] = []
+            if existing is None:
+                against = _in_group(view.candidates, view.config.get("compatibilityGroup"), md)
+                reasons = self._incompatibilities(parsed, view.level, against)
+            return parsed, existing, reasons, md, rs
 
-        def commit(
-            st: State, planned: tuple[_Parsed, _Candidate | None, list[str]]
-        ) -> tuple[list[Op], dict[str, Any]]:
-            parsed, existing, reasons = planned
+        def commit(st: State, planned: Planned) -> tuple[list[Op], dict[str, Any]]:
+            parsed, existing, reasons, md, rs = planned
             if existing is not None:  # idempotent: no mode check, no compatibility check, no new version
                 return [], self._registered(existing)
             all_versions = st.versions(subject, deleted=True)
@@ -689,7 +768,7 @@ class RegistryStore:
             if mode in _READ_ONLY_MODES:
                 raise _read_only(subject)
             if mode == "IMPORT":
-                return self._import(st, subject, parsed, schema_id, version)
+                return self._import(st, subject, parsed, schema_id, version, md, rs)
             if schema_id is not None:
                 raise _not_permitted(f"Subject {subject} in context {CONTEXT} is not in import mode", subject)
             next_version = max((v.version for v in all_versions), default=0) + 1
@@ -704,21 +783,27 @@ class RegistryStore:
                     subject=subject,
                     reasons=reasons,
                 )
+            if version is not None or VERSION_PROPERTY in properties_of(md):  # Confluent records the version
+                md = with_version_property(md, next_version)
             ops: list[Op] = []
-            new_id = st.by_digest.get(parsed.digest)
-            if new_id is None:
+            digest = _digest(parsed.text, parsed.references, md, rs)
+            new_id = st.by_digest.get(digest)
+            stored = st.schemas.get(new_id) if new_id is not None else None
+            if stored is None:
                 new_id = st.max_id + 1
-                ops.append(PutSchema(StoredSchema(new_id, "AVRO", parsed.text, parsed.references, parsed.digest)))
+                stored = StoredSchema(new_id, "AVRO", parsed.text, parsed.references, digest, md, rs)
+                ops.append(PutSchema(stored))
             # A soft-deleted version of this subject with the same id is tombstoned (Confluent does too).
             ops += [DropVersion(subject, v.version) for v in all_versions if v.deleted and v.schema_id == new_id]
             new_version = Version(subject, next_version, new_id)
             ops.append(PutVersion(new_version))
-            return ops, {"id": new_id, "version": next_version, "schema": parsed.text}
+            return ops, _contract_json({"id": new_id, "version": next_version, "schema": parsed.text}, stored)
 
         return self._optimistic_write(prepare, plan, commit)  # type: ignore[no-any-return]
 
     def _import(
-        self, st: State, subject: str, parsed: _Parsed, schema_id: int | None, version: int | None
+        self, st: State, subject: str, parsed: _Parsed, schema_id: int | None, version: int | None,
+        metadata: dict[str, Any] | None = None, rule_set: dict[str, Any] | None = None,
     ) -> tuple[list[Op], dict[str, Any]]:
         if schema_id is None or version is None:
             raise _not_permitted(
@@ -727,10 +812,11 @@ class RegistryStore:
                 subject,
             )
         ops: list[Op] = []
+        digest = _digest(parsed.text, parsed.references, metadata, rule_set)
         existing = st.schemas.get(schema_id)
-        if existing is not None and existing.digest != parsed.digest:
+        if existing is not None and existing.digest != digest:
             raise _not_permitted(f"Overwrite new schema with id {schema_id} is not permitted.", subject)
-        other_id = st.by_digest.get(parsed.digest)
+        other_id = st.by_digest.get(digest)
         if other_id is not None and other_id != schema_id:
             raise RegistryError(
                 "The ID of an imported schema does not match the existing ID",
@@ -742,14 +828,16 @@ class RegistryStore:
         taken = st.subjects.get(subject, {}).get(version)
         if taken is not None:
             raise _not_permitted(f"Overwrite new schema with version {version} is not permitted.", subject)
+        stored = existing or StoredSchema(schema_id, "AVRO", parsed.text, parsed.references, digest, metadata, rule_set)
         if existing is None:
-            ops.append(PutSchema(StoredSchema(schema_id, "AVRO", parsed.text, parsed.references, parsed.digest)))
+            ops.append(PutSchema(stored))
         ops.append(PutVersion(Version(subject, version, schema_id)))
-        return ops, {"id": schema_id, "version": version, "schema": parsed.text}
+        return ops, _contract_json({"id": schema_id, "version": version, "schema": parsed.text}, stored)
 
     @staticmethod
     def _registered(c: _Candidate) -> dict[str, Any]:
-        return {"id": c.version.schema_id, "version": c.version.version, "schema": c.schema.text}
+        return _contract_json({"id": c.version.schema_id, "version": c.version.version, "schema": c.schema.text},
+                              c.schema)
 
     @staticmethod
     def _candidate_json(c: _Candidate) -> dict[str, Any]:
@@ -757,14 +845,14 @@ class RegistryStore:
         out: dict[str, Any] = {"subject": v.subject, "version": v.version, "id": v.schema_id, "schema": c.schema.text}
         if c.schema.references:
             out["references"] = [r.to_json() for r in c.schema.references]
-        return out
+        return _contract_json(out, c.schema)
 
     def _version_json(self, st: State, v: Version) -> dict[str, Any]:
         stored = st.schemas[v.schema_id]
         out: dict[str, Any] = {"subject": v.subject, "version": v.version, "id": v.schema_id, "schema": stored.text}
         if stored.references:
             out["references"] = [r.to_json() for r in stored.references]
-        return out
+        return _contract_json(out, stored)
 
     def lookup(
         self,
@@ -775,9 +863,15 @@ class RegistryStore:
         references: list[dict[str, Any]] | None = None,
         normalize: bool = False,
         deleted: bool = False,
+        metadata: object = None,
+        rule_set: object = None,
     ) -> dict[str, Any]:
-        """``POST /subjects/{subject}``: the version of ``subject`` holding ``schema``."""
+        """``POST /subjects/{subject}``: the version of ``subject`` holding ``schema`` with the request's metadata and
+        rule set; failing that, with the latest version's (and the config's defaults/overrides) merged in, as a
+        registration would store it."""
         _check_subject(subject)
+        request_md = normalize_metadata(metadata)
+        request_rs = normalize_rule_set(rule_set)
 
         def prepare(st: State) -> _View:
             candidates = st.versions(subject, deleted=deleted)
@@ -787,7 +881,11 @@ class RegistryStore:
 
         def plan(view: _View) -> dict[str, Any]:
             parsed = self._parse_request(view, schema, schema_type=schema_type, validate=False, subject=subject)
-            found = self._match(view.candidates, parsed)
+            found = self._match(view.candidates, parsed, request_md, request_rs)
+            if found is None:
+                live = [c for c in view.candidates if not c.version.deleted]
+                md, rs = self._merged_contract(view.config, live[-1] if live else None, request_md, request_rs)
+                found = self._match(view.candidates, parsed, md, rs)
             if found is None:
                 raise _schema_not_found()
             return self._candidate_json(found)
@@ -811,7 +909,7 @@ class RegistryStore:
                 out["references"] = [r.to_json() for r in stored.references]
             if fetch_max_id:
                 out["maxId"] = st.max_id
-            return out
+            return _contract_json(out, stored)
 
         return self._read(read)
 
@@ -897,6 +995,25 @@ class RegistryStore:
     def get_version(self, subject: str, version: object, *, deleted: bool = False) -> dict[str, Any]:
         """``GET /subjects/{subject}/versions/{version}`` (``latest``/-1 = highest live version)."""
         return self._read(lambda st: self._version_json(st, self._find_version(st, subject, version, deleted=deleted)))
+
+    def latest_with_metadata(
+        self, subject: str, properties: Sequence[tuple[str, str]], *, deleted: bool = False
+    ) -> dict[str, Any]:
+        """``GET /subjects/{subject}/metadata?key=k&value=v...``: the newest version whose metadata ``properties``
+        hold every pair (tags are not consulted); ``deleted`` includes soft-deleted versions. 40401 for a subject
+        without versions, 40403 when none matches."""
+
+        def read(st: State) -> dict[str, Any]:
+            versions = st.versions(subject, deleted=deleted)
+            if not versions:
+                raise _subject_not_found(subject)
+            for v in reversed(versions):
+                held = properties_of(st.schemas[v.schema_id].metadata)
+                if all(held.get(key) == value for key, value in properties):
+                    return self._version_json(st, v)
+            raise _schema_not_found()
+
+        return self._read(read)
 
     def referenced_by(self, subject: str, version: object) -> list[int]:
         """``GET /subjects/{subject}/versions/{version}/referencedby``: ids of schemas referencing it."""
@@ -1036,13 +1153,18 @@ class RegistryStore:
         references: list[dict[str, Any]] | None = None,
         normalize: bool = False,
         verbose: bool = False,
+        metadata: object = None,
+        rule_set: object = None,
     ) -> dict[str, Any]:
         """``POST /compatibility/subjects/{subject}/versions[/{version}]``: ``{"is_compatible"[, "messages"]}``.
 
         With ``version`` only that version is compared (the level's direction, transitivity irrelevant);
-        without it, exactly what a registration would compare.
+        without it, exactly what a registration would compare (within the schema's compatibility group, its
+        metadata merged as a registration would).
         """
         _check_subject(subject)
+        request_md = normalize_metadata(metadata)
+        request_rs = normalize_rule_set(rule_set)
         number = None if version is None else _parse_version_id(version)
 
         def prepare(st: State) -> _View:
@@ -1055,7 +1177,9 @@ class RegistryStore:
             parsed = self._parse_request(view, schema, schema_type=schema_type, subject=subject)
             level = view.level
             if version is None:
-                against = view.candidates
+                md, _ = self._merged_contract(view.config, view.candidates[-1] if view.candidates else None,
+                                              request_md, request_rs)
+                against = _in_group(view.candidates, view.config.get("compatibilityGroup"), md)
             else:
                 against = (
                     tuple(c for c in view.candidates if c.version.version == number)
@@ -1079,7 +1203,8 @@ class RegistryStore:
     # -- config ------------------------------------------------------------------------------------
     @staticmethod
     def _config_json(config: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: config[k] for k in ("compatibilityLevel", "normalize") if k in config}
+        return {k: config[k] for k in ("compatibilityLevel", "normalize", *CONFIG_CONTRACT_FIELDS)
+                if config.get(k) is not None}
 
     def get_config(self, subject: str | None = None, *, default_to_global: bool = False) -> dict[str, Any]:
         """``GET /config[/{subject}]``: ``{"compatibilityLevel": ...}`` (note: not ``compatibility``)."""
@@ -1101,14 +1226,30 @@ class RegistryStore:
         return self._read(read)
 
     def set_config(
-        self, subject: str | None, compatibility: object = None, *, normalize: object = None
+        self, subject: str | None, compatibility: object = None, *, normalize: object = None,
+        contract: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """``PUT /config[/{subject}]``: echoes ``{"compatibility": LEVEL}`` (+ ``normalize`` when given)."""
+        """``PUT /config[/{subject}]``: echoes ``{"compatibility": LEVEL}`` (+ the other fields given).
+
+        ``contract`` holds the data-contract fields the request gave (``compatibilityGroup``, ``defaultMetadata``,
+        ``overrideMetadata``, ``defaultRuleSet``, ``overrideRuleSet``); a field given as ``None`` (JSON ``null``) is
+        cleared, one not given is kept, as Confluent's PUT patches the config.
+        """
         if subject is not None:
             _check_subject(subject)
-        if compatibility is None and normalize is None:
+        contract = dict(contract or {})
+        if compatibility is None and normalize is None and not contract:
             raise InvalidCompatibilityLevel(_MSG_INVALID_LEVEL, status_code=422, error_code=42203, subject=subject)
         level = None if compatibility is None else _level(compatibility)
+        for key, value in contract.items():
+            if key == "compatibilityGroup":
+                if value is not None and not isinstance(value, str):
+                    raise InvalidCompatibilityLevel("compatibilityGroup must be a metadata property name",
+                                                    status_code=422, error_code=42203, subject=subject)
+            elif key.endswith("Metadata"):
+                contract[key] = normalize_metadata(value)
+            else:
+                contract[key] = normalize_rule_set(value)
 
         def mutate(st: State) -> tuple[list[Op], dict[str, Any]]:
             self._ensure_writable(st, subject)
@@ -1120,6 +1261,12 @@ class RegistryStore:
             if normalize is not None:
                 config["normalize"] = bool(normalize)
                 echo["normalize"] = bool(normalize)
+            for key, value in contract.items():
+                if value is None or value == "":
+                    config.pop(key, None)
+                else:
+                    config[key] = value
+                    echo[key] = value
             return [PutConfig(subject, config)], echo
 
         return self._write(mutate)

@@ -1,0 +1,159 @@
+"""``--on-incompatible new-major`` in the schema manager, against the registry over HTTP: a breaking change becomes
+the subject's next major version with migration rules; ``stop`` stops as before."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from avro_registry_sink.config import OnIncompatible, RegistryConfig, SinkConfig
+from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.manager import (
+    MAJOR_VERSION,
+    TABLE_VERSION,
+    SchemaEvolutionError,
+    SchemaManager,
+    require_data_contracts,
+)
+from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+
+pytestmark = pytest.mark.integration
+
+CREATE = "CREATE TABLE {schema}.t (id BIGINT PRIMARY KEY, a INT NOT NULL, note VARCHAR(20))"
+
+
+@pytest.fixture
+def schema_name() -> str:
+    return "nm" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def client(registry_url):
+    with RegistryClient(RegistryConfig(urls=(registry_url,))) as c:
+        yield c
+
+
+def versions(schema_name: str, ddl: list[tuple[int, str]]):
+    """The table at each version: version 1 created, then each (version, ALTER) applied."""
+    table = parse_ddl(CREATE.format(schema=schema_name))[0].model_copy(update={"version": 1})
+    out = [table]
+    for version, statement in ddl:
+        table = apply_ddl(table, statement).model_copy(update={"version": version})
+        out.append(table)
+    return out
+
+
+def manager(client, policy: str, history=None) -> SchemaManager:
+    return SchemaManager(client, TopicRouter(topic_rule="{schema}_{table}"), on_incompatible=policy,
+                         ddl_history=history)
+
+
+def test_a_breaking_change_becomes_major_2_with_rules(client, schema_name):
+    ddl = [(5, "ALTER TABLE t RENAME COLUMN a TO a2")]
+    v1, v2 = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    subject = f"{schema_name}_t-value"
+    first = m.prepare_batch([v1])[(schema_name, "t", 1)]
+    assert client.get_latest(subject).properties == {MAJOR_VERSION: "1", TABLE_VERSION: "1"}
+    second = m.prepare_batch([v2])[(schema_name, "t", 5)]
+    assert second.encoding.value_schema_id != first.encoding.value_schema_id
+    latest = client.get_latest(subject)
+    assert latest.properties == {MAJOR_VERSION: "2", TABLE_VERSION: "5"}
+    rules = {r["name"]: r for r in latest.rule_set["migrationRules"]}
+    assert set(rules) == {"upgrade_1_to_2", "downgrade_2_to_1"}
+    assert "a2" in rules["upgrade_1_to_2"]["expr"]
+    assert client.get_full_config(subject).compatibility_group == MAJOR_VERSION
+    assert client.get_full_config(subject, default_to_global=True).level.value == "BACKWARD"  # never NONE
+    [major] = m.take_majors()
+    assert (major.subject, major.old_major, major.new_major) == (subject, 1, 2)
+    assert major.changes == ("a renamed to a2",) and not major.cannot_follow
+    # the key did not change: one version
+    assert client.get_versions(f"{schema_name}_t-key") == [1]
+    # a fresh manager (a restart) finds both versions by their text, of either major, and registers nothing
+    again = manager(client, "new-major")
+    plans = again.prepare_batch([v1, v2])
+    assert plans[(schema_name, "t", 1)].encoding.value_schema_id == first.encoding.value_schema_id
+    assert plans[(schema_name, "t", 5)].encoding.value_schema_id == second.encoding.value_schema_id
+    assert client.get_versions(subject) == [1, 2]
+
+
+def test_a_compatible_change_is_a_minor_version_of_the_current_major(client, schema_name):
+    ddl = [(5, "ALTER TABLE t MODIFY a VARCHAR(9) NOT NULL"), (7, "ALTER TABLE t ADD COLUMN extra INT")]
+    v1, v2, v3 = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    m.prepare_batch([v1])
+    m.prepare_batch([v2])
+    m.prepare_batch([v3])
+    subject = f"{schema_name}_t-value"
+    assert client.get_versions(subject) == [1, 2, 3]
+    assert client.get_version(subject, 3).properties[MAJOR_VERSION] == "2"
+    assert not (client.get_version(subject, 3).rule_set or {}).get("migrationRules")  # a minor carries no rules
+    assert client.get_latest_with_metadata(subject, {MAJOR_VERSION: "1"}).version == 1
+
+
+def test_stop_still_stops_and_names_the_way_on(client, schema_name):
+    v1, v2 = versions(schema_name, [(5, "ALTER TABLE t RENAME COLUMN a TO a2")])
+    m = manager(client, "stop")
+    m.prepare_batch([v1])
+    with pytest.raises(SchemaEvolutionError) as caught:
+        m.prepare_batch([v2])
+    assert "a2" in caught.value.message and "--on-incompatible new-major" in caught.value.message
+    assert client.get_versions(f"{schema_name}_t-value") == [1]
+
+
+def test_subject_registered_without_majors_gets_its_latest_tagged_major_1(client, schema_name):
+    v1, v2 = versions(schema_name, [(5, "ALTER TABLE t ADD COLUMN z INT NOT NULL")])
+    manager(client, "stop").prepare_batch([v1])  # an earlier run, without majors
+    m = manager(client, "new-major")
+    m.prepare_batch([v2])
+    subject = f"{schema_name}_t-value"
+    assert client.get_versions(subject) == [1, 2, 3]
+    assert client.get_latest_with_metadata(subject, {MAJOR_VERSION: "1"}).version == 2  # v1's text, tagged
+    assert client.get_latest(subject).properties[MAJOR_VERSION] == "2"
+
+
+def test_primary_key_change_breaks_the_key_and_says_who_cannot_follow(client, schema_name):
+    ddl = [(5, "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, a)")]
+    v1, v2 = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    m.prepare_batch([v1])
+    m.prepare_batch([v2])
+    [major] = m.take_majors()
+    assert major.subject == f"{schema_name}_t-key"
+    assert major.rules == ("downgrade_2_to_1",)
+    assert any("major 2 cannot read the records of major 1" in line for line in major.cannot_follow)
+
+
+def test_new_major_needs_a_registry_with_data_contracts(client):
+    require_data_contracts(SinkConfig(on_incompatible=OnIncompatible.NEW_MAJOR), client)  # the embedded one: ok
+
+    class NoContracts:
+        def data_contracts_unsupported(self) -> str:
+            return "it has no GET /subjects/{subject}/metadata"
+
+    with pytest.raises(ConfigError, match="does not keep them: it has no GET"):
+        require_data_contracts(SinkConfig(on_incompatible=OnIncompatible.NEW_MAJOR), NoContracts())
+    require_data_contracts(SinkConfig(), NoContracts())  # stop: nothing asked
+
+
+def test_check_finds_a_version_of_an_older_major_by_its_text(client, schema_name, registry_url, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from avro_registry_sink.cli import app
+
+    ddl = [(5, "ALTER TABLE t RENAME COLUMN a TO a2")]
+    v1, v2 = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    m.prepare_batch([v1])
+    m.prepare_batch([v2])
+    old = tmp_path / "old.sql"
+    old.write_text(CREATE.format(schema=schema_name) + ";")
+    result = CliRunner().invoke(app, ["check", "--ddl", str(old), "--registry", registry_url, "--output", "json"])
+    assert result.exit_code == 0, result.output
+    [value] = [s for s in json.loads(result.stdout)["subjects"] if s["subject"].endswith("-value")]
+    assert value["status"] == "unchanged" and "major version 1" in value["messages"][0]
