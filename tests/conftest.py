@@ -19,3 +19,30 @@ def spark() -> Iterator[object]:
         session = local_session(master="local[2]", **{"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Time per suite, printed at the end of the run (setup, call and teardown of every test, by directory and file)
+
+_SUITE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _SUITE_SECONDS[path] = _SUITE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if not _SUITE_SECONDS:
+        return
+    by_dir: dict[str, float] = {}
+    for path, seconds in _SUITE_SECONDS.items():
+        directory = path.rsplit("/", 1)[0] if "/" in path else path
+        by_dir[directory] = by_dir.get(directory, 0.0) + seconds
+    write = terminalreporter.write_line
+    terminalreporter.section("time per suite")
+    for directory, seconds in sorted(by_dir.items(), key=lambda item: -item[1]):
+        write(f"{seconds:8.1f}s  {directory}/")
+    write("slowest files:")
+    for path, seconds in sorted(_SUITE_SECONDS.items(), key=lambda item: -item[1])[:15]:
+        write(f"{seconds:8.1f}s  {path}")
