@@ -149,6 +149,29 @@ def test_corpus_from_a_storage_tree_with_new_major(spark, bootstrap, registry, t
     assert pk["rules"] == ["downgrade_2_to_1"] and pk["cannot_follow"]
     assert_registry(client, prefix)
     assert_corpus_read(bootstrap, url, prefix)
+    assert_history(tmp_path / f"checkpoint-{prefix}", result.totals.new_majors, url)
+
+
+def assert_history(checkpoint, new_majors: list[dict], url: str) -> None:
+    """Every new major is on record in the checkpoint's history (major version, rules, the registry's reasons), and
+    ``diff --table`` over the journal names the change of each class."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from avro_registry_sink.cli import app
+    from avro_registry_sink.history.journal import HistoryJournal
+
+    records = HistoryJournal.at(str(checkpoint)).read()
+    for major in new_majors:
+        [record] = [r for r in records if (r.subject, r.schema_id) == (major["subject"], major["schema_id"])]
+        assert (record.major_version, record.rules, record.verdict) == (2, major["rules"], "new major"), major
+        assert record.reasons == [major["reasons"]] and record.table_version == major["table_version"]
+        versions = sorted({r.table_version for r in records if r.table == major["table"]})
+        shown = CliRunner().invoke(app, ["diff", "--checkpoint", str(checkpoint), "--table", major["table"],
+                                         str(versions[0]), str(versions[-1]), "--registry", url, "--json"])
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.stdout)["changes"], major["table"]
 
 
 def test_corpus_from_a_canal_json_changelog_with_new_major(spark, bootstrap, registry, tmp_path):
