@@ -18,14 +18,56 @@ import typer
 from avro_registry_sink.config import SinkConfig, load_config
 from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryUnavailable
 
+#: What an option's value looks like in ``--help`` (typer would show its Python type: ``<str>``, ``<bool>`` ...).
+_METAVARS = {
+    "source": "DIR|URI", "sink_uri": "URI", "config": "FILE", "ddl": "FILE", "events": "FILE", "registry": "URL",
+    "tables": "FILE", "csv": "KEY=VALUE", "checkpoint": "DIR|URI", "state_dir": "DIR", "topic_rule": "EXPRESSION",
+    "enable_tidb_extension": "true|false", "avro_decimal_handling_mode": "precise|string",
+    "avro_bigint_unsigned_handling_mode": "long|string", "progress": "auto|rich|json|none",
+    "producer": "auto|spark|confluent", "trigger_interval": "INTERVAL", "max_bytes_per_trigger": "SIZE",
+    "max_files_per_trigger": "N", "max_offsets_per_trigger": "N", "max_bad_rows": "N|N%",
+    "on_missing_file": "report|fail", "output": "table|json", "directory": "DIR", "rows": "N", "seed": "N",
+    "out": "DIR", "stores": "s3,azure,...", "host": "HOST", "port": "PORT", "data": "FILE", "users_file": "FILE",
+    "user": "NAME:PASSWORD", "tls_cert": "FILE", "tls_key": "FILE", "tls_client_ca": "FILE",
+    "max_request_bytes": "BYTES", "max_schema_depth": "N",
+}
+
+
+def _tidy_params(params: list[Any]) -> list[Any]:
+    """Options shown as users write them: a metavar saying what the value looks like (none for a flag), and
+    help text shown as written (rich would take ``[sink]`` in it for markup and drop it)."""
+    from rich.markup import escape
+
+    for param in params:
+        if getattr(param, "_tidied", False) or not isinstance(param, typer.core.TyperOption):
+            continue
+        if param.metavar is None:
+            param.metavar = "" if param.is_flag else _METAVARS.get(param.name or "", (param.name or "").upper())
+        if param.help:
+            param.help = escape(param.help)
+        param._tidied = True
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy_params(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy_params(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="avro-registry-sink",
     help="Turn MySQL/TiDB change events into Confluent-framed flat Avro, exactly as TiCDC's avro protocol.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_Group,
 )
-registry_app = typer.Typer(help="The embedded Confluent-compatible schema registry.", no_args_is_help=True)
+registry_app = typer.Typer(help="The embedded Confluent-compatible schema registry.", no_args_is_help=True, cls=_Group)
 
 
 def _version(value: bool) -> None:
@@ -460,6 +502,7 @@ def registry_serve(
             tls=tls,
             max_request_bytes=limit,
             max_schema_depth=depth,
+            on_ready=lambda url: typer.echo(f"Schema registry ready at {url} (Ctrl-C to stop)."),
         )
     except AvroSinkError as exc:
         raise _fail(str(exc)) from None
@@ -687,9 +730,9 @@ def run(
     job: _JobArgs,
     available_now: Annotated[bool, typer.Option("--available-now/--continuous", help="Process what exists and stop, or keep running.")] = False,
     trigger_interval: Annotated[str, typer.Option("--trigger-interval", help="Micro-batch interval when continuous.")] = "10 seconds",
-    max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1)] = None,
+    max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1, help="Data files per micro-batch (default: as many as --max-bytes-per-trigger allows).")] = None,
     max_bytes_per_trigger: Annotated[Optional[str], typer.Option("--max-bytes-per-trigger", help="Input per micro-batch, e.g. 512m (default: an eighth of the JVM heap).")] = None,
-    max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1)] = None,
+    max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1, help="Kafka messages per micro-batch of a changelog topic (default: from the JVM heap).")] = None,
     max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     on_missing_file: Annotated[str, typer.Option("--on-missing-file", help="report|fail: a storage data file that vanished before it was read is reported (progress, summary, a dead-letter record) and the batch goes on, or fails the batch.")] = "report",
 ) -> None:
@@ -741,7 +784,7 @@ def replay(
 ) -> None:
     """Deliver the rows a run dead-lettered, after fixing the cause (a setting, --tables, --csv ...).
 
-    Takes the same options as ``run`` (the same checkpoint: given, or derived from the same source and
+    Takes the same options as 'run' (the same checkpoint: given, or derived from the same source and
     sink). Each dead-letter record is delivered at most once; rows that fail again stay dead-lettered with
     the new reason. Exit status 0 when every record was delivered, 1 when some failed again or a batch
     failed, 2 for bad options.
@@ -954,6 +997,16 @@ def _active_spark():
     return SparkSession.getActiveSession()
 
 
+def _tidy_help(*typers: typer.Typer) -> None:
+    for group in typers:
+        for info in group.registered_commands:
+            if info.cls in (None, typer.core.TyperCommand):
+                info.cls = _Command
+
+
+_tidy_help(app, registry_app)
+
+
 def main() -> None:
     """Console-script entry point: usage errors (unknown options, TiCDC flags this product refuses, bad
     values) are one line on stderr with exit status 2, never a usage dump or a traceback."""
@@ -977,8 +1030,7 @@ def main() -> None:
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         from avro_registry_sink.redact import redact_text
 
-        command = f" ({context.command_path})" if getattr(context, "command_path", None) else ""
-        typer.echo(f"error{command}: {redact_text(' '.join(message.split()))}", err=True)
+        typer.echo(f"error: {redact_text(' '.join(message.split()))}", err=True)  # one prefix, as _fail's
         sys.exit(getattr(exc, "exit_code", 2) or 2)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -82,7 +82,7 @@ def explain(name: str, text: str, brokers: str, opts: KafkaOptions) -> str:
                 f"(and that the listener has SASL enabled). Client error: {text}")
     if "AUTHORIZATION" in name:
         return f"{where}: not authorised: the user named by sasl-user lacks permissions. Client error: {text}"
-    return (f"{where} is not reachable: {text}. If the listener uses TLS or SASL, set enable-tls / ca / cert / "
+    return (f"{where} is not reachable: {text.rstrip('.')}. If the listener uses TLS or SASL, set enable-tls / ca / cert / "
             "key or sasl-mechanism / sasl-user / sasl-password to match it.")
 
 
