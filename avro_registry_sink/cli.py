@@ -5,13 +5,15 @@ Exit status: 0 on success, 2 for bad input (a one-line error on stderr), 1 for a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import json
 import sys
+import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, get_type_hints
+from typing import Annotated, Any, Callable, Iterator, Optional, get_type_hints
 
 import typer
 
@@ -844,6 +846,59 @@ def _decode_sample(client, value: bytes) -> Any:
     return schema_id, plain(record)
 
 
+@dataclasses.dataclass
+class _TopicOutput:
+    """What ``demo`` shows of a topic's records: counts and the newest record with a value."""
+
+    records: int = 0
+    tombstones: int = 0
+    partitions: set[int] = dataclasses.field(default_factory=set)
+    newest: Any = None
+
+    def add(self, record: Any) -> None:
+        self.records += 1
+        self.partitions.add(record.partition)
+        if record.is_tombstone:
+            self.tombstones += 1
+        elif self.newest is None or (record.commit_ts or 0) >= (self.newest.commit_ts or 0):
+            self.newest = record
+
+
+def _changes(counts: Any) -> int:
+    return counts.inserts + counts.updates + counts.deletes
+
+
+@contextlib.contextmanager
+def _generation_progress(mode: str, console: Any) -> Iterator[Callable[[int, int], None] | None]:
+    """``demo``'s progress while it writes the input: a bar on a terminal, a line per tenth otherwise (JSON
+    lines with ``--progress json``), nothing with ``--progress none``."""
+    if mode == "none":
+        yield None
+        return
+    if mode == "rich" or (mode == "auto" and sys.stdout.isatty()):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("generating the demo input"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("changes"), TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("generate", total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+        return
+    shown = [0]
+
+    def report(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth <= shown[0] and done < total:
+            return
+        shown[0] = tenth
+        if mode == "json":
+            typer.echo(json.dumps({"ts": round(time.time(), 3), "event": "generate", "changes": done,
+                                   "total": total}), err=True)
+        else:
+            typer.echo(f"generating the demo input: {done:,} of {total:,} changes", err=True)
+
+    yield report
+
+
 @app.command()
 def demo(
     directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the demo input, output and checkpoint (default: a new temporary directory).")] = None,
@@ -875,10 +930,13 @@ def demo(
     base = directory or Path(tempfile.mkdtemp(prefix="avro-registry-sink-demo-"))
     for part in ("input", "output", "checkpoint"):
         shutil.rmtree(base / part, ignore_errors=True)
-    manifest = generate_demo(base / "input", seed=seed, rows_per_table=rows)
+    started = time.monotonic()
+    with _generation_progress(progress, console) as report:
+        manifest = generate_demo(base / "input", seed=seed, rows_per_table=rows, keep_events=False, progress=report)
     ddl, settings = write_rerun_files(manifest, base)  # what a rerun of `run` on the input needs
-    console.print(f"Generated a TiCDC storage-sink directory in [bold]{base / 'input'}[/bold]: "
-                  + ", ".join(f"{name} ({manifest.formats[name]}, {len(manifest.events[name])} changes)"
+    console.print(f"Generated a TiCDC storage-sink directory in [bold]{base / 'input'}[/bold] in "
+                  f"{time.monotonic() - started:.1f} s: "
+                  + ", ".join(f"{name} ({manifest.formats[name]}, {_changes(manifest.counts[name])} changes)"
                               for name in sorted(manifest.tables))
                   + f"; {len(manifest.data_files)} data files, one ALTER TABLE mid-stream.")
     _quiet_spark_warnings()
@@ -899,34 +957,33 @@ def demo(
                 result = run_job(spark, options, registry=client, progress=make_progress("none" if quiet else progress))
             except AvroSinkError as exc:
                 raise _fail(str(exc), code=1) from None
-            by_topic: dict[str, list] = {}
-            for record in read_file_sink(base / "output"):
-                by_topic.setdefault(record.topic, []).append(record)
+            by_topic: dict[str, _TopicOutput] = {}
+            for record in read_file_sink(base / "output"):  # one pass, nothing kept but counts and the newest
+                by_topic.setdefault(record.topic, _TopicOutput()).add(record)
             table_of = {plan.route.topic: plan for plan in result.plans.values()}
             grid = Table(title="What the job produced (file sink, embedded registry)")
             for name in ("topic", "table", "records", "tombstones", "partitions", "expected", "subjects: version (id)"):
                 grid.add_column(name, overflow="fold")
             samples = []
             for topic in sorted(by_topic):
-                records = by_topic[topic]
+                output = by_topic[topic]
                 plan = table_of[topic]
                 name = plan.encoding.table.qualified_name
                 counts = manifest.counts[name]
-                expected = counts.inserts + counts.updates + counts.deletes
-                tombstones = sum(1 for r in records if r.is_tombstone)
-                ok = len(records) == expected and tombstones == counts.deletes
+                expected = _changes(counts)
+                tombstones = output.tombstones
+                ok = output.records == expected and tombstones == counts.deletes
                 subjects = []
                 for subject in (plan.route.key_subject, plan.route.value_subject):
                     versions = client.get_versions(subject)
                     subjects.append(subject + ": " + ", ".join(
                         f"v{v} ({client.get_version(subject, v).id})" for v in versions))
-                grid.add_row(topic, name, str(len(records)), str(tombstones),
-                             ",".join(str(p) for p in sorted({r.partition for r in records})),
+                grid.add_row(topic, name, str(output.records), str(tombstones),
+                             ",".join(str(p) for p in sorted(output.partitions)),
                              ("[green]ok[/green] " if ok else "[red]MISMATCH[/red] ")
                              + f"{counts.inserts}i/{counts.updates}u/{counts.deletes}d",
                              "\n".join(subjects))
-                values = [r for r in records if r.value is not None]
-                sample = max(values, key=lambda r: r.commit_ts or 0) if values else None  # the newest change
+                sample = output.newest  # the newest change with a value
                 if sample is not None:
                     samples.append((topic, sample, _decode_sample(client, sample.value)))
             console.print(grid)
