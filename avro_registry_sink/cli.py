@@ -694,10 +694,36 @@ def _checkpoint_for(state: Path, source: str, sink: str) -> Path:
     return state / "checkpoints" / f"{slug}-{digest}"
 
 
-def _print_totals(result, console) -> None:
+def _check_source_data(spec, *, wait: bool) -> None:
+    """Refuse a file source that holds nothing to read (a storage source that is no TiCDC tree, or is one's
+    parent or child directory; an empty changelog directory), unless ``wait`` (``--wait-for-data``)."""
+    if spec.is_kafka or spec.location is None:
+        return
+    if spec.is_storage:
+        from avro_registry_sink.sources.tree_check import check_storage_tree
+
+        check_storage_tree(spec.location, wait=wait)
+    elif not wait and not spec.location.filesystem().list_files():
+        raise ConfigError(f"--source {str(spec.location)!r} is empty: a {spec.kind} changelog directory holds files "
+                          "of messages, one per line. Give --wait-for-data to start the job before they are written.",
+                          option="source")
+
+
+def _nothing_read(totals, source) -> str | None:
+    """The summary's note when a run read no file or message at all (a silent zero otherwise)."""
+    if totals.inputs or totals.rows or totals.errors:
+        return None
+    what = "messages" if source.is_kafka else "data files"
+    return (f"nothing was read: {source.describe()} held no {what} this checkpoint had not read already "
+            "(0 rows written).")
+
+
+def _print_totals(result, console, nothing: str | None = None) -> None:
     from rich.table import Table
 
     totals = result.totals
+    if nothing:
+        console.print(f"[yellow]Nothing read[/yellow]: {nothing[len('nothing was read: '):]}", markup=True)
     grid = Table(title=f"{totals.rows} records in {totals.batches} batches ({result.sink})")
     for name in ("topic", "records", "tombstones"):
         grid.add_column(name, justify="right" if name != "topic" else "left")
@@ -737,6 +763,7 @@ def run(
     max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1, help="Kafka messages per micro-batch of a changelog topic (default: from the JVM heap).")] = None,
     max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     on_missing_file: Annotated[str, typer.Option("--on-missing-file", help="report|fail: a storage data file that vanished before it was read is reported (progress, summary, a dead-letter record) and the batch goes on, or fails the batch.")] = "report",
+    wait_for_data: Annotated[bool, typer.Option("--wait-for-data", help="Start even when --source is empty or holds no TiCDC tree yet (the changefeed has not written to it): the job waits for data to appear. Without it such a source is refused before Spark starts.")] = False,
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
@@ -759,6 +786,7 @@ def run(
         stores = _check_locations(options.source, job.checkpoint, options.sink)
         check_checkpoint(options)
         _check_tables(options.sink, job.topic_rule, options.tables)
+        _check_source_data(options.source, wait=wait_for_data)
         reporter = make_progress(job.progress)
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
@@ -772,11 +800,13 @@ def run(
         result = run_job(spark, options, progress=reporter)
     except AvroSinkError as exc:
         raise _fail(str(exc), code=1) from None
+    nothing = _nothing_read(result.totals, options.source)
     if sys.stdout.isatty():
-        _print_totals(result, Console())
+        _print_totals(result, Console(), nothing)
     else:
         typer.echo(json.dumps({"status": "ok", "checkpoint": str(result.checkpoint), **result.totals.to_json(),
-                               "dead_letters": [str(p) for p in result.dead_letters]}, default=str))
+                               "dead_letters": [str(p) for p in result.dead_letters],
+                               **({"note": nothing} if nothing else {})}, default=str))
 
 
 @app.command()
@@ -905,6 +935,7 @@ def demo(
     rows: Annotated[int, typer.Option("--rows", min=4, help="Rows inserted per table.")] = 12,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the generated data.")] = 7,
     progress: ProgressOpt = "auto",
+    no_run: Annotated[bool, typer.Option("--no-run", help="Only write the input (and tables.sql, ticdc.toml beside it) and print the command that runs the job on it.")] = False,
 ) -> None:
     """Generate a TiCDC storage-sink directory, run the job on it with the embedded defaults, show what came out.
 
@@ -939,6 +970,10 @@ def demo(
                   + ", ".join(f"{name} ({manifest.formats[name]}, {_changes(manifest.counts[name])} changes)"
                               for name in sorted(manifest.tables))
                   + f"; {len(manifest.data_files)} data files, one ALTER TABLE mid-stream.")
+    if no_run:
+        console.print(f"Run the job on it: avro-registry-sink run --source {base / 'input'} --tables {ddl} "
+                      f"--config {settings} --available-now", soft_wrap=True)
+        return
     _quiet_spark_warnings()
     spark_was_running = _active_spark() is not None
     spark = job_session(kafka=False)
