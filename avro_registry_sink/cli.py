@@ -183,6 +183,42 @@ def _option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _registry_setting(flag: str | None, ticdc: _TiCDCArgs) -> str:
+    """Where the registry URL came from, for a message that names the setting to fix."""
+    if flag:
+        return "--registry"
+    if ticdc.sink_uri and "schema-registry=" in ticdc.sink_uri:
+        return "schema-registry= in --sink-uri"
+    if ticdc.config is not None:
+        return f"the registry of --config {ticdc.config}"
+    return "AVRO_SINK_SCHEMA_REGISTRY"
+
+
+def _probe_registry(cfg: SinkConfig, flag: str | None, ticdc: _TiCDCArgs) -> None:
+    """The registry answers (GET /subjects, seconds), or exit 1 with one line naming the setting."""
+    from avro_registry_sink.preflight import PreflightError, probe_registry
+
+    try:
+        probe_registry(cfg.registry, setting=_registry_setting(flag, ticdc))
+    except PreflightError as exc:
+        raise _fail(str(exc), code=1) from None
+
+
+def _probe_job(options, job: _JobArgs) -> None:
+    """What a run or replay reaches besides its stores (probed with the options): the registry, then the Kafka
+    clusters of the sink and the source; exit 1 with one line naming the setting."""
+    from avro_registry_sink.preflight import PreflightError, probe_kafka
+
+    _probe_registry(options.sink, job.registry, job)
+    try:
+        if options.sink.scheme == "kafka":
+            probe_kafka(options.sink.brokers, options.sink.kafka, setting="--sink-uri")
+        if options.source.is_kafka:
+            probe_kafka(options.source.brokers, options.source.kafka, setting="--source")
+    except PreflightError as exc:
+        raise _fail(str(exc), code=1) from None
+
+
 def build_router(config: SinkConfig, topic_rule: str | None):
     from avro_registry_sink.spark.job import build_router as job_router
 
@@ -291,6 +327,7 @@ def encode(
             raise _fail(f"cannot read events file {str(events)!r}: {exc.strerror}") from None
     except AvroSinkError as exc:
         raise _fail(str(exc)) from None
+    _probe_registry(cfg, registry, ticdc)
 
     # Each line becomes a change row (or an error); all rows are then encoded by the job's encode path.
     errors: dict[int, str] = {}
@@ -388,9 +425,14 @@ def check(
         raise _fail(f"Invalid value {output!r} for option '--output': valid values are table or json.")
     try:
         cfg = ticdc.sink_config(registry)
+        derived_tables = list(derive_tables(ddl, cfg, ticdc.topic_rule))  # every option and table first
+    except AvroSinkError as exc:
+        raise _fail(str(exc)) from None
+    _probe_registry(cfg, registry, ticdc)
+    try:
         results = []
         with RegistryClient(cfg.registry) as client:
-            for table, route, derived in derive_tables(ddl, cfg, ticdc.topic_rule):
+            for table, route, derived in derived_tables:
                 for subject, text in ((route.key_subject, derived.key_json), (route.value_subject, derived.value_json)):
                     if text is None:
                         continue
@@ -773,7 +815,7 @@ def run(
     from rich.console import Console
 
     from avro_registry_sink.progress import make_progress
-    from avro_registry_sink.spark.job import check_checkpoint, check_kafka, run_job
+    from avro_registry_sink.spark.job import check_checkpoint, run_job
 
     try:
         options = job.job_options(
@@ -791,10 +833,7 @@ def run(
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     _quiet_spark_warnings()
-    try:
-        check_kafka(options)  # before Spark's start: a wrong password or CA fails in seconds
-    except AvroSinkError as exc:
-        raise _fail(str(exc), code=1) from None
+    _probe_job(options, job)  # before Spark's start: a wrong port, password or CA fails in seconds
     spark = _job_session(options, stores)
     try:
         result = run_job(spark, options, progress=reporter)
@@ -835,6 +874,7 @@ def replay(
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     _quiet_spark_warnings()
+    _probe_job(options, job)
     spark = _job_session(options, stores)
     try:
         result = replay_dead_letters(spark, options, progress=reporter)
