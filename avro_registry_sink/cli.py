@@ -708,6 +708,11 @@ def _job_session(options, stores: set[str]):
     from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
 
     spark = job_session(kafka=options.source.is_kafka or options.sink.scheme == "kafka", stores=stores)
+    from avro_registry_sink.spark.submit import worker_python_problem
+
+    problem = worker_python_problem(spark.sparkContext.master, spark.sparkContext.pythonExec)
+    if problem:  # else every batch fails at its first Python stage, blamed on whatever it was writing to
+        raise _fail(f"Spark cannot start its Python workers: {problem}")
     missing = missing_store_classes(spark, stores)
     if missing:
         packages = ",".join(store_packages(missing, hadoop_version(spark))) or "the store's Hadoop connector"
@@ -1076,6 +1081,30 @@ def demo(
                   f"--tables {ddl} --config {settings} --available-now", soft_wrap=True)
 
 
+@app.command("spark-submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             add_help_option=False)
+def spark_submit(ctx: typer.Context) -> None:
+    """spark-submit of this environment's PySpark, with SPARK_HOME set: avro-registry-sink spark-submit [spark-submit options] dist/submit.py run ...
+
+    The virtual environment's own bin/spark-submit looks for SPARK_HOME with the system's python3 and fails
+    ("Could not find valid SPARK_HOME") unless the environment is activated; this runs PySpark's with
+    SPARK_HOME set to PySpark's directory and the driver's Python set to this environment's (neither is
+    changed when already set; spark.pyspark.driver.python too, in client mode, when spark.pyspark.python
+    names the workers'). Its arguments and exit status are spark-submit's.
+    """
+    import os
+    import subprocess
+
+    from avro_registry_sink.spark.submit import spark_submit_args, spark_submit_env
+
+    command, env = spark_submit_env(os.environ)
+    try:
+        code = subprocess.call([command, *spark_submit_args(ctx.args)], env=env)
+    except OSError as exc:
+        raise _fail(f"Cannot run {command}: {exc.strerror or exc}.", code=1) from None
+    raise typer.Exit(code)
+
+
 @app.command()
 def package(
     out: Annotated[Path, typer.Option("--out", help="Directory for executor-env.tar.gz and submit.py.")] = Path("dist"),
@@ -1104,6 +1133,8 @@ def package(
              "run", "--source", "...", "--checkpoint", "..."]
     typer.echo(f"Built {archive} ({archive.stat().st_size // (1 << 20)} MiB) and {archive.parent / 'submit.py'}.")
     typer.echo(" ".join(line))
+    typer.echo("(spark-submit of a Spark installation; with this environment's PySpark instead, which needs no "
+               "SPARK_HOME: avro-registry-sink spark-submit " + " ".join(line[1:]) + ")")
 
 
 def _quiet_spark_warnings() -> None:
