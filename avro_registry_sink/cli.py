@@ -52,6 +52,13 @@ def _tidy_params(params: list[Any]) -> list[Any]:
 
 
 class _Command(typer.core.TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from rich.markup import escape
+
+        super().__init__(*args, **kwargs)
+        if self.help:  # shown as written: "[spark-submit options]" is no rich markup
+            self.help = escape(self.help)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _tidy_params(super().get_params(ctx))
 

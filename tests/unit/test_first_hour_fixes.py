@@ -180,3 +180,5 @@ def test_help_shows_metavars_help_texts_and_no_markup(command):
         assert getattr(param, "help", None), f"{' '.join(command)} {param.opts} has no help text"
     if command == ["run"]:
         assert "TiCDC's [sink] layout" in out and "DIR|URI" in out and "INTERVAL" in out
+    if command == []:
+        assert "spark-submit [spark-submit options]" in out  # command help is not taken for markup either
