@@ -6,18 +6,68 @@ stderr naming the option or the file; see :func:`_fail_for`), 1 for a failed run
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import json
 import sys
+import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, get_type_hints
+from typing import Annotated, Any, Callable, Iterator, Optional, get_type_hints
 
 import typer
 
 from avro_registry_sink.config import SinkConfig, load_config
 from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryFileError, RegistryUnavailable, StateError
+
+#: What an option's value looks like in ``--help`` (typer would show its Python type: ``<str>``, ``<bool>`` ...).
+_METAVARS = {
+    "source": "DIR|URI", "sink_uri": "URI", "config": "FILE", "ddl": "FILE", "events": "FILE", "registry": "URL",
+    "tables": "FILE", "csv": "KEY=VALUE", "checkpoint": "DIR|URI", "state_dir": "DIR", "topic_rule": "EXPRESSION",
+    "enable_tidb_extension": "true|false", "avro_decimal_handling_mode": "precise|string",
+    "avro_bigint_unsigned_handling_mode": "long|string", "progress": "auto|rich|json|none",
+    "producer": "auto|spark|confluent", "trigger_interval": "INTERVAL", "max_bytes_per_trigger": "SIZE",
+    "max_files_per_trigger": "N", "max_offsets_per_trigger": "N", "max_bad_rows": "N|N%",
+    "on_missing_file": "report|fail", "output": "table|json", "directory": "DIR", "rows": "N", "seed": "N",
+    "out": "DIR", "stores": "s3,azure,...", "host": "HOST", "port": "PORT", "data": "FILE", "users_file": "FILE",
+    "user": "NAME:PASSWORD", "tls_cert": "FILE", "tls_key": "FILE", "tls_client_ca": "FILE",
+    "max_request_bytes": "BYTES", "max_schema_depth": "N",
+}
+
+
+def _tidy_params(params: list[Any]) -> list[Any]:
+    """Options shown as users write them: a metavar saying what the value looks like (none for a flag), and
+    help text shown as written (rich would take ``[sink]`` in it for markup and drop it)."""
+    from rich.markup import escape
+
+    for param in params:
+        if getattr(param, "_tidied", False) or not isinstance(param, typer.core.TyperOption):
+            continue
+        if param.metavar is None:
+            param.metavar = "" if param.is_flag else _METAVARS.get(param.name or "", (param.name or "").upper())
+        if param.help:
+            param.help = escape(param.help)
+        param._tidied = True
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from rich.markup import escape
+
+        super().__init__(*args, **kwargs)
+        if self.help:  # shown as written: "[spark-submit options]" is no rich markup
+            self.help = escape(self.help)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy_params(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy_params(super().get_params(ctx))
+
 
 app = typer.Typer(
     name="avro-registry-sink",
@@ -25,8 +75,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_Group,
 )
-registry_app = typer.Typer(help="The embedded Confluent-compatible schema registry.", no_args_is_help=True)
+registry_app = typer.Typer(help="The embedded Confluent-compatible schema registry.", no_args_is_help=True, cls=_Group)
 
 
 def _version(value: bool) -> None:
@@ -181,6 +232,42 @@ def _option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _registry_setting(flag: str | None, ticdc: _TiCDCArgs) -> str:
+    """Where the registry URL came from, for a message that names the setting to fix."""
+    if flag:
+        return "--registry"
+    if ticdc.sink_uri and "schema-registry=" in ticdc.sink_uri:
+        return "schema-registry= in --sink-uri"
+    if ticdc.config is not None:
+        return f"the registry of --config {ticdc.config}"
+    return "AVRO_SINK_SCHEMA_REGISTRY"
+
+
+def _probe_registry(cfg: SinkConfig, flag: str | None, ticdc: _TiCDCArgs) -> None:
+    """The registry answers (GET /subjects, seconds), or exit 1 with one line naming the setting."""
+    from avro_registry_sink.preflight import PreflightError, probe_registry
+
+    try:
+        probe_registry(cfg.registry, setting=_registry_setting(flag, ticdc))
+    except PreflightError as exc:
+        raise _fail(str(exc), code=1) from None
+
+
+def _probe_job(options, job: _JobArgs) -> None:
+    """What a run or replay reaches besides its stores (probed with the options): the registry, then the Kafka
+    clusters of the sink and the source; exit 1 with one line naming the setting."""
+    from avro_registry_sink.preflight import PreflightError, probe_kafka
+
+    _probe_registry(options.sink, job.registry, job)
+    try:
+        if options.sink.scheme == "kafka":
+            probe_kafka(options.sink.brokers, options.sink.kafka, setting="--sink-uri")
+        if options.source.is_kafka:
+            probe_kafka(options.source.brokers, options.source.kafka, setting="--source")
+    except PreflightError as exc:
+        raise _fail(str(exc), code=1) from None
+
+
 def build_router(config: SinkConfig, topic_rule: str | None):
     from avro_registry_sink.spark.job import build_router as job_router
 
@@ -290,6 +377,7 @@ def encode(
             raise _fail(f"cannot read events file {str(events)!r}: {exc.strerror}") from None
     except AvroSinkError as exc:
         raise _fail(str(exc)) from None
+    _probe_registry(cfg, registry, ticdc)
 
     # Each line becomes a change row (or an error); all rows are then encoded by the job's encode path.
     errors: dict[int, str] = {}
@@ -388,10 +476,15 @@ def check(
         raise _fail(f"Invalid value {output!r} for option '--output': valid values are table or json.")
     try:
         cfg = ticdc.sink_config(registry)
+        derived_tables = list(derive_tables(ddl, cfg, ticdc.topic_rule))  # every option and table first
+    except AvroSinkError as exc:
+        raise _fail(str(exc)) from None
+    _probe_registry(cfg, registry, ticdc)
+    try:
         results = []
         statements = _alter_statements(ddl)
         with RegistryClient(cfg.registry) as client:
-            for table, route, derived in derive_tables(ddl, cfg, ticdc.topic_rule):
+            for table, route, derived in derived_tables:
                 for subject, text in ((route.key_subject, derived.key_json), (route.value_subject, derived.value_json)):
                     if text is None:
                         continue
@@ -580,6 +673,7 @@ def registry_serve(
             max_request_bytes=limit,
             max_schema_depth=depth,
             lock_timeout=lock_timeout,
+            on_ready=lambda url: typer.echo(f"Schema registry ready at {url} (Ctrl-C to stop)."),
         )
     except RegistryFileError as exc:
         raise _fail(f"{exc} (option '--data')") from None
@@ -754,6 +848,11 @@ def _job_session(options, stores: set[str]):
     from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
 
     spark = job_session(kafka=options.source.is_kafka or options.sink.scheme == "kafka", stores=stores)
+    from avro_registry_sink.spark.submit import worker_python_problem
+
+    problem = worker_python_problem(spark.sparkContext.master, spark.sparkContext.pythonExec)
+    if problem:  # else every batch fails at its first Python stage, blamed on whatever it was writing to
+        raise _fail(f"Spark cannot start its Python workers: {problem}")
     missing = missing_store_classes(spark, stores)
     if missing:
         packages = ",".join(store_packages(missing, hadoop_version(spark))) or "the store's Hadoop connector"
@@ -782,10 +881,36 @@ def _checkpoint_for(state: Path, source: str, sink: str) -> Path:
     return state / "checkpoints" / f"{slug}-{digest}"
 
 
-def _print_totals(result, console) -> None:
+def _check_source_data(spec, *, wait: bool) -> None:
+    """Refuse a file source that holds nothing to read (a storage source that is no TiCDC tree, or is one's
+    parent or child directory; an empty changelog directory), unless ``wait`` (``--wait-for-data``)."""
+    if spec.is_kafka or spec.location is None:
+        return
+    if spec.is_storage:
+        from avro_registry_sink.sources.tree_check import check_storage_tree
+
+        check_storage_tree(spec.location, wait=wait)
+    elif not wait and not spec.location.filesystem().list_files():
+        raise ConfigError(f"--source {str(spec.location)!r} is empty: a {spec.kind} changelog directory holds files "
+                          "of messages, one per line. Give --wait-for-data to start the job before they are written.",
+                          option="source")
+
+
+def _nothing_read(totals, source) -> str | None:
+    """The summary's note when a run read no file or message at all (a silent zero otherwise)."""
+    if totals.inputs or totals.rows or totals.errors:
+        return None
+    what = "messages" if source.is_kafka else "data files"
+    return (f"nothing was read: {source.describe()} held no {what} this checkpoint had not read already "
+            "(0 rows written).")
+
+
+def _print_totals(result, console, nothing: str | None = None) -> None:
     from rich.table import Table
 
     totals = result.totals
+    if nothing:
+        console.print(f"[yellow]Nothing read[/yellow]: {nothing[len('nothing was read: '):]}", markup=True)
     grid = Table(title=f"{totals.rows} records in {totals.batches} batches ({result.sink})")
     for name in ("topic", "records", "tombstones"):
         grid.add_column(name, justify="right" if name != "topic" else "left")
@@ -841,11 +966,12 @@ def run(
     job: _JobArgs,
     available_now: Annotated[bool, typer.Option("--available-now/--continuous", help="Process what exists and stop, or keep running.")] = False,
     trigger_interval: Annotated[str, typer.Option("--trigger-interval", help="Micro-batch interval when continuous.")] = "10 seconds",
-    max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1)] = None,
+    max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1, help="Data files per micro-batch (default: as many as --max-bytes-per-trigger allows).")] = None,
     max_bytes_per_trigger: Annotated[Optional[str], typer.Option("--max-bytes-per-trigger", help="Input per micro-batch, e.g. 512m (default: an eighth of the JVM heap).")] = None,
-    max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1)] = None,
+    max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1, help="Kafka messages per micro-batch of a changelog topic (default: from the JVM heap).")] = None,
     max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     on_missing_file: Annotated[str, typer.Option("--on-missing-file", help="report|fail: a storage data file that vanished before it was read is reported (progress, summary, a dead-letter record) and the batch goes on, or fails the batch.")] = "report",
+    wait_for_data: Annotated[bool, typer.Option("--wait-for-data", help="Start even when --source is empty or holds no TiCDC tree yet (the changefeed has not written to it): the job waits for data to appear. Without it such a source is refused before Spark starts.")] = False,
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
@@ -856,7 +982,7 @@ def run(
     from rich.console import Console
 
     from avro_registry_sink.progress import make_progress
-    from avro_registry_sink.spark.job import check_checkpoint, check_kafka, run_job
+    from avro_registry_sink.spark.job import check_checkpoint, run_job
 
     try:
         options = job.job_options(
@@ -870,12 +996,13 @@ def run(
         _check_state(options)
         check_checkpoint(options)
         _check_tables(options.sink, job.topic_rule, options.tables)
+        _check_source_data(options.source, wait=wait_for_data)
         reporter = make_progress(job.progress)
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     _quiet_spark_warnings()
+    _probe_job(options, job)  # before Spark's start: a wrong port, password or CA fails in seconds
     try:
-        check_kafka(options)  # before Spark's start: a wrong password or CA fails in seconds
         _check_data_contracts(options.sink)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
@@ -886,11 +1013,13 @@ def run(
         result = run_job(spark, options, progress=reporter)
     except AvroSinkError as exc:
         raise _fail_for(exc, 1) from None
+    nothing = _nothing_read(result.totals, options.source)
     if sys.stdout.isatty():
-        _print_totals(result, Console())
+        _print_totals(result, Console(), nothing)
     else:
         typer.echo(json.dumps({"status": "ok", "checkpoint": str(result.checkpoint), **result.totals.to_json(),
-                               "dead_letters": [str(p) for p in result.dead_letters]}, default=str))
+                               "dead_letters": [str(p) for p in result.dead_letters],
+                               **({"note": nothing} if nothing else {})}, default=str))
 
 
 @app.command()
@@ -900,7 +1029,7 @@ def replay(
 ) -> None:
     """Deliver the rows a run dead-lettered, after fixing the cause (a setting, --tables, --csv ...).
 
-    Takes the same options as ``run`` (the same checkpoint: given, or derived from the same source and
+    Takes the same options as 'run' (the same checkpoint: given, or derived from the same source and
     sink). Each dead-letter record is delivered at most once; rows that fail again stay dead-lettered with
     the new reason. Exit status 0 when every record was delivered, 1 when some failed again or a batch
     failed, 2 for bad options and for a damaged, unreadable or locked checkpoint file or registry file.
@@ -920,6 +1049,7 @@ def replay(
     except (AvroSinkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     _quiet_spark_warnings()
+    _probe_job(options, job)
     spark = _job_session(options, stores)
     try:
         result = replay_dead_letters(spark, options, progress=reporter)
@@ -961,12 +1091,66 @@ def _decode_sample(client, value: bytes) -> Any:
     return schema_id, plain(record)
 
 
+@dataclasses.dataclass
+class _TopicOutput:
+    """What ``demo`` shows of a topic's records: counts and the newest record with a value."""
+
+    records: int = 0
+    tombstones: int = 0
+    partitions: set[int] = dataclasses.field(default_factory=set)
+    newest: Any = None
+
+    def add(self, record: Any) -> None:
+        self.records += 1
+        self.partitions.add(record.partition)
+        if record.is_tombstone:
+            self.tombstones += 1
+        elif self.newest is None or (record.commit_ts or 0) >= (self.newest.commit_ts or 0):
+            self.newest = record
+
+
+def _changes(counts: Any) -> int:
+    return counts.inserts + counts.updates + counts.deletes
+
+
+@contextlib.contextmanager
+def _generation_progress(mode: str, console: Any) -> Iterator[Callable[[int, int], None] | None]:
+    """``demo``'s progress while it writes the input: a bar on a terminal, a line per tenth otherwise (JSON
+    lines with ``--progress json``), nothing with ``--progress none``."""
+    if mode == "none":
+        yield None
+        return
+    if mode == "rich" or (mode == "auto" and sys.stdout.isatty()):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("generating the demo input"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("changes"), TimeElapsedColumn(), console=console, transient=True) as bar:
+            task = bar.add_task("generate", total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+        return
+    shown = [0]
+
+    def report(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth <= shown[0] and done < total:
+            return
+        shown[0] = tenth
+        if mode == "json":
+            typer.echo(json.dumps({"ts": round(time.time(), 3), "event": "generate", "changes": done,
+                                   "total": total}), err=True)
+        else:
+            typer.echo(f"generating the demo input: {done:,} of {total:,} changes", err=True)
+
+    yield report
+
+
 @app.command()
 def demo(
     directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the demo input, output and checkpoint (default: a new temporary directory).")] = None,
     rows: Annotated[int, typer.Option("--rows", min=4, help="Rows inserted per table.")] = 12,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the generated data.")] = 7,
     progress: ProgressOpt = "auto",
+    no_run: Annotated[bool, typer.Option("--no-run", help="Only write the input (and tables.sql, ticdc.toml beside it) and print the command that runs the job on it.")] = False,
 ) -> None:
     """Generate a TiCDC storage-sink directory, run the job on it with the embedded defaults, show what came out.
 
@@ -992,12 +1176,19 @@ def demo(
     base = directory or Path(tempfile.mkdtemp(prefix="avro-registry-sink-demo-"))
     for part in ("input", "output", "checkpoint"):
         shutil.rmtree(base / part, ignore_errors=True)
-    manifest = generate_demo(base / "input", seed=seed, rows_per_table=rows)
+    started = time.monotonic()
+    with _generation_progress(progress, console) as report:
+        manifest = generate_demo(base / "input", seed=seed, rows_per_table=rows, keep_events=False, progress=report)
     ddl, settings = write_rerun_files(manifest, base)  # what a rerun of `run` on the input needs
-    console.print(f"Generated a TiCDC storage-sink directory in [bold]{base / 'input'}[/bold]: "
-                  + ", ".join(f"{name} ({manifest.formats[name]}, {len(manifest.events[name])} changes)"
+    console.print(f"Generated a TiCDC storage-sink directory in [bold]{base / 'input'}[/bold] in "
+                  f"{time.monotonic() - started:.1f} s: "
+                  + ", ".join(f"{name} ({manifest.formats[name]}, {_changes(manifest.counts[name])} changes)"
                               for name in sorted(manifest.tables))
                   + f"; {len(manifest.data_files)} data files, one ALTER TABLE mid-stream.")
+    if no_run:
+        console.print(f"Run the job on it: avro-registry-sink run --source {base / 'input'} --tables {ddl} "
+                      f"--config {settings} --available-now", soft_wrap=True)
+        return
     _quiet_spark_warnings()
     spark_was_running = _active_spark() is not None
     spark = job_session(kafka=False)
@@ -1016,34 +1207,33 @@ def demo(
                 result = run_job(spark, options, registry=client, progress=make_progress("none" if quiet else progress))
             except AvroSinkError as exc:
                 raise _fail(str(exc), code=1) from None
-            by_topic: dict[str, list] = {}
-            for record in read_file_sink(base / "output"):
-                by_topic.setdefault(record.topic, []).append(record)
+            by_topic: dict[str, _TopicOutput] = {}
+            for record in read_file_sink(base / "output"):  # one pass, nothing kept but counts and the newest
+                by_topic.setdefault(record.topic, _TopicOutput()).add(record)
             table_of = {plan.route.topic: plan for plan in result.plans.values()}
             grid = Table(title="What the job produced (file sink, embedded registry)")
             for name in ("topic", "table", "records", "tombstones", "partitions", "expected", "subjects: version (id)"):
                 grid.add_column(name, overflow="fold")
             samples = []
             for topic in sorted(by_topic):
-                records = by_topic[topic]
+                output = by_topic[topic]
                 plan = table_of[topic]
                 name = plan.encoding.table.qualified_name
                 counts = manifest.counts[name]
-                expected = counts.inserts + counts.updates + counts.deletes
-                tombstones = sum(1 for r in records if r.is_tombstone)
-                ok = len(records) == expected and tombstones == counts.deletes
+                expected = _changes(counts)
+                tombstones = output.tombstones
+                ok = output.records == expected and tombstones == counts.deletes
                 subjects = []
                 for subject in (plan.route.key_subject, plan.route.value_subject):
                     versions = client.get_versions(subject)
                     subjects.append(subject + ": " + ", ".join(
                         f"v{v} ({client.get_version(subject, v).id})" for v in versions))
-                grid.add_row(topic, name, str(len(records)), str(tombstones),
-                             ",".join(str(p) for p in sorted({r.partition for r in records})),
+                grid.add_row(topic, name, str(output.records), str(tombstones),
+                             ",".join(str(p) for p in sorted(output.partitions)),
                              ("[green]ok[/green] " if ok else "[red]MISMATCH[/red] ")
                              + f"{counts.inserts}i/{counts.updates}u/{counts.deletes}d",
                              "\n".join(subjects))
-                values = [r for r in records if r.value is not None]
-                sample = max(values, key=lambda r: r.commit_ts or 0) if values else None  # the newest change
+                sample = output.newest  # the newest change with a value
                 if sample is not None:
                     samples.append((topic, sample, _decode_sample(client, sample.value)))
             console.print(grid)
@@ -1059,6 +1249,30 @@ def demo(
                   f"Checkpoint: {base / 'checkpoint'}.")
     console.print(f"Run the job on this input yourself: avro-registry-sink run --source {base / 'input'} "
                   f"--tables {ddl} --config {settings} --available-now", soft_wrap=True)
+
+
+@app.command("spark-submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             add_help_option=False)
+def spark_submit(ctx: typer.Context) -> None:
+    """spark-submit of this environment's PySpark, with SPARK_HOME set: avro-registry-sink spark-submit [spark-submit options] dist/submit.py run ...
+
+    The virtual environment's own bin/spark-submit looks for SPARK_HOME with the system's python3 and fails
+    ("Could not find valid SPARK_HOME") unless the environment is activated; this runs PySpark's with
+    SPARK_HOME set to PySpark's directory and the driver's Python set to this environment's (neither is
+    changed when already set; spark.pyspark.driver.python too, in client mode, when spark.pyspark.python
+    names the workers'). Its arguments and exit status are spark-submit's.
+    """
+    import os
+    import subprocess
+
+    from avro_registry_sink.spark.submit import spark_submit_args, spark_submit_env
+
+    command, env = spark_submit_env(os.environ)
+    try:
+        code = subprocess.call([command, *spark_submit_args(ctx.args)], env=env)
+    except OSError as exc:
+        raise _fail(f"Cannot run {command}: {exc.strerror or exc}.", code=1) from None
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -1089,6 +1303,8 @@ def package(
              "run", "--source", "...", "--checkpoint", "..."]
     typer.echo(f"Built {archive} ({archive.stat().st_size // (1 << 20)} MiB) and {archive.parent / 'submit.py'}.")
     typer.echo(" ".join(line))
+    typer.echo("(spark-submit of a Spark installation; with this environment's PySpark instead, which needs no "
+               "SPARK_HOME: avro-registry-sink spark-submit " + " ".join(line[1:]) + ")")
 
 
 def _quiet_spark_warnings() -> None:
@@ -1112,6 +1328,16 @@ def _active_spark():
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession()
+
+
+def _tidy_help(*typers: typer.Typer) -> None:
+    for group in typers:
+        for info in group.registered_commands:
+            if info.cls in (None, typer.core.TyperCommand):
+                info.cls = _Command
+
+
+_tidy_help(app, registry_app)
 
 
 def main() -> None:
@@ -1142,8 +1368,7 @@ def main() -> None:
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         from avro_registry_sink.redact import redact_text
 
-        command = f" ({context.command_path})" if getattr(context, "command_path", None) else ""
-        typer.echo(f"error{command}: {redact_text(' '.join(message.split()))}", err=True)
+        typer.echo(f"error: {redact_text(' '.join(message.split()))}", err=True)  # one prefix, as _fail's
         sys.exit(getattr(exc, "exit_code", 2) or 2)
     sys.exit(code if isinstance(code, int) else 0)
 

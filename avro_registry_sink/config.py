@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator
 
-from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.errors import ConfigError, shown_value
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, STORE_PARAMETERS, parse_storage_uri
@@ -211,7 +211,7 @@ def parse_bool(option: str, value: str | bool) -> bool:
         return _GO_BOOLS[value]
     except KeyError:
         raise ConfigError(
-            f"Invalid value {value!r} for option {option!r}: valid values are true or false.",
+            f"Invalid value {shown_value(value)} for option {option!r}: valid values are true or false.",
             option=option,
             value=value,
         ) from None
@@ -223,20 +223,20 @@ def _parse_choice(option: str, value: str, enum: type[Enum]) -> Any:
             return member
     choices = " or ".join(f'"{m.value}"' for m in enum)
     raise ConfigError(
-        f"Invalid value {value!r} for option {option!r}: valid values are {choices} (case-sensitive).",
+        f"Invalid value {shown_value(value)} for option {option!r}: valid values are {choices} (case-sensitive).",
         option=option,
         value=value,
         choices=[m.value for m in enum],
     )
 
 
-def parse_protocol(value: str) -> str:
+def parse_protocol(value: Any) -> str:
     """``avro`` and ``flat-avro`` are the same protocol (TiCDC lower-cases the name)."""
-    lowered = value.lower()
+    lowered = value.lower() if isinstance(value, str) else None
     if lowered in ("avro", "flat-avro"):
         return "avro"
     raise ConfigError(
-        f"Invalid value {value!r} for option 'protocol': this sink writes Avro, so valid values are "
+        f"Invalid value {shown_value(value)} for option 'protocol': this sink writes Avro, so valid values are "
         '"avro" or "flat-avro".',
         option="protocol",
         value=value,
@@ -382,7 +382,7 @@ def parse_partition(value: str, option: str = "partition") -> PartitionStrategy:
                                                                                           cutoff=0.5)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     raise ConfigError(
-        f"Invalid value {value!r} for option {option!r}{hint}: valid values are " + ", ".join(choices) + ".",
+        f"Invalid value {shown_value(value)} for option {option!r}{hint}: valid values are " + ", ".join(choices) + ".",
         option=option, value=value, choices=choices,
     )
 
@@ -435,15 +435,38 @@ _INTERVAL = re.compile(r"^\s*(?:interval\s+)?((?:[+]?\d+(?:\.\d+)?\s+[a-z]+\s*)+
 _INTERVAL_PART = re.compile(r"([+]?\d+(?:\.\d+)?)\s+([a-z]+)", re.IGNORECASE)
 
 
-def parse_trigger_interval(value: str, option: str = "--trigger-interval") -> str:
-    """Check a micro-batch interval as Spark's ``processingTime`` trigger reads it ("10 seconds",
-    "1 minute 30 seconds", "500 milliseconds"); months and years are refused, as Spark refuses them.
+_GO_DURATION = re.compile(r"(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+")
+_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_GO_UNIT_MICROS = {"ns": 0.001, "us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000}
 
-    >>> parse_trigger_interval("1 minute 30 seconds")
-    '1 minute 30 seconds'
+
+def _go_duration_interval(text: str) -> str | None:
+    """A Go duration (TiCDC's spelling: ``10s``, ``500ms``, ``1m30s``, ``1.5h``) as Spark's interval text, or
+    ``None`` when ``text`` is not one."""
+    if not _GO_DURATION.fullmatch(text):
+        return None
+    micros = round(sum(float(n) * _GO_UNIT_MICROS[u] for n, u in _GO_DURATION_PART.findall(text)))
+    if micros % 1_000_000 == 0:
+        return f"{micros // 1_000_000} seconds"
+    if micros % 1_000 == 0:
+        return f"{micros // 1_000} milliseconds"
+    return f"{micros} microseconds"
+
+
+def parse_trigger_interval(value: str, option: str = "--trigger-interval") -> str:
+    """Check a micro-batch interval and return it as Spark's ``processingTime`` trigger reads it: Spark's
+    own text ("10 seconds", "1 minute 30 seconds", "500 milliseconds") is kept, a Go duration as TiCDC's
+    settings write them ("10s", "500ms", "1m30s") is converted; months and years are refused, as Spark
+    refuses them.
+
+    >>> parse_trigger_interval("1 minute 30 seconds"), parse_trigger_interval("1m30s"), parse_trigger_interval("500ms")
+    ('1 minute 30 seconds', '90 seconds', '500 milliseconds')
     """
     import difflib
 
+    go = _go_duration_interval((value or "").strip())
+    if go is not None:
+        return go
     found = _INTERVAL.match(value or "")
     problem = None if found else "expected a number and a unit"
     if found:
@@ -459,7 +482,8 @@ def parse_trigger_interval(value: str, option: str = "--trigger-interval") -> st
     if problem:
         raise ConfigError(
             f"Invalid value {value!r} for option {option!r}: {problem}; e.g. '10 seconds', '1 minute 30 seconds' "
-            f"or '500 milliseconds' (units: {', '.join(_INTERVAL_UNITS)}).",
+            f"or '500 milliseconds' (units: {', '.join(_INTERVAL_UNITS)}), or a Go duration as TiCDC writes "
+            "them: 10s, 500ms, 1m30s.",
             option=option, value=value, choices=list(_INTERVAL_UNITS),
         )
     return value
@@ -523,7 +547,7 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     encoding = encoding_options({k: (str(v).lower() if isinstance(v, bool) else v) for k, v in flat.items()}, config.encoding)
     update["encoding"] = encoding
     if "protocol" in flat:
-        update["protocol"] = parse_protocol(str(flat["protocol"]))
+        update["protocol"] = parse_protocol(flat["protocol"])
     registry = config.registry
     if isinstance(flat.get("registry"), Mapping):
         try:

@@ -257,3 +257,14 @@ def registry_error_for(status_code: int | None, error_code: int | None) -> type[
     if status_code is None or status_code >= 500:
         return RegistryUnavailable
     return _STATUS_FALLBACK.get(status_code, RegistryError)
+
+
+def shown_value(value: Any) -> str:
+    """A setting's value in a message as the user wrote it (TOML's and TiCDC's spelling), not as a Python repr.
+
+    >>> shown_value(True), shown_value("yes"), shown_value(3)
+    ('true', "'yes'", '3')
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, str) else str(value)

@@ -82,15 +82,21 @@ def explain(name: str, text: str, brokers: str, opts: KafkaOptions) -> str:
                 f"(and that the listener has SASL enabled). Client error: {text}")
     if "AUTHORIZATION" in name:
         return f"{where}: not authorised: the user named by sasl-user lacks permissions. Client error: {text}"
-    return (f"{where} is not reachable: {text}. If the listener uses TLS or SASL, set enable-tls / ca / cert / "
+    return (f"{where} is not reachable: {text.rstrip('.')}. If the listener uses TLS or SASL, set enable-tls / ca / cert / "
             "key or sasl-mechanism / sasl-user / sasl-password to match it.")
 
 
-def connect(brokers: str, opts: KafkaOptions, *, timeout: float | None = None) -> tuple[Any, Any]:
+#: Transport errors that say no broker is there (rather than slow): the port refuses, the name does not resolve.
+_NOBODY_THERE = re.compile(r"Connection refused|Failed to resolve|Name or service not known|No address", re.IGNORECASE)
+
+
+def connect(brokers: str, opts: KafkaOptions, *, timeout: float | None = None,
+            refused_after: float | None = None) -> tuple[Any, Any]:
     """An ``AdminClient`` and the cluster metadata it read; fails fast on a settings problem (see module docs).
 
     ``timeout`` (default: ``dial-timeout`` plus ``read-timeout``) bounds the wait for a cluster that does
-    not answer at all.
+    not answer at all; ``refused_after`` (seconds) ends it sooner when every broker refuses the connection or
+    cannot be resolved (a wrong host or port: no retry within the timeout would change that).
     """
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
@@ -100,7 +106,8 @@ def connect(brokers: str, opts: KafkaOptions, *, timeout: float | None = None) -
     conf["error_cb"] = lambda err: errors.append((err.name(), err.str()))
     admin = AdminClient(conf)
     budget = timeout if timeout is not None else opts.dial_timeout + opts.read_timeout
-    deadline = time.monotonic() + budget
+    started = time.monotonic()
+    deadline = started + budget
     last = ""
     while True:
         try:
@@ -111,7 +118,10 @@ def connect(brokers: str, opts: KafkaOptions, *, timeout: float | None = None) -
         fatal = [e for e in errors if _is_fatal(*e)]
         if fatal:
             raise KafkaConnectionError(explain(*fatal[0], brokers, opts), brokers=brokers) from None
-        if time.monotonic() >= deadline:
+        transport = [e for e in errors if e[0] != "_ALL_BROKERS_DOWN"]
+        nobody = (refused_after is not None and time.monotonic() - started >= refused_after and transport
+                  and all(_NOBODY_THERE.search(text) for _, text in transport))
+        if nobody or time.monotonic() >= deadline:
             detail = next((e for e in reversed(errors) if e[0] != "_ALL_BROKERS_DOWN"), None)
             name, text = detail or ("_TRANSPORT", f"no answer within {budget:g} s ({last})")
             raise KafkaConnectionError(explain(name, text, brokers, opts), brokers=brokers) from None

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.errors import ConfigError, shown_value
 
 __all__ = [
     "Compression",
@@ -143,8 +143,8 @@ _GO_BOOLS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True"
 
 
 def _invalid(key: str, value: Any, why: str, **context: Any) -> ConfigError:
-    shown = "<secret>" if key in _SECRET_KEYS else value
-    return ConfigError(f"Invalid value {shown!r} for option {key!r}: {why}", option=key,
+    shown = "<secret>" if key in _SECRET_KEYS else shown_value(value)
+    return ConfigError(f"Invalid value {shown} for option {key!r}: {why}", option=key,
                        value=None if key in _SECRET_KEYS else value, **context)
 
 

@@ -409,7 +409,7 @@ class SchemaManager:
                     raise RegistryUnavailable(
                         f"Schema registry unreachable while {action} subject {subject!r} for table "
                         f"{table}; gave up after {self._budget:g}s "
-                        f"({attempt + 1} attempts): {exc.message}. Nothing of this batch was emitted; "
+                        f"({attempt + 1} attempts): {exc.message.rstrip('.')}. Nothing of this batch was emitted; "
                         "a restart resumes from the last committed batch.",
                         subject=subject,
                         status_code=exc.context.get("status_code"),

@@ -151,6 +151,7 @@ class JobTotals:
             "batches": self.batches,
             "inputs": self.inputs,
             "rows": self.rows,
+            "nothing_read": not (self.inputs or self.rows or self.errors),  # no file or message at all
             "tombstones": self.tombstones,
             "errors": self.errors,
             "dead_lettered": self.errors,

@@ -38,6 +38,11 @@ _SECRET_PAIR = re.compile(
     r"(?P<eq>\s*[=:]\s*)(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^&\s,;'\"}]+)",
     re.IGNORECASE,
 )
+#: Words that begin an instruction or a description after ``name:`` in a message ("give access-key but not
+#: secret-access-key: give both"): prose about the option, not its value, so left as written.
+_PROSE = frozenset({"a", "an", "the", "give", "set", "use", "check", "both", "either", "neither", "none", "not",
+                    "no", "missing", "required", "expected", "must", "is", "are", "was", "see", "only", "needs",
+                    "need", "empty", "unset", "invalid", "wrong", "refused", "from", "with", "without", "as"})
 _PEM_KEY = re.compile(r"-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.DOTALL)
 _MIN_SECRET = 3  # shorter known values would mask ordinary words
 
@@ -122,7 +127,14 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
             text = text.replace(encoded, MASK)
     text = _PEM_KEY.sub(MASK, text)
     text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
-    return _SECRET_PAIR.sub(lambda m: f"{m.group('name')}{m.group('eq')}{MASK}", text)
+    return _SECRET_PAIR.sub(_mask_pair, text)
+
+
+def _mask_pair(m: re.Match[str]) -> str:
+    """``name=value`` -> ``name=***``; ``name: word`` stays when the word is prose (:data:`_PROSE`)."""
+    if m.group("eq").strip() == ":" and m.group("eq") != ":" and m.group("value").lower() in _PROSE:
+        return m.group(0)
+    return f"{m.group('name')}{m.group('eq')}{MASK}"
 
 
 def redact_mapping(data: Any, secrets: Iterable[str] = ()) -> Any:

@@ -136,7 +136,10 @@ def collision_advice(schema: str, table: str, expression: str = "") -> str:
         "topic = '<a topic of its own>'"
     )
     if "{" not in expression:
-        return advice + "; or route the tables with a topic rule such as '{schema}_{table}'."
+        return advice + ("; or route the tables with a topic rule such as '{schema}_{table}' (a sink URI without a "
+                         "topic, kafka://host:9092/?protocol=avro, gives every table its own). TiCDC accepts one "
+                         "topic for all tables and then registers the second table's schema as a new version of "
+                         "the first table's subject, or has it refused by the registry's compatibility check.")
     return advice + (
         f", and after it, unless dispatcher rules route the other tables already, one with matcher = ['*.*'] "
         f"topic = '{expression}' (a --topic-rule comes before every dispatcher rule: leave it out); or use a "

@@ -513,14 +513,18 @@ def _pyarrow_fs(uri: StorageURI) -> tuple[FileSystem, str]:
 
 
 #: What a store's error text says, and the parameter to name when the user has to fix it.
+#: The first entry whose words occur decides, so the order matters: a store that cannot be reached says so
+#: in a text that also names the bucket and key it wanted ("... in bucket 'b': AWS Error NETWORK_CONNECTION
+#: ... Could not connect to server"), and that is no missing bucket.
 _STORE_FAILURES: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("NETWORK_CONNECTION", "Connection refused", "Could not connect", "Couldn't connect", "Failed to connect",
+      "resolve", "Couldn't", "timed out", "Timeout", "connect"), "endpoint",
+     "the store cannot be reached: check endpoint (and region)"),
     (("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Forbidden", "403", "credentials",
       "AuthorizationFailure", "AuthenticationFailed"),
      "access-key",
      "the store refused the credentials: check access-key and secret-access-key (or the environment's credentials)"),
     (("NoSuchBucket", "Bucket", "ContainerNotFound", "does not exist"), "bucket", "the bucket (container) does not exist"),
-    (("Connection refused", "connect", "resolve", "Couldn't", "timed out", "Timeout"), "endpoint",
-     "the store cannot be reached: check endpoint (and region)"),
 )
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable, Mapping
 
-from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.errors import ConfigError, shown_value
 
 
 class Status(str, Enum):
@@ -287,9 +287,9 @@ def check_key(key: TiCDCKey, value: Any, *, kind: str, where: str = "") -> None:
     if key.status is Status.REFUSED:
         raise ConfigError(f"{kind.capitalize()} {key.name!r}{where} is not supported: {key.note}.", option=key.name)
     if key.status is Status.DEFAULT_ONLY and not any(_same(value, a) for a in key.accepted):
-        shown = " or ".join(repr(a).lower() if isinstance(a, bool) else repr(a) for a in key.accepted if a != "")
+        shown = " or ".join(shown_value(a) for a in key.accepted if a != "")
         raise ConfigError(
-            f"Invalid value {value!r} for {kind} {key.name!r}{where}: only {shown} is supported ({key.note}).",
+            f"Invalid value {shown_value(value)} for {kind} {key.name!r}{where}: only {shown} is supported ({key.note}).",
             option=key.name, value=value, choices=list(key.accepted),
         )
 

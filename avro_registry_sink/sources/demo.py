@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import itertools
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.encoder import Op
@@ -42,7 +44,13 @@ from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, is_
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
-__all__ = ["DEMO_CSV_OPTIONS", "DemoManifest", "OpCounts", "generate_demo", "go_format_float", "write_rerun_files"]
+__all__ = ["DEMO_CSV_OPTIONS", "DemoManifest", "LiveKeys", "OpCounts", "generate_demo", "go_format_float",
+           "write_rerun_files"]
+
+#: A flush of more changes of one table than this is split into several data files.
+MAX_ROWS_PER_FILE = 100_000
+#: How often (in changes written) :func:`generate_demo` reports progress.
+PROGRESS_STEP = 10_000
 
 #: The CSV settings of the demo changefeed.
 DEMO_CSV_OPTIONS = CsvOptions(include_commit_ts=True, output_old_value=True)
@@ -137,27 +145,18 @@ def go_format_float(value: float, verb: str = "v") -> str:
     return minus + format(Decimal((0, tuple(figures), int(exp))), "f")
 
 
+_EASYJSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_EASYJSON_SPECIAL = re.compile("[\x00-\x1f\"\\\\<>&\u2028\u2029]")
+
+
+def _easyjson_escape(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    return _EASYJSON_ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+
+
 def _easyjson_string(text: str) -> str:
     """JSON string as TiCDC's canal-json encoder (easyjson, HTML escaping on) writes it."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif code < 0x20 or ch in "<>&" or code in (0x2028, 0x2029):
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    return '"' + _EASYJSON_SPECIAL.sub(_easyjson_escape, text) + '"'
 
 
 _STRING_VALUED = frozenset(
@@ -201,15 +200,40 @@ def _csv_value(col: ColumnDef, value: Any, options: CsvOptions) -> str:
     return _csv_field(str(value), col.type in _STRING_VALUED or isinstance(value, str), options)
 
 
+def _csv_writer(col: ColumnDef, options: CsvOptions) -> Callable[[Any], str]:
+    """:func:`_csv_value` for one column, with what depends on the column alone decided once."""
+    null = options.null
+    if is_binary_column(col):
+        return lambda value: null if value is None else _csv_value(col, value, options)
+    string_typed = col.type in _STRING_VALUED
+
+    def write(value: Any) -> str:
+        if value is None:
+            return null
+        kind = type(value)
+        if kind is int:
+            return str(value)
+        if kind is str:
+            return _csv_field(value, True, options)
+        if kind is float:
+            return go_format_float(value, "v")
+        return _csv_field(str(value), string_typed, options)
+
+    return write
+
+
 def _csv_record(op: str, table: TableDef, commit_ts: int, is_update: bool, row: dict[str, Any],
-                options: CsvOptions) -> str:
+                options: CsvOptions, writers: list[tuple[str, Callable[[Any], str]]] | None = None) -> str:
     fields = [_csv_field(op, True, options), _csv_field(table.table, True, options),
               _csv_field(table.schema_name, True, options)]
     if options.include_commit_ts:
         fields.append(str(commit_ts))
     if options.output_old_value:
         fields.append("true" if is_update else "false")
-    fields.extend(_csv_value(c, row[c.name], options) for c in table.columns)
+    if writers is None:
+        fields.extend(_csv_value(c, row[c.name], options) for c in table.columns)
+    else:
+        fields.extend(write(row[name]) for name, write in writers)
     return options.delimiter.join(fields) + options.terminator
 
 
@@ -256,20 +280,43 @@ def _canal_value(col: ColumnDef, value: Any) -> str:
     return _easyjson_string(str(value))
 
 
-def _canal_line(kind: str, table: TableDef, commit_ts: int, build_ms: int, old: dict[str, Any] | None,
-                data: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class _CanalTable:
+    """What a table's canal-json lines share: computed once per table, not per line (the demo is linear, but
+    its constant matters at 10^6 rows)."""
+
+    columns: tuple[tuple[ColumnDef, str], ...]  # (column, its name as a JSON string)
+    head: str  # {"id":0,"database":...,"pkNames":[...],"isDdl":false,"type":"
+    mysql_types: str
+    fixed_sql_types: str | None  # the sqlType object when no value changes it (no unsigned promotion)
+
+
+def _canal_table(table: TableDef) -> _CanalTable:
+    columns = tuple((c, _easyjson_string(c.name)) for c in table.columns)
+    pk = ",".join(_easyjson_string(c) for c in table.primary_key)
+    varies = any(c.unsigned and c.type in _UNSIGNED_PROMOTION for c in table.columns)
+    return _CanalTable(
+        columns=columns,
+        head=(f'{{"id":0,"database":{_easyjson_string(table.schema_name)},"table":{_easyjson_string(table.table)},'
+              f'"pkNames":[{pk}],"isDdl":false,"type":"'),
+        mysql_types=",".join(f"{name}:{_easyjson_string(_mysql_type(c))}" for c, name in columns),
+        fixed_sql_types=None if varies else ",".join(f"{name}:{_sql_type(c, None)}" for c, name in columns),
+    )
+
+
+def _canal_line(kind: str, table: TableDef | _CanalTable, commit_ts: int, build_ms: int,
+                old: dict[str, Any] | None, data: dict[str, Any]) -> str:
+    shape = table if isinstance(table, _CanalTable) else _canal_table(table)
     sql_row = old if kind == "DELETE" and old is not None else data
-    sql_types = ",".join(f'{_easyjson_string(c.name)}:{_sql_type(c, sql_row.get(c.name))}' for c in table.columns)
-    mysql_types = ",".join(f"{_easyjson_string(c.name)}:{_easyjson_string(_mysql_type(c))}" for c in table.columns)
+    sql_types = shape.fixed_sql_types or ",".join(
+        f"{name}:{_sql_type(c, sql_row.get(c.name))}" for c, name in shape.columns)
 
     def obj(row: dict[str, Any]) -> str:
-        return "{" + ",".join(f"{_easyjson_string(c.name)}:{_canal_value(c, row[c.name])}" for c in table.columns) + "}"
+        return "{" + ",".join(f"{name}:{_canal_value(c, row[c.name])}" for c, name in shape.columns) + "}"
 
-    pk = ",".join(_easyjson_string(c) for c in table.primary_key)
     return (
-        f'{{"id":0,"database":{_easyjson_string(table.schema_name)},"table":{_easyjson_string(table.table)},'
-        f'"pkNames":[{pk}],"isDdl":false,"type":"{kind}","es":{commit_ts >> 18},"ts":{build_ms},"sql":"",'
-        f'"sqlType":{{{sql_types}}},"mysqlType":{{{mysql_types}}},'
+        f'{shape.head}{kind}","es":{commit_ts >> 18},"ts":{build_ms},"sql":"",'
+        f'"sqlType":{{{sql_types}}},"mysqlType":{{{shape.mysql_types}}},'
         f'"old":{"[" + obj(old) + "]" if kind == "UPDATE" and old is not None else "null"},'
         f'"data":[{obj(data)}],"_tidb":{{"commitTs":{commit_ts}}}}}'
     )
@@ -342,12 +389,70 @@ def _ms_text(moment: dt.datetime, fsp: int) -> str:
     return text + ("." + f"{moment.microsecond:06d}"[:fsp] if fsp else "")
 
 
+class _Random(random.Random):
+    """``random.Random`` whose integer draws take one call to the C generator (``random()``) instead of
+    Python's exact rejection sampling: a bias below 2^-40 that a demo does not care about, for a third of the
+    time per row. Deterministic for a seed, as its parent."""
+
+    def randint(self, a: int, b: int) -> int:
+        return a + int(self.random() * (b - a + 1))
+
+    def randrange(self, start: int, stop: Any = None, step: int = 1) -> int:  # type: ignore[override]
+        if stop is None and step == 1:
+            return int(self.random() * start)
+        return super().randrange(start, stop, step)
+
+    def choice(self, seq: Any) -> Any:
+        return seq[int(self.random() * len(seq))]
+
+
+class LiveKeys:
+    """The live handle keys of one table: add, remove and a uniform random choice in constant time (a list
+    and each key's place in it; a removed key's place takes the last key), so a demo of n rows costs O(n).
+
+    ``draws`` counts the random draws :meth:`choose` made (a test checks the generator stays linear).
+    """
+
+    def __init__(self) -> None:
+        self._keys: list[Any] = []
+        self._at: dict[Any, int] = {}
+        self.draws = 0
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._at
+
+    def add(self, key: Any) -> None:
+        if key not in self._at:
+            self._at[key] = len(self._keys)
+            self._keys.append(key)
+
+    def remove(self, key: Any) -> None:
+        at = self._at.pop(key)
+        last = self._keys.pop()
+        if at < len(self._keys):
+            self._keys[at] = last
+            self._at[last] = at
+
+    def choose(self, rng: random.Random, exclude: set[Any]) -> Any | None:
+        """A live key not in ``exclude`` (the few keys a transaction touched already), or ``None``."""
+        if len(self._keys) <= sum(1 for key in exclude if key in self._at):
+            return None
+        while True:
+            self.draws += 1
+            key = self._keys[rng.randrange(len(self._keys))]
+            if key not in exclude:
+                return key
+
+
 class _Generator:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        self.order_ids = iter(range(1001, 100000))
-        self.customer_ids = iter(range(1, 100000))
-        self.event_ids = iter(_BIG_IDS + list(range(1, 100000)))
+        self.order_ids = itertools.count(1001)
+        self.customer_ids = itertools.count(1)
+        self.event_ids = itertools.chain(_BIG_IDS, itertools.count(1))
         self._decks: dict[str, list[Any]] = {}
 
     def pick(self, deck: str, choices: list[Any]) -> Any:
@@ -393,10 +498,10 @@ class _Generator:
                 "signup_date": signup.isoformat(),
                 "preferred_time": rng.choice([None, "09:30:00", "18:05:59", "-01:00:00", "100:00:00"]),
                 "balance": self.pick("balance", _BALANCES),
-                "avatar_hash": rng.choice([None, bytes(rng.randrange(256) for _ in range(16))]),
+                "avatar_hash": rng.choice([None, rng.randbytes(16)]),
             }
         occurred = _START + dt.timedelta(milliseconds=rng.randint(0, 3_600_000))
-        payload = bytes([0, 255, 13, 10]) + bytes(rng.randrange(256) for _ in range(rng.randint(0, 8)))
+        payload = bytes([0, 255, 13, 10]) + rng.randbytes(rng.randint(0, 8))
         return {
             "id": key,
             "flags": rng.randint(0, 1023),
@@ -466,6 +571,10 @@ def generate_demo(
     seed: int = 7,
     rows_per_table: int = 12,
     csv_options: CsvOptions = DEMO_CSV_OPTIONS,
+    keep_events: bool = True,
+    max_rows_per_file: int = MAX_ROWS_PER_FILE,
+    progress: Callable[[int, int], None] | None = None,
+    live_keys: Callable[[], LiveKeys] = LiveKeys,
 ) -> DemoManifest:
     """Write the demo storage-sink directory under ``root`` and return its manifest.
 
@@ -473,6 +582,12 @@ def generate_demo(
     quarter of that are updated and about a sixth deleted, spread over the three flushes. The same
     ``seed`` gives byte-identical files. ``csv_options`` may change the CSV writer (quote/escape
     mode, delimiter, header, old values, commit ts, hex binary), not ``output-handle-key``.
+
+    The time and memory taken grow linearly with the rows. ``keep_events=False`` leaves the manifest's
+    ``events`` and ``final_rows`` empty (counts, versions and files are kept), for directories too large to
+    hold in memory twice; a flush of more than ``max_rows_per_file`` changes of a table is split into files
+    of at most that many (TiCDC rotates its files by size too); ``progress(done, total)`` is called with
+    the changes written so far, every :data:`PROGRESS_STEP` changes and at the end.
 
     >>> # manifest = generate_demo(Path("/tmp/demo")); manifest.counts["shop.orders"].inserts
     """
@@ -482,7 +597,7 @@ def generate_demo(
         raise ValueError("the demo does not write output-handle-key CSV")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
+    rng = _Random(seed)
     gen = _Generator(rng)
 
     physical = int(_START.timestamp() * 1000)
@@ -502,6 +617,7 @@ def generate_demo(
         _write_schema_file(root, t)
 
     state: dict[str, dict[Any, dict[str, Any]]] = {n: {} for n in names}
+    live = {n: live_keys() for n in names}
     events: dict[str, list[ChangeEvent]] = {n: [] for n in names}
     counts = {n: [0, 0, 0] for n in names}
     files: list[str] = []
@@ -512,6 +628,9 @@ def generate_demo(
     phase_inserts = [n // 2, n - n // 2 - n // 4, n // 4]
     phase_updates = [0, max(1, n // 4), max(1, n // 6)]
     phase_deletes = [0, max(1, n // 6), 1]
+    total_changes = len(names) * sum(phase_inserts + phase_updates + phase_deletes)
+    written = 0
+    reported = 0
 
     def plan_phase(phase: int) -> list[_Txn]:
         work = [(name, op) for name in names
@@ -522,10 +641,11 @@ def generate_demo(
         # inserts before the updates/deletes that need live rows: stable order by "needs a row"
         work.sort(key=lambda item: item[1] is not Op.INSERT and not state[item[0]])
         txns = []
-        while work:
+        at = 0
+        while at < len(work):
             size = rng.randint(1, 3)
-            txns.append(_Txn(0, [(name, op, None) for name, op in work[:size]]))
-            work = work[size:]
+            txns.append(_Txn(0, [(name, op, None) for name, op in work[at:at + size]]))
+            at += size
         return txns
 
     def run_phase(phase: int) -> None:
@@ -537,15 +657,14 @@ def generate_demo(
             touched: dict[str, set[Any]] = {name: set() for name in names}
             per_table: dict[str, list[tuple[Op, Any, dict[str, Any] | None, dict[str, Any] | None]]] = {}
             for name, op, _ in txn.ops:
-                live = [k for k in state[name] if k not in touched[name]]
                 if op is Op.INSERT:
                     key = gen.new_key(name)
                     after = gen.row(name, key, has_channel and name == "shop.orders")
                     before = None
-                elif not live:
-                    continue
                 else:
-                    key = rng.choice(sorted(live, key=str))
+                    key = live[name].choose(rng, touched[name])
+                    if key is None:
+                        continue
                     before = dict(state[name][key])
                     after = gen.change(name, before) if op is Op.UPDATE else None
                 touched[name].add(key)
@@ -556,17 +675,21 @@ def generate_demo(
                 for op, key, before, after in ops:
                     if op is Op.DELETE:
                         del state[name][key]
+                        live[name].remove(key)
                     else:
                         state[name][key] = after  # type: ignore[assignment]
+                        live[name].add(key)
                     counts[name][[Op.INSERT, Op.UPDATE, Op.DELETE].index(op)] += 1
                     pending[name].append((commit_ts, name, op, before, after))
         flush_ms = physical + rng.randint(5, 50)
         date = dt.datetime.fromtimestamp(flush_ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d")
         for name in names:
-            if pending[name]:
-                _flush(name, pending[name], date, flush_ms)
+            rows = pending[name]
+            for start in range(0, len(rows), max(1, max_rows_per_file)):
+                _flush(name, rows[start:start + max(1, max_rows_per_file)], date, flush_ms)
 
     def _flush(name: str, rows: list[tuple[int, str, Op, Any, Any]], date: str, flush_ms: int) -> None:
+        nonlocal written, reported
         table = current[name]
         directory = f"{table.schema_name}/{table.table}/{table.version}/{date}"
         number = dir_numbers.get(directory, 0) + 1
@@ -576,6 +699,8 @@ def generate_demo(
         relpath = f"{directory}/{file_name}"
         (root / directory / "meta").mkdir(parents=True, exist_ok=True)
         (root / directory / "meta" / "CDC.index").write_text(file_name + "\n", encoding="utf-8")
+        canal = _canal_table(table) if ext == "json" else None
+        writers = [(c.name, _csv_writer(c, csv_options)) for c in table.columns] if ext == "csv" else None
         text_parts: list[str] = []
         line = 1
         if ext == "csv" and csv_options.output_field_header:
@@ -589,28 +714,33 @@ def generate_demo(
             ev_before, ev_after = before, after
             if ext == "csv":
                 if op is Op.INSERT:
-                    chunk = _csv_record("I", table, commit_ts, False, after, csv_options)
+                    chunk = _csv_record("I", table, commit_ts, False, after, csv_options, writers)
                 elif op is Op.DELETE:
-                    chunk = _csv_record("D", table, commit_ts, False, before, csv_options)
+                    chunk = _csv_record("D", table, commit_ts, False, before, csv_options, writers)
                 elif csv_options.output_old_value:
-                    chunk = (_csv_record("D", table, commit_ts, True, before, csv_options)
-                             + _csv_record("I", table, commit_ts, True, after, csv_options))
+                    chunk = (_csv_record("D", table, commit_ts, True, before, csv_options, writers)
+                             + _csv_record("I", table, commit_ts, True, after, csv_options, writers))
                 else:
-                    chunk = _csv_record("U", table, commit_ts, False, after, csv_options)
+                    chunk = _csv_record("U", table, commit_ts, False, after, csv_options, writers)
                     ev_before = None
             else:
                 kind = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.DELETE: "DELETE"}[op]
                 data = before if op is Op.DELETE else after
-                chunk = _canal_line(kind, table, commit_ts, (commit_ts >> 18) + rng.randint(1, 50),
+                chunk = _canal_line(kind, canal or table, commit_ts, (commit_ts >> 18) + rng.randint(1, 50),
                                     before if op is Op.UPDATE else None, data) + "\r\n"
             text_parts.append(chunk)
             line += chunk.count("\n")
-            events[name].append(ChangeEvent(
-                schema=table.schema_name, table=table.table, op=op, commit_ts=event_ts,
-                after=dict(ev_after) if ev_after is not None else None,
-                before=dict(ev_before) if ev_before is not None else None,
-                table_version=table.version, source=source, extra=extra,
-            ))
+            if keep_events:
+                events[name].append(ChangeEvent(
+                    schema=table.schema_name, table=table.table, op=op, commit_ts=event_ts,
+                    after=dict(ev_after) if ev_after is not None else None,
+                    before=dict(ev_before) if ev_before is not None else None,
+                    table_version=table.version, source=source, extra=extra,
+                ))
+            written += 1
+            if progress is not None and written - reported >= PROGRESS_STEP:
+                reported = written
+                progress(written, total_changes)
         (root / relpath).write_bytes("".join(text_parts).encode("utf-8"))
         files.append(relpath)
 
@@ -630,6 +760,8 @@ def generate_demo(
 
     run_phase(2)
 
+    if progress is not None:
+        progress(written, written)  # some planned updates or deletes find no row: the total is what was written
     checkpoint_ts = tso()
     (root / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint_ts}, separators=(",", ":")),
                                    encoding="utf-8")
@@ -641,7 +773,8 @@ def generate_demo(
     }
     key_columns = {name: tuple(full_tables[name].handle_key_names() or ()) for name in names}
     final_rows = {
-        name: {tuple(row[k] for k in key_columns[name]): dict(row) for row in state[name].values()}
+        name: {tuple(row[k] for k in key_columns[name]): dict(row) for row in state[name].values()} if keep_events
+        else {}
         for name in names
     }
     return DemoManifest(

@@ -308,12 +308,14 @@ def _sink_location(config: SinkConfig) -> StorageURI | None:
 
 
 def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
-    """The router of a run: ``topic_rule`` first, else the config's dispatchers and default topic."""
-    rule = topic_rule
-    if rule is None and not config.dispatchers and not config.default_topic:
-        rule = DEFAULT_TOPIC_RULE
-    return TopicRouter(config.dispatchers, default_topic=config.default_topic, topic_rule=rule,
-                       subject_naming=config.subject_naming, case_sensitive=config.case_sensitive)
+    """The router of a run: ``topic_rule`` first, else the config's dispatchers and default topic.
+
+    The default topic (the sink URI's, else :data:`DEFAULT_TOPIC_RULE`) is TiCDC's default rule: it names the
+    topic of a table no dispatcher rule matches and of one matched by a rule without ``topic`` (a
+    partition-only rule: its ``partition`` applies, the topic comes from the default)."""
+    return TopicRouter(config.dispatchers, default_topic=config.default_topic or DEFAULT_TOPIC_RULE,
+                       topic_rule=topic_rule, subject_naming=config.subject_naming,
+                       case_sensitive=config.case_sensitive)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1292,7 +1294,7 @@ def run_job(
         if options.query_name:
             writer = writer.queryName(options.query_name)
         writer = writer.trigger(availableNow=True) if options.available_now else writer.trigger(
-            processingTime=options.trigger_interval)
+            processingTime=parse_trigger_interval(options.trigger_interval))
         progress.start({"source": options.source.describe(), "sink": getattr(sink, "description", ""),
                         "checkpoint": str(checkpoint), "available_now": options.available_now})
         error: BaseException | None = None

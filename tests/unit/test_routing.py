@@ -52,7 +52,10 @@ def test_a_fixed_topic_collision_advises_a_rule_with_placeholders():
         "Tables db.a and db.b would both go to topic 'only_topic' (rule 'only_topic'); Avro with TopicNameStrategy "
         "allows one table per topic (one schema per subject). Give db.b a topic of its own with a dispatcher rule in "
         "the changefeed TOML (--config), listed before any other rule that matches it: [[sink.dispatchers]] matcher "
-        "= ['db.b'] topic = '<a topic of its own>'; or route the tables with a topic rule such as '{schema}_{table}'."
+        "= ['db.b'] topic = '<a topic of its own>'; or route the tables with a topic rule such as '{schema}_{table}' "
+        "(a sink URI without a topic, kafka://host:9092/?protocol=avro, gives every table its own). TiCDC accepts one "
+        "topic for all tables and then registers the second table's schema as a new version of the first table's "
+        "subject, or has it refused by the registry's compatibility check."
     )
 
 

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import uvicorn
 
@@ -238,12 +238,14 @@ def serve(
     users: BasicAuthUsers | None = None,
     tls: TlsFiles | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    on_ready: Callable[[str], None] | None = None,
     **store_options: Any,
 ) -> None:
     """Serve the registry in the foreground until interrupted (``avro-registry-sink registry serve``).
 
     Options as :class:`EmbeddedRegistry` (``lock_timeout=`` among the store options: seconds to wait for another
     process's lock on the SQLite file); the caller reports :func:`exposure_warning` if it wants to.
+    ``on_ready`` is called with the registry's URL once it accepts requests.
     """
     if tls is not None:
         tls.check()
@@ -258,9 +260,19 @@ def serve(
         app = create_app(store, users=users, max_request_bytes=max_request_bytes)
         tls_options = tls.uvicorn_options() if tls is not None else {}
         scheme = "https" if tls is not None else "http"
-        log.info("embedded registry serving on %s", _url(host, sock.getsockname()[1], scheme))
+        url = _url(host, sock.getsockname()[1], scheme)
+        log.info("embedded registry serving on %s", url)
+        server = uvicorn.Server(_uvicorn_config(app, log_level, **tls_options))
+        if on_ready is not None:
+            def announce() -> None:
+                while not server.started and not server.should_exit:
+                    time.sleep(0.02)
+                if server.started:
+                    on_ready(url)
+
+            threading.Thread(target=announce, name="embedded-registry-ready", daemon=True).start()
         try:
-            uvicorn.Server(_uvicorn_config(app, log_level, **tls_options)).run(sockets=[sock])
+            server.run(sockets=[sock])
         finally:
             sock.close()
     finally:

@@ -1,0 +1,74 @@
+"""Pre-flight probes: everything a command will reach is asked once, quickly, before any work (and before
+Spark starts), so a wrong port, host or password is one line naming the setting within seconds, not the
+clients' minutes of retrying.
+
+* :func:`probe_registry`: ``GET /subjects`` on the registry (its URLs in fail-over order), with the configured
+  credentials and TLS files, a few seconds' timeout and no retries: unreachable, refused credentials, or an
+  answer that is no Confluent-compatible registry's.
+* :func:`probe_kafka`: a metadata request to the brokers (:func:`~avro_registry_sink.kafka_client.connect`),
+  giving up after a few seconds when every broker refuses the connection or cannot be resolved.
+
+Object stores are probed where their URIs are parsed (:meth:`~avro_registry_sink.storage_fs.StoreFS.probe`).
+"""
+
+from __future__ import annotations
+
+from avro_registry_sink.config import RegistryConfig
+from avro_registry_sink.errors import AvroSinkError, RegistryError, RegistryUnavailable
+from avro_registry_sink.kafka_options import KafkaOptions
+from avro_registry_sink.redact import redact_url
+
+__all__ = ["PROBE_TIMEOUT", "PreflightError", "probe_kafka", "probe_registry"]
+
+#: Seconds a probe waits for an answer (a registry's HTTP request; Kafka brokers that refuse connections).
+PROBE_TIMEOUT = 5.0
+
+
+class PreflightError(AvroSinkError):
+    """A registry, Kafka cluster or store a command needs does not answer, or refuses us."""
+
+
+def probe_registry(config: RegistryConfig, *, setting: str = "--registry", timeout: float = PROBE_TIMEOUT) -> None:
+    """Ask the registry of ``config`` for its subjects; :class:`PreflightError` naming ``setting`` if it cannot
+    answer. Nothing to do for the embedded registry (no URL)."""
+    if config.is_embedded:
+        return
+    from avro_registry_sink.registry.client import RegistryClient
+
+    urls = ", ".join(redact_url(u) for u in config.urls)
+    quick = config.model_copy(update={"max_retries": 0, "timeout": min(config.timeout, timeout)})
+    try:
+        with RegistryClient(quick) as client:
+            client.get_subjects()
+    except RegistryUnavailable as exc:
+        status = exc.context.get("status_code")
+        cause = exc.__cause__
+        why = (f"answered HTTP {status}" if status is not None
+               else f"{type(cause).__name__}: {str(cause).rstrip('.') or 'no answer'}" if cause is not None
+               else "no answer")
+        raise PreflightError(f"The schema registry at {urls} ({setting}) is unreachable: {why} (within "
+                             f"{quick.timeout:g} s). Check the URL's host and port.", setting=setting) from None
+    except RegistryError as exc:
+        status = exc.context.get("status_code")
+        if status in (401, 403):
+            raise PreflightError(
+                f"The schema registry at {urls} ({setting}) refused the credentials (HTTP {status}): check the "
+                "user:password in the URL, or username/password or bearer_token under [registry] in --config.",
+                setting=setting) from None
+        raise PreflightError(
+            f"The schema registry at {urls} ({setting}) answered HTTP {status} to GET /subjects: is this the URL of "
+            "a Confluent-compatible registry API (Apicurio's is .../apis/ccompat/v7)?", setting=setting) from None
+    except AvroSinkError as exc:  # a CA bundle or client certificate that cannot be loaded
+        raise PreflightError(f"The schema registry at {urls} ({setting}): {exc}", setting=setting) from None
+
+
+def probe_kafka(brokers: tuple[str, ...] | list[str], opts: KafkaOptions, *, setting: str,
+                refused_after: float = 3.0) -> None:
+    """Connect to the Kafka cluster; :class:`PreflightError` naming ``setting`` if it refuses or does not answer
+    (a connection refused by every broker gives up after ``refused_after`` seconds)."""
+    from avro_registry_sink.kafka_client import KafkaConnectionError, connect
+
+    try:
+        connect(",".join(brokers), opts, refused_after=refused_after)
+    except KafkaConnectionError as exc:
+        raise PreflightError(f"{setting}: {exc}", setting=setting) from None
