@@ -537,7 +537,7 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     sink = flat.pop("sink", None)
     if isinstance(sink, Mapping):
         codec = sink.get("kafka-config", {}).get("codec-config", {}) if isinstance(sink.get("kafka-config"), Mapping) else {}
-        kafka_config = sink.get("kafka-config") if isinstance(sink.get("kafka-config"), Mapping) else {}
+        kafka_config: Mapping[str, Any] = sink["kafka-config"] if isinstance(sink.get("kafka-config"), Mapping) else {}
         flat = {**{k: v for k, v in sink.items() if k != "kafka-config"}, **codec,
                 **{k: v for k, v in kafka_config.items() if k in KAFKA_KEYS or k in _KAFKA_CONFIG_OWN}, **flat}
     config = base

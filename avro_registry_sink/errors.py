@@ -117,6 +117,10 @@ class RegistryError(AvroSinkError):
     """The schema registry answered with an error, or could not be reached."""
 
     retryable: ClassVar[bool] = False
+    status_code: int | None
+    error_code: int | None
+    subject: str | None
+    schema_id: int | None
 
     def __init__(
         self,

@@ -348,10 +348,10 @@ def _check(opts: KafkaOptions) -> None:
              "sasl-oauth-client-secret": opts.sasl_oauth_client_secret,
              "sasl-oauth-token-url": opts.sasl_oauth_token_url}
     if any(oauth.values()) or mechanism is SaslMechanism.OAUTHBEARER:
-        missing = [k for k in _OAUTH_REQUIRED if not oauth[k]]
-        if missing:
+        absent = [k for k in _OAUTH_REQUIRED if not oauth[k]]
+        if absent:
             raise ConfigError(f"OAuth2 settings need {', '.join(_OAUTH_REQUIRED)} together (missing: "
-                              f"{', '.join(missing)}).", option=missing[0])
+                              f"{', '.join(absent)}).", option=absent[0])
         if mechanism is not SaslMechanism.OAUTHBEARER:
             raise ConfigError("sasl-oauth-* settings need sasl-mechanism = 'OAUTHBEARER'.", option="sasl-mechanism")
 

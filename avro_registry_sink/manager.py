@@ -122,7 +122,7 @@ def registered_table(schema_json: str) -> tuple[str, str] | None:
     if not isinstance(schema, dict) or schema.get("type") != "record" or not isinstance(schema.get("name"), str):
         return None
     name = schema["name"]
-    namespace = schema.get("namespace") if isinstance(schema.get("namespace"), str) else ""
+    namespace = str(schema["namespace"]) if isinstance(schema.get("namespace"), str) else ""
     if "." in name:  # a full name
         namespace, _, name = name.rpartition(".")
     return namespace.partition(".")[2], name

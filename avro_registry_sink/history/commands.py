@@ -286,8 +286,8 @@ def diff(
             from avro_registry_sink.registry.connect import connect
 
             with connect(_registry_config(registry, config, state_dir).registry) as client:
-                a = client.get_version(subject, before_s)
-                b = client.get_version(subject, after_s)
+                a = client.get_version(subject, before_s)  # type: ignore[arg-type]  # _version_arg: int or 'latest'
+                b = client.get_version(subject, after_s)  # type: ignore[arg-type]
                 mine = select(records, subject=subject)
                 between = [r for r in mine if r.version is not None and a.version < r.version <= b.version]
                 renames = {**_chained_renames(sorted(between, key=lambda r: r.version or 0)), **extra}
@@ -295,7 +295,8 @@ def diff(
                 if subject.endswith("-value") and mine:  # the key in force at each value version, from the journal
                     rec_a = next((r for r in mine if r.version == a.version), None)
                     rec_b = next((r for r in mine if r.version == b.version), None)
-                    keys = select(records, table=(rec_a or rec_b).table if (rec_a or rec_b) else "")
+                    either = rec_a or rec_b
+                    keys = select(records, table=either.table if either is not None else "")
                     if rec_a is not None and rec_b is not None:
                         key_a = _at_table_version(keys, "key", rec_a.table_version)
                         key_b = _at_table_version(keys, "key", rec_b.table_version)

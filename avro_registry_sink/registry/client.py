@@ -724,7 +724,7 @@ class RegistryClient:
                              body={"schema": schema, **(extra or {})})
 
     def _send(
-        self, method: str, path: str, params: Mapping[str, str] | list[tuple[str, str]],
+        self, method: str, path: str, params: Any,
         body: Mapping[str, Any] | None
     ) -> tuple[httpx.Response, tuple[str, ...], int]:
         """Send with retries per URL, then fail over; returns the 2xx response (or raises ``_Failed``)."""

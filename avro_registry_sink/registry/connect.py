@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from avro_registry_sink.config import RegistryConfig
 
+if TYPE_CHECKING:  # pragma: no cover
+    from avro_registry_sink.registry.client import RegistryClient
+
 
 @contextlib.contextmanager
-def connect(config: RegistryConfig) -> Iterator["RegistryClient"]:  # noqa: F821
+def connect(config: RegistryConfig) -> Iterator[RegistryClient]:
     """Yield a :class:`RegistryClient`; with no URL configured, the embedded registry is started
     in-process (SQLite file ``config.embedded_data``, or in memory) and stopped afterwards.
 

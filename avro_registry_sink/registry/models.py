@@ -92,7 +92,7 @@ with warnings.catch_warnings():
         {'schema': '"long"'}
         """
 
-        schema: str
+        schema: str  # type: ignore[assignment]  # pydantic\'s deprecated BaseModel.schema
         schema_type: str = "AVRO"
         references: list[SchemaReference] = Field(default_factory=list)
         metadata: dict[str, Any] | None = None
@@ -108,7 +108,7 @@ with warnings.catch_warnings():
         subject: str
         version: int
         id: int
-        schema: str
+        schema: str  # type: ignore[assignment]  # pydantic\'s deprecated BaseModel.schema
         schema_type: str = "AVRO"
         references: list[SchemaReference] = Field(default_factory=list)
         metadata: dict[str, Any] | None = None
@@ -124,7 +124,7 @@ with warnings.catch_warnings():
 
         id: int
         version: int | None = None
-        schema: str | None = None
+        schema: str | None = None  # type: ignore[assignment]
         schema_type: str = "AVRO"
         metadata: dict[str, Any] | None = None
         rule_set: dict[str, Any] | None = None

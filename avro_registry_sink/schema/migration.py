@@ -101,7 +101,7 @@ class FieldShape:
             kind = {"type": kind}
         if not isinstance(kind, dict):
             kind = {"type": "other"}
-        base = kind.get("type") if kind.get("type") in ("int", "long", "float", "double", "string", "bytes",
+        base = str(kind.get("type")) if kind.get("type") in ("int", "long", "float", "double", "string", "bytes",
                                                         "boolean") else "other"
         params = kind.get("connect.parameters") or {}
         decimal = None

@@ -98,8 +98,9 @@ def table_from_schema(schema: StructType, name: str, key: Sequence[str]) -> Tabl
         spark_type = field.dataType.typeName()
         nullable = field.nullable and field.name.lower() not in keys
         if spark_type == "decimal":
-            columns.append(ColumnDef(name=field.name, type=MySQLType.DECIMAL, precision=field.dataType.precision,
-                                     scale=field.dataType.scale, nullable=nullable))
+            decimal: Any = field.dataType
+            columns.append(ColumnDef(name=field.name, type=MySQLType.DECIMAL, precision=decimal.precision,
+                                     scale=decimal.scale, nullable=nullable))
             continue
         mysql = SPARK_TO_MYSQL.get(spark_type)
         if mysql is None:

@@ -96,6 +96,7 @@ def _int(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOpt
         return None
     rule = rule_for(col)
     low, high = (0, rule.unsigned_max) if col.unsigned else rule.signed_range  # type: ignore[misc]
+    assert low is not None and high is not None
     reason = _shown(c, f"out of range {low}..{high}")
     if _is_int(t):
         checks = [(bad, reason) for bad in _long_out_of(c, t, low, high)]

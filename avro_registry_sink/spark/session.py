@@ -173,6 +173,7 @@ def has_class(spark: SparkSession, name: str) -> bool:
     """Whether the JVM class ``name`` is on the session's classpath (jars added with ``ADD JAR`` included)."""
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        assert jvm is not None
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName(name, False, loader)
         return True

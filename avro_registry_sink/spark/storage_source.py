@@ -183,12 +183,12 @@ def end_offset(start: Mapping[str, Any], listing: TreeListing, *, max_files: int
     if max_files is not None:
         new = new[:max(1, max_files)]
     if max_bytes is not None:
-        taken, total = 0, 0
+        count, total = 0, 0
         for f in new:
-            if taken and total + f.size > max_bytes:
+            if count and total + f.size > max_bytes:
                 break
-            taken, total = taken + 1, total + f.size
-        new = new[:taken]
+            count, total = count + 1, total + f.size
+        new = new[:count]
     seen_other = set(start.get("other", ()))
     other = [p for p in listing.other if p not in seen_other]
     if not new and not other:

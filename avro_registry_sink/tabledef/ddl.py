@@ -693,7 +693,7 @@ class _Catalog:
             parsed = DIALECT.parser().parse(tokens, stmt.text)
         except ParseError as exc:
             raise TokenStream(stmt).error(f"cannot parse {stmt.source[:60]!r} ({exc})") from None
-        return parsed[0] if parsed else None
+        return parsed[0] if parsed else None  # type: ignore[return-value]  # sqlglot's Expr is its Expression
 
     def _use(self, stmt: Statement) -> None:
         node = self._ast(stmt)

@@ -105,7 +105,7 @@ def evaluate_default(toks: list[Tok], stmt: Statement, column: ColumnDef, table:
             table=table, column=column.name,
         ) from None
     node = parsed[0] if parsed else None
-    literal = _literal(node, source) if node is not None else _Literal("expr", source)
+    literal = _literal(node, source) if node is not None else _Literal("expr", source)  # type: ignore[arg-type]
     return default_value(column, literal.kind, literal.value, table=table)
 
 

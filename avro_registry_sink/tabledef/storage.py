@@ -362,12 +362,12 @@ def _load(source: str | bytes | Path | Mapping[str, Any]) -> tuple[dict[str, Any
     if _is_path(source):
         where = str(source)
         try:
-            source = Path(source).read_bytes()
+            source = Path(source).read_bytes()  # type: ignore[arg-type]  # _is_path: a str or a Path
         except OSError as exc:
             raise SourceError(f"{where}: cannot read the schema file ({exc.strerror}).", source=where,
                               reason="unreadable") from None
     try:
-        content = json.loads(source)
+        content = json.loads(source)  # type: ignore[arg-type]  # read above when it was a path
     except ValueError as exc:
         raise SourceError(f"{where}: not a JSON schema file ({exc}).", source=where, reason="bad JSON") from None
     if not isinstance(content, dict):

@@ -787,12 +787,12 @@ class RegistryStore:
                 md = with_version_property(md, next_version)
             ops: list[Op] = []
             digest = _digest(parsed.text, parsed.references, md, rs)
-            new_id = st.by_digest.get(digest)
-            stored = st.schemas.get(new_id) if new_id is not None else None
+            found = st.by_digest.get(digest)
+            stored = st.schemas.get(found) if found is not None else None
             if stored is None:
-                new_id = st.max_id + 1
-                stored = StoredSchema(new_id, "AVRO", parsed.text, parsed.references, digest, md, rs)
+                stored = StoredSchema(st.max_id + 1, "AVRO", parsed.text, parsed.references, digest, md, rs)
                 ops.append(PutSchema(stored))
+            new_id = stored.id
             # A soft-deleted version of this subject with the same id is tombstoned (Confluent does too).
             ops += [DropVersion(subject, v.version) for v in all_versions if v.deleted and v.schema_id == new_id]
             new_version = Version(subject, next_version, new_id)
