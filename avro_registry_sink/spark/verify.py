@@ -1278,3 +1278,48 @@ def _expected_values(value_rows: list[tuple[dict[str, Any], str]], expected: Exp
             entry["differs"] = sorted(k for k in set(got) | set(entry["expected_value"])
                                       if got.get(k) != entry["expected_value"].get(k))
 
+
+
+# --------------------------------------------------------------------------------------------------
+# The command's options and output
+
+
+def parse_read_topics(pairs: Iterable[str]) -> dict[str, str]:
+    """``--read-topic TOPIC=OTHER`` values -> ``{topic: other}``.
+
+    >>> parse_read_topics(["shop_orders=shop_orders_copy"])
+    {'shop_orders': 'shop_orders_copy'}
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        topic, sep, other = pair.partition("=")
+        if not sep or not topic.strip() or not other.strip():
+            raise ConfigError(f"Invalid value {pair!r} for option '--read-topic': expected TOPIC=OTHER, e.g. "
+                              "shop_orders=shop_orders_mirror.", option="read-topic", value=pair)
+        out[topic.strip()] = other.strip()
+    return out
+
+
+def print_report(report: VerifyReport, console: Any) -> None:
+    """The report as a table on a terminal (rich), the sample and notes below it."""
+    from rich.table import Table
+
+    shown = ("expected", "delivered", "dead_lettered", *DISCREPANCIES, "held_files", "unread")
+    grid = Table(title=f"verify: {report.sink} against {report.source} (checkpoint batch {report.committed_batch})")
+    grid.add_column("table")
+    for name in shown:
+        grid.add_column(name.replace("_", " "), justify="right")
+    for name in sorted(report.tables):
+        counts = report.tables[name]
+        cells = []
+        for key in shown:
+            value = int(counts.get(key) or 0)
+            cells.append(f"[red]{value}[/red]" if key in DISCREPANCIES and value else str(value))
+        grid.add_row(name, *cells)
+    console.print(grid)
+    for entry in report.samples:
+        console.print_json(json.dumps(entry, default=str, ensure_ascii=False))
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
+    verdict = "[green]everything reconciles[/green]" if report.ok else "[red]discrepancies found[/red]"
+    console.print(f"{verdict} ({report.seconds:.1f} s)")
