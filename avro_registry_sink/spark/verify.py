@@ -333,6 +333,16 @@ def _shape(df: DataFrame) -> DataFrame:
     )
 
 
+def _position(x: Column, y: Column, z: Column) -> Column:
+    """A record's place on its side, one shape for both: expected, the input's order (table version or commit ts,
+    file or partition, line or offset); delivered, the sink's (file sink: batch, part, line; Kafka: partition,
+    -, offset)."""
+    from pyspark.sql import functions as F
+
+    return F.struct(x.cast("long").alias("x"), F.coalesce(y.cast("string"), F.lit("")).alias("y"),
+                    z.cast("long").alias("z")).alias("pos")
+
+
 # --------------------------------------------------------------------------------------------------
 # Expected: the committed source through the job's own stages
 
@@ -451,14 +461,13 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
         position = F.shiftleft(rank, 40).bitwiseOR(line)
         return encoded.filter("error IS NULL").select(
             "topic", "partition", "key", "value", F.col("commit_ts").alias("ts"),
-            F.struct(F.col("order_version").alias("v"), F.col("order_file").alias("f"),
-                     position.alias("l")).alias("pos"),
+            _position(F.col("order_version"), F.col("order_file"), position),
             position.alias("at"))
 
     out.records = records(resolved, StageOutput(out.tally))
 
     def location_of(pos: Any) -> str:
-        at = int(pos["l"])
+        at = int(pos["z"])
         return f"{relpath_of.get(at >> 40, '?')}:{at & _LINE_MASK}"
 
     def restricted(locations: Iterable[str]) -> DataFrame | None:
@@ -575,16 +584,15 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
         encoded = _encode_parsed(parsed.unionByName(errors), stage_plans, output)
         return encoded.filter("error IS NULL").select(
             "topic", "partition", "key", "value", F.col("commit_ts").alias("ts"),
-            F.struct(F.col("order_version").alias("v"), F.col("order_file").alias("f"),
-                     F.col("order_line").alias("l")).alias("pos"), F.col("source").alias("at"))
+            _position(F.col("order_version"), F.col("order_file"), F.col("order_line")), F.col("source").alias("at"))
 
     out.records = records(raw, StageOutput(out.tally))
 
     def location_of(pos: Any) -> str:
         if spec.is_kafka:
-            topic, _, partition = str(pos["f"]).rpartition("/")
-            return f"{topic}/{int(partition)}@{int(pos['l'])}"
-        return f"{pos['f']}:{int(pos['l'])}"
+            topic, _, partition = str(pos["y"]).rpartition("/")
+            return f"{topic}/{int(partition)}@{int(pos['z'])}"
+        return f"{pos['y']}:{int(pos['z'])}"
 
     def restricted(locations: Iterable[str]) -> DataFrame | None:
         wanted = sorted(set(locations))
@@ -595,8 +603,7 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
         encoded = _encode_parsed(parse_changelog(peeked, spec.kind, history), stage_plans, None)
         return encoded.filter("error IS NULL").select(
             "topic", "partition", "key", "value", F.col("commit_ts").alias("ts"),
-            F.struct(F.col("order_version").alias("v"), F.col("order_file").alias("f"),
-                     F.col("order_line").alias("l")).alias("pos"), F.col("source").alias("at"))
+            _position(F.col("order_version"), F.col("order_file"), F.col("order_line")), F.col("source").alias("at"))
 
     def dead_lettered(letters: DeadLetters) -> Any:
         sources = sorted(letters.sources)
@@ -759,8 +766,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
             F.coalesce(F.col("r.partition"), F.lit(-1)).alias("partition"),
             F.unhex("r.key").alias("key"), F.unhex("r.value").alias("value"),
             F.coalesce(F.col("r.commit_ts"), F.lit(-1)).alias("ts"),
-            F.struct(F.col("fbatch").alias("b"), F.col("fpart").alias("p"), (F.col("line") + 1).alias("n"))
-            .alias("pos"),
+            _position(F.col("fbatch"), F.format_string("%05d", "fpart"), F.col("line") + 1),
             ((F.col("r.batch") != F.col("fbatch")) | (F.col("r.topic") != F.col("ftopic"))
              | F.col("r.topic").isNull()).alias("misfiled"))
 
@@ -768,7 +774,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
     out.raw = read
 
     def location_of(topic: str, partition: int, pos: Any) -> str:
-        return f"{topic}/batch-{int(pos['b']):010d}-part-{int(pos['p']):05d}.jsonl:{int(pos['n'])}"
+        return f"{topic}/batch-{int(pos['x']):010d}-part-{pos['y']}.jsonl:{int(pos['z'])}"
 
     out.location_of = location_of
     return out
@@ -804,14 +810,14 @@ def delivered_kafka(spark: SparkSession, options: JobOptions, topics: Iterable[s
         return df.select(
             F.coalesce(F.element_at(mapping, F.col("topic")), F.col("topic")).alias("topic"),
             "partition", "key", "value", F.coalesce(ts, F.lit(-1)).alias("ts"),
-            F.struct(F.col("partition").alias("q"), F.col("offset").alias("o")).alias("pos"),
+            _position(F.col("partition"), F.lit(""), F.col("offset")),
             F.lit(False).alias("misfiled"))
 
     out.records = read()
     out.raw = read
 
     def location_of(topic: str, partition: int, pos: Any) -> str:
-        return f"{read_topics.get(topic, topic)}/{int(pos['q'])}@{int(pos['o'])}"
+        return f"{read_topics.get(topic, topic)}/{int(pos['x'])}@{int(pos['z'])}"
 
     out.location_of = location_of
     return out
@@ -836,75 +842,89 @@ def _kafka_partitions(options: JobOptions, topics: Iterable[str]) -> dict[str, i
 
 
 _GROUP = ("topic", "kbody", "ts")
+_KEY = ("topic", "kbody")
+#: Per (topic, key, commit ts) group: the counts a pair of expected and delivered records can show.
+_GROUP_COUNTS = ("missing", "duplicated", "unexpected", "misfiled", "wrong_schema_id", "value_mismatch",
+                 "wrong_partition")
+_SUMMED = ("expected", "delivered", *_GROUP_COUNTS, "out_of_order")
+#: Settings of the reconciliation's Spark plan (see :func:`_compared`), restored afterwards.
+_PLAN_CONF = {"spark.sql.execution.replaceHashWithSortAgg": "true"}
 
 
-def _groups(shaped: DataFrame, *, delivered: bool) -> DataFrame:
+def _sides(expected: DataFrame | None, delivered: DataFrame | None, spark: SparkSession) -> DataFrame:
+    """Both sides' records in one DataFrame (``side`` 0: expected, 1: delivered), in the compared shape."""
     from pyspark.sql import functions as F
 
-    item = F.struct("pos", F.col("partition").alias("part"), "ksid", "vsid", "vdig")
-    aggs = [F.count(F.lit(1)).alias("n"), F.sort_array(F.collect_list(item)).alias("recs")]
-    if delivered:
-        aggs += [F.sum(F.col("back").cast("int")).alias("back"), F.sum(F.col("misfiled").cast("int")).alias("misfiled")]
-    return shaped.groupBy(*_GROUP).agg(*aggs)
-
-
-def _out_of_order(shaped: DataFrame) -> DataFrame:
-    """``back``: a delivered record whose commit ts is below one delivered before it, for its key, in its
-    partition (the order a consumer of the partition sees)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    before = Window.partitionBy("topic", "partition", "kbody").orderBy("pos").rowsBetween(Window.unboundedPreceding, -1)
-    return shaped.withColumn("back", F.coalesce(F.col("ts") < F.max("ts").over(before), F.lit(False)))
+    columns = ["topic", "kbody", "ts", "side", "pos", "partition", "ksid", "vsid", "vdig", "misfiled"]
+    parts = []
+    for side, df in ((0, expected), (1, delivered)):
+        if df is None:
+            continue
+        shaped = _shape(df)
+        misfiled = F.col("misfiled") if "misfiled" in df.columns else F.lit(False)
+        parts.append(shaped.select("topic", "kbody", F.col("ts").cast("long").alias("ts"), F.lit(side).alias("side"),
+                                   "pos", F.col("partition").cast("int").alias("partition"), "ksid", "vsid", "vdig",
+                                   misfiled.alias("misfiled")))
+    if not parts:
+        return spark.createDataFrame([], "topic string, kbody binary, ts bigint, side int, pos struct<x: bigint, "
+                                         "y: string, z: bigint>, partition int, ksid bigint, vsid bigint, "
+                                         "vdig bigint, misfiled boolean").select(*columns)
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
 
 
 def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: SparkSession) -> DataFrame:
-    """One row per (topic, key body, commit ts) of either side, with its counts (see the module docs)."""
+    """One row per (topic, key body) of either side with its counts and, when something is wrong with it, its
+    groups (see the module docs).
+
+    One shuffle: both sides' records, hash-partitioned by (topic, key body) and sorted by (topic, key body,
+    commit ts, side, position) once; then, with no further exchange or sort, aggregated per (topic, key
+    body, commit ts) (the k-th expected record with the k-th delivered one: the lists come out in position
+    order) and per (topic, key body) (the delivered records in partition order: a commit ts below one
+    delivered before it in its partition is out of order)."""
     from pyspark.sql import functions as F
 
-    rec_type = ("array<struct<pos: struct<v: bigint, f: string, l: bigint>, part: int, ksid: bigint, "
-                "vsid: bigint, vdig: bigint>>")
-    if expected is None:
-        e = spark.createDataFrame([], f"topic string, kbody binary, ts bigint, n bigint, recs {rec_type}")
-    else:
-        e = _groups(_shape(expected), delivered=False)
-    if delivered is None:
-        d = spark.createDataFrame([], "topic string, kbody binary, ts bigint, n bigint, recs array<struct<pos: "
-                                      "struct<b: bigint>, part: int, ksid: bigint, vsid: bigint, vdig: bigint>>, "
-                                      "back bigint, misfiled bigint")
-    else:
-        d = _groups(_out_of_order(_shape(delivered)), delivered=True)
-    joined = e.alias("e").join(d.alias("d"), on=list(_GROUP), how="full_outer")
-    ne = F.coalesce(F.col("e.n"), F.lit(0))
-    nd = F.coalesce(F.col("d.n"), F.lit(0))
+    n = max(int(spark.conf.get("spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
+    both = _sides(expected, delivered, spark).repartition(n, *_KEY).sortWithinPartitions(*_GROUP, "side", "pos")
+    item = F.struct("pos", F.col("partition").alias("part"), "ksid", "vsid", "vdig")
+    groups = both.groupBy(*_GROUP).agg(
+        F.sum(1 - F.col("side")).alias("ne"), F.sum("side").alias("nd"),
+        F.collect_list(F.when(F.col("side") == 0, item)).alias("erecs"),
+        F.collect_list(F.when(F.col("side") == 1, item)).alias("drecs"),
+        F.sum(F.when(F.col("side") == 1, F.col("misfiled").cast("int")).otherwise(0)).alias("misfiled"))
+    ne, nd = F.col("ne"), F.col("nd")
     m = F.least(ne, nd)
     pairs = F.expr(
-        "zip_with(slice(coalesce(e.recs, array()), 1, least(coalesce(e.n, 0), coalesce(d.n, 0))), "
-        "slice(coalesce(d.recs, array()), 1, least(coalesce(e.n, 0), coalesce(d.n, 0))), (x, y) -> named_struct("
+        "zip_with(slice(erecs, 1, least(ne, nd)), slice(drecs, 1, least(ne, nd)), (x, y) -> named_struct("
         "'sid', x.ksid <> y.ksid OR (x.vsid IS NOT NULL AND y.vsid IS NOT NULL AND x.vsid <> y.vsid), "
         "'val', NOT (x.vdig <=> y.vdig), 'part', x.part <> y.part))")
-    counted = joined.select(
-        *_GROUP, ne.alias("expected"), nd.alias("delivered"), m.alias("matched"),
-        (ne - m).alias("missing"),
-        F.when(ne > 0, nd - m).otherwise(0).alias("duplicated"),
-        F.when(ne == 0, nd).otherwise(0).alias("unexpected"),
-        F.coalesce(F.col("d.back"), F.lit(0)).alias("out_of_order"),
-        F.coalesce(F.col("d.misfiled"), F.lit(0)).alias("misfiled"),
-        pairs.alias("pairs"), F.col("e.recs").alias("erecs"), F.col("d.recs").alias("drecs"))
+    counted = groups.select(
+        *_GROUP, ne.alias("expected"), nd.alias("delivered"), m.alias("matched"), (ne - m).alias("missing"),
+        F.when(ne > 0, nd - m).otherwise(0).alias("duplicated"), F.when(ne == 0, nd).otherwise(0).alias("unexpected"),
+        "misfiled", pairs.alias("pairs"), "erecs", "drecs")
     counted = counted.select(
-        "*",
-        F.size(F.filter("pairs", lambda p: p["sid"])).alias("wrong_schema_id"),
+        "*", F.size(F.filter("pairs", lambda p: p["sid"])).alias("wrong_schema_id"),
         F.size(F.filter("pairs", lambda p: p["val"])).alias("value_mismatch"),
         F.size(F.filter("pairs", lambda p: p["part"])).alias("wrong_partition"))
     bad = F.lit(False)
-    for name in ("missing", "duplicated", "unexpected", "out_of_order", "misfiled", "wrong_schema_id",
-                 "value_mismatch", "wrong_partition"):
+    for name in _GROUP_COUNTS:
         bad = bad | (F.col(name) > 0)
-    return counted.withColumn("bad", bad)
-
-
-_SUMMED = ("expected", "delivered", "missing", "duplicated", "unexpected", "out_of_order", "misfiled",
-           "wrong_schema_id", "value_mismatch", "wrong_partition")
+    detail = F.struct("ts", "expected", "delivered", "matched", *_GROUP_COUNTS, "erecs", "drecs")
+    keys = counted.groupBy(*_KEY).agg(
+        *[F.sum(name).alias(name) for name in ("expected", "delivered", *_GROUP_COUNTS)],
+        F.min(F.when(F.col("missing") > 0, F.col("ts"))).alias("first_missing_ts"),
+        F.max(F.when(F.col("delivered") > 0, F.col("ts"))).alias("max_delivered_ts"),
+        F.collect_list(F.when(bad, detail)).alias("bad_groups"),
+        F.flatten(F.collect_list(F.expr(
+            "transform(drecs, r -> named_struct('part', r.part, 'pos', r.pos, 'ts', ts, 'ksid', r.ksid))"))).alias("dseq"))
+    out_of_order = F.expr(
+        "aggregate(array_sort(dseq), named_struct('p', -2, 'm', cast(-1 as bigint), 'n', 0), (acc, r) -> "
+        "named_struct('p', r.part, 'm', if(r.part = acc.p, greatest(acc.m, r.ts), r.ts), "
+        "'n', acc.n + if(r.part = acc.p AND r.ts < acc.m, 1, 0))).n")
+    keys = keys.withColumn("out_of_order", out_of_order)
+    return keys.withColumn("bad", (F.size("bad_groups") > 0) | (F.col("out_of_order") > 0))
 
 
 def _summary(compared: DataFrame) -> list[Any]:
@@ -912,20 +932,36 @@ def _summary(compared: DataFrame) -> list[Any]:
 
     return compared.groupBy("topic").agg(
         *[F.sum(n).alias(n) for n in _SUMMED],
-        F.sum(F.col("bad").cast("int")).alias("bad_groups"),
-        F.min(F.when(F.col("missing") > 0, F.col("ts"))).alias("first_missing_ts"),
-        F.max(F.when(F.col("delivered") > 0, F.col("ts"))).alias("max_delivered_ts"),
+        F.sum(F.col("bad").cast("int")).alias("bad_keys"),
+        F.min("first_missing_ts").alias("first_missing_ts"),
+        F.max("max_delivered_ts").alias("max_delivered_ts"),
     ).collect()
+
+
+def _with_plan_conf(spark: SparkSession) -> dict[str, str | None]:
+    previous = {}
+    for key, value in _PLAN_CONF.items():
+        previous[key] = spark.conf.get(key, None)
+        spark.conf.set(key, value)
+    return previous
+
+
+def _restore_conf(spark: SparkSession, previous: Mapping[str, str | None]) -> None:
+    for key, value in previous.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
 
 
 # -- the second look: groups with a discrepancy ----------------------------------------------------
 
 
-def _decode_records(schemas: Mapping[int, str | None], shown: set[tuple[str, bytes, int]]) -> Any:
+def _decode_records(schemas: Mapping[int, str | None], shown: set[tuple[str, bytes]]) -> Any:
     """``mapInArrow`` function: each delivered record of a group with a discrepancy, decoded through the
     registry by the schema ids it carries: ``state`` is ``ok``, ``unknown`` (an id the registry does not know)
     or ``undecodable`` (unframed, bytes that do not decode, or bytes left over); ``decoded`` (JSON) for the
-    records of the groups in ``shown`` (the sample)."""
+    records of the keys in ``shown`` (the sample)."""
     texts = dict(schemas)
     wanted = set(shown)
 
@@ -966,7 +1002,7 @@ def _decode_records(schemas: Mapping[int, str | None], shown: set[tuple[str, byt
                 vstate, vdec = decode(value)
                 states.append("unknown" if "unknown" in (kstate, vstate) else (
                     "undecodable" if "undecodable" in (kstate, vstate) else "ok"))
-                if (topic, kbody, ts) in wanted:
+                if (topic, kbody) in wanted:
                     decoded.append(json.dumps({"key": _plain(kdec), "value": _plain(vdec), "key_state": kstate,
                                                "value_state": vstate}, ensure_ascii=False, default=str)[:8000])
                 else:
@@ -1036,14 +1072,18 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
         records = expected.records
         if records is not None and letters.records:
             records = records.filter(~expected.dead_lettered(letters))
-        compared = _compared(records, delivered.records, spark)
-        if expected.tally is not None:
-            expected.tally.value = {"topics": {}, "errors": []}
-        summary = _summary(compared)
-        errors = [json.loads(e) for e in (expected.tally.value["errors"] if expected.tally is not None else [])]
-        _fill(report, summary, topic_tables, expected, letters, errors)
-        if any(int(r["bad_groups"] or 0) for r in summary):
-            _second_look(spark, report, compared, delivered, expected, client, topic_tables, sample)
+        previous = _with_plan_conf(spark)
+        try:
+            compared = _compared(records, delivered.records, spark)
+            if expected.tally is not None:
+                expected.tally.value = {"topics": {}, "errors": []}
+            summary = _summary(compared)
+            errors = [json.loads(e) for e in (expected.tally.value["errors"] if expected.tally is not None else [])]
+            _fill(report, summary, topic_tables, expected, letters, errors)
+            if any(int(r["bad_keys"] or 0) for r in summary):
+                _second_look(spark, report, compared, delivered, expected, client, topic_tables, sample)
+        finally:
+            _restore_conf(spark, previous)
     resolved = resolved_ts_per_table(options)
     if resolved is not None:
         for name, state in completeness(report, resolved).items():
@@ -1091,8 +1131,8 @@ def _fill(report: VerifyReport, summary: list[Any], topic_tables: Mapping[str, s
 
 def _second_look(spark: SparkSession, report: VerifyReport, compared: DataFrame, delivered: Delivered,
                  expected: Expected, client: Any, topic_tables: Mapping[str, str], sample: int) -> None:
-    """Groups with a discrepancy: decode their delivered records through the registry (unknown ids, bytes
-    that do not decode) and take a bounded sample, with decoded keys and values."""
+    """Keys with a discrepancy: decode their delivered records through the registry (unknown ids, bytes that
+    do not decode) and take a bounded sample, with decoded keys and values."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -1102,43 +1142,46 @@ def _second_look(spark: SparkSession, report: VerifyReport, compared: DataFrame,
         rows = bad.limit(sample).collect()
         looks: dict[Any, Any] = {}
         if delivered.raw is not None:
-            schemas: dict[int, str | None] = {}
-            ids = bad.select(F.explode("drecs").alias("r")).select(
-                F.explode(F.array("r.ksid", "r.vsid")).alias("sid")).where("sid IS NOT NULL AND sid >= 0").distinct()
-            for row in ids.collect():
-                sid = int(row["sid"])
-                try:
-                    schemas[sid] = client.get_schema(sid).schema
-                except SchemaNotFound:
-                    schemas[sid] = None
-            keys = bad.select(*_GROUP)
+            keys = bad.select(*_KEY)
             keys = F.broadcast(keys) if n_bad <= 200_000 else keys
-            looked = _shape(delivered.raw()).join(keys, on=list(_GROUP), how="inner").select(
-                "topic", "kbody", "ts", "pos", "key", "value")
-            shown = {(r["topic"], bytes(r["kbody"]), int(r["ts"])) for r in rows}
-            decoded = looked.mapInArrow(_decode_records(schemas, shown),
-                                        "topic string, kbody binary, ts bigint, pos " + _pos_type(looked)
-                                        + ", state string, decoded string").persist(StorageLevel.MEMORY_AND_DISK)
+            looked = _shape(delivered.raw()).join(keys, on=list(_KEY), how="inner").select(
+                "topic", "kbody", "ts", "pos", "key", "value", "ksid", "vsid").persist(StorageLevel.MEMORY_AND_DISK)
             try:
+                schemas: dict[int, str | None] = {}
+                ids = looked.select(F.explode(F.array("ksid", "vsid")).alias("sid")).where(
+                    "sid IS NOT NULL AND sid >= 0").distinct()
+                for row in ids.collect():
+                    sid = int(row["sid"])
+                    try:
+                        schemas[sid] = client.get_schema(sid).schema
+                    except SchemaNotFound:
+                        schemas[sid] = None
+                shown = {(r["topic"], bytes(r["kbody"])) for r in rows}
+                decoded = looked.drop("ksid", "vsid").mapInArrow(
+                    _decode_records(schemas, shown),
+                    "topic string, kbody binary, ts bigint, pos " + _pos_type(looked) + ", state string, decoded string")
                 per_topic: dict[str, dict[str, int]] = {}
-                for row in decoded.groupBy("topic", "state").count().collect():
-                    per_topic.setdefault(row["topic"], {})[row["state"]] = int(row["count"])
-                unknown_ids = [sid for sid, text in schemas.items() if text is None]
-                if unknown_ids:  # a wrong id the registry does not know is an unknown id, not a wrong one
-                    listed = ", ".join(str(i) for i in unknown_ids)
-                    pairs = bad.select("topic", F.explode(F.expr(
-                        "zip_with(slice(coalesce(erecs, array()), 1, matched), slice(coalesce(drecs, array()), 1, "
-                        "matched), (x, y) -> named_struct('x', x, 'y', y))")).alias("z"))
-                    wrong = pairs.where(F.expr(
-                        f"(z.x.ksid <> z.y.ksid AND z.y.ksid IN ({listed})) OR (z.x.vsid IS NOT NULL AND "
-                        f"z.y.vsid IS NOT NULL AND z.x.vsid <> z.y.vsid AND z.y.vsid IN ({listed}))"))
-                    for row in wrong.groupBy("topic").count().collect():
-                        per_topic.setdefault(row["topic"], {})["wrong_unknown"] = int(row["count"])
-                for r in decoded.where("decoded IS NOT NULL").collect():
-                    looks[(r["topic"], bytes(r["kbody"]), int(r["ts"]), _pos_key(r["pos"]))] = (
-                        r["state"], json.loads(r["decoded"]))
+                for row in decoded.groupBy("topic", "state").agg(
+                        F.count(F.lit(1)).alias("n"),
+                        F.collect_list(F.when(F.col("decoded").isNotNull(),
+                                              F.struct("kbody", "ts", "pos", "decoded"))).alias("shown")).collect():
+                    per_topic.setdefault(row["topic"], {})[row["state"]] = int(row["n"])
+                    for r in row["shown"]:
+                        looks[(row["topic"], bytes(r["kbody"]), int(r["ts"]), _pos_key(r["pos"]))] = (
+                            row["state"], json.loads(r["decoded"]))
             finally:
-                decoded.unpersist()
+                looked.unpersist()
+            unknown_ids = [sid for sid, text in schemas.items() if text is None]
+            if unknown_ids:  # a wrong id the registry does not know is an unknown id, not a wrong one
+                listed = ", ".join(str(i) for i in unknown_ids)
+                pairs = bad.select("topic", F.explode("bad_groups").alias("g")).select("topic", F.explode(F.expr(
+                    "zip_with(slice(g.erecs, 1, g.matched), slice(g.drecs, 1, g.matched), "
+                    "(x, y) -> named_struct('x', x, 'y', y))")).alias("z"))
+                wrong = pairs.where(F.expr(
+                    f"(z.x.ksid <> z.y.ksid AND z.y.ksid IN ({listed})) OR (z.x.vsid IS NOT NULL AND "
+                    f"z.y.vsid IS NOT NULL AND z.x.vsid <> z.y.vsid AND z.y.vsid IN ({listed}))"))
+                for row in wrong.groupBy("topic").count().collect():
+                    per_topic.setdefault(row["topic"], {})["wrong_unknown"] = int(row["count"])
             for topic, states in per_topic.items():
                 counts = report.table(topic_tables.get(topic, f"topic {topic}"))
                 counts["unknown_schema_id"] += states.get("unknown", 0)
@@ -1197,55 +1240,66 @@ def _samples(report: VerifyReport, rows: list[Any], delivered: Delivered, expect
     for row in rows:
         if len(report.samples) >= sample:
             break
-        topic, kbody, ts = row["topic"], bytes(row["kbody"]), int(row["ts"])
-        erecs, drecs = row["erecs"] or [], row["drecs"] or []
-        ksid = next((int(r["ksid"]) for r in [*erecs, *drecs] if r["ksid"] is not None and r["ksid"] > 0), None)
+        topic, kbody = row["topic"], bytes(row["kbody"])
+        groups = list(row["bad_groups"] or [])
+        sids = [r["ksid"] for g in groups for r in [*(g["erecs"] or []), *(g["drecs"] or [])]]
+        sids += [r["ksid"] for r in row["dseq"] or []]
+        ksid = next((int(k) for k in sids if k is not None and k > 0), None)
         key = _decode_one(client, b"\x00" + int(ksid).to_bytes(4, "big") + kbody, cache) if ksid else None
-        base = {"table": topic_tables.get(topic, f"topic {topic}"), "topic": topic,
-                "key": _plain(key) if key is not None else "hex:" + kbody.hex(), "commit_ts": ts}
-
-        def at_source(r: Any) -> str | None:
-            return expected.location_of(r["pos"]) if expected.location_of else None
+        shown_key = _plain(key) if key is not None else "hex:" + kbody.hex()
+        table = topic_tables.get(topic, f"topic {topic}")
 
         def at_sink(r: Any) -> str | None:
             return delivered.location_of(topic, r["part"], r["pos"]) if delivered.location_of else None
 
-        def look(r: Any) -> dict[str, Any]:
-            state = looks.get((topic, kbody, ts, _pos_key(r["pos"])))
-            if state is None:
-                return {}
-            return {"decoded": state[0], "delivered_value": state[1].get("value")}
+        for group in groups:
+            ts = int(group["ts"])
+            base = {"table": table, "topic": topic, "key": shown_key, "commit_ts": ts}
+            erecs, drecs = group["erecs"] or [], group["drecs"] or []
 
-        m = int(row["matched"])
-        for i in range(m):
-            x, y = erecs[i], drecs[i]
-            kinds = []
-            if x["ksid"] != y["ksid"] or (x["vsid"] is not None and y["vsid"] is not None and x["vsid"] != y["vsid"]):
-                kinds.append("wrong_schema_id")
-            if x["vdig"] != y["vdig"]:
-                kinds.append("value_mismatch")
-            if x["part"] != y["part"]:
-                kinds.append("wrong_partition")
-            for kind in kinds:
-                entry = {"kind": kind, **base, "source": at_source(x), "sink": at_sink(y),
-                         "expected": {"partition": x["part"], "key_schema_id": x["ksid"], "value_schema_id": x["vsid"]},
-                         "delivered": {"partition": y["part"], "key_schema_id": y["ksid"],
-                                       "value_schema_id": y["vsid"]}, **look(y)}
-                report.samples.append(entry)
-                if kind == "value_mismatch" and at_source(x):
-                    value_rows.append((entry, str(at_source(x))))
-        for x in erecs[m:]:
-            report.samples.append({"kind": "missing", **base, "source": at_source(x), "partition": x["part"]})
-        for y in drecs[m:]:
-            kind = "duplicated" if erecs else "unexpected"
-            report.samples.append({"kind": kind, **base, "sink": at_sink(y), "partition": y["part"],
-                                   "schema_ids": [y["ksid"], y["vsid"]], **look(y)})
+            def at_source(r: Any) -> str | None:
+                return expected.location_of(r["pos"]) if expected.location_of else None
+
+            def look(r: Any, ts: int = ts) -> dict[str, Any]:
+                state = looks.get((topic, kbody, ts, _pos_key(r["pos"])))
+                if state is None:
+                    return {}
+                return {"decoded": state[0], "delivered_value": state[1].get("value")}
+
+            m = int(group["matched"])
+            for i in range(m):
+                x, y = erecs[i], drecs[i]
+                kinds = []
+                if x["ksid"] != y["ksid"] or (x["vsid"] is not None and y["vsid"] is not None
+                                              and x["vsid"] != y["vsid"]):
+                    kinds.append("wrong_schema_id")
+                if x["vdig"] != y["vdig"]:
+                    kinds.append("value_mismatch")
+                if x["part"] != y["part"]:
+                    kinds.append("wrong_partition")
+                for kind in kinds:
+                    entry = {"kind": kind, **base, "source": at_source(x), "sink": at_sink(y),
+                             "expected": {"partition": x["part"], "key_schema_id": x["ksid"],
+                                          "value_schema_id": x["vsid"]},
+                             "delivered": {"partition": y["part"], "key_schema_id": y["ksid"],
+                                           "value_schema_id": y["vsid"]}, **look(y)}
+                    report.samples.append(entry)
+                    if kind == "value_mismatch" and at_source(x):
+                        value_rows.append((entry, str(at_source(x))))
+            for x in erecs[m:]:
+                report.samples.append({"kind": "missing", **base, "source": at_source(x), "partition": x["part"]})
+            for y in drecs[m:]:
+                kind = "duplicated" if erecs else "unexpected"
+                report.samples.append({"kind": kind, **base, "sink": at_sink(y), "partition": y["part"],
+                                       "schema_ids": [y["ksid"], y["vsid"]], **look(y)})
+            if int(group["misfiled"] or 0):
+                report.samples.append({"kind": "misfiled", **base, "sink": [at_sink(y) for y in drecs]})
         if int(row["out_of_order"] or 0):
-            report.samples.append({"kind": "out_of_order", **base, "sink": [at_sink(y) for y in drecs],
-                                   "detail": "a record of this key and commit ts comes after one with a later "
-                                             "commit ts in its partition"})
-        if int(row["misfiled"] or 0):
-            report.samples.append({"kind": "misfiled", **base, "sink": [at_sink(y) for y in drecs]})
+            order = sorted(row["dseq"] or [], key=lambda r: (r["part"], tuple(r["pos"])))
+            report.samples.append({"kind": "out_of_order", "table": table, "topic": topic, "key": shown_key,
+                                   "delivered": [{"sink": at_sink(r), "commit_ts": int(r["ts"])} for r in order],
+                                   "detail": "in its partition, a record of this key comes after one with a later "
+                                             "commit ts"})
     del report.samples[sample:]
     if value_rows and expected.restricted is not None:
         _expected_values(value_rows, expected, client, cache)
