@@ -461,7 +461,7 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
         position = F.shiftleft(rank, 40).bitwiseOR(line)
         return encoded.filter("error IS NULL").select(
             "topic", "partition", "key", "value", F.col("commit_ts").alias("ts"),
-            _position(F.col("order_version"), F.col("order_file"), position),
+            _position(F.col("order_version"), F.lit(""), position),  # the position orders the files itself
             position.alias("at"))
 
     out.records = records(resolved, StageOutput(out.tally))
@@ -708,8 +708,7 @@ class Delivered:
 
 
 #: One line of the file sink, as :mod:`~avro_registry_sink.spark.file_lines` writes it.
-_LINE_SCHEMA = ("topic STRING, partition INT, key STRING, value STRING, "
-                "headers ARRAY<STRUCT<key: STRING, value: STRING>>, commit_ts BIGINT, batch BIGINT")
+_LINE_SCHEMA = "topic STRING, partition INT, key STRING, value STRING, commit_ts BIGINT, batch BIGINT"
 
 
 def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_batch: int | None) -> Delivered:
@@ -766,7 +765,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
             F.coalesce(F.col("r.partition"), F.lit(-1)).alias("partition"),
             F.unhex("r.key").alias("key"), F.unhex("r.value").alias("value"),
             F.coalesce(F.col("r.commit_ts"), F.lit(-1)).alias("ts"),
-            _position(F.col("fbatch"), F.format_string("%05d", "fpart"), F.col("line") + 1),
+            _position(F.col("fbatch"), F.lit(""), F.shiftleft(F.col("fpart").cast("long"), 32) + F.col("line") + 1),
             ((F.col("r.batch") != F.col("fbatch")) | (F.col("r.topic") != F.col("ftopic"))
              | F.col("r.topic").isNull()).alias("misfiled"))
 
@@ -774,7 +773,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
     out.raw = read
 
     def location_of(topic: str, partition: int, pos: Any) -> str:
-        return f"{topic}/batch-{int(pos['x']):010d}-part-{pos['y']}.jsonl:{int(pos['z'])}"
+        return f"{topic}/batch-{int(pos['x']):010d}-part-{int(pos['z']) >> 32:05d}.jsonl:{int(pos['z']) & 0xFFFFFFFF}"
 
     out.location_of = location_of
     return out
@@ -841,8 +840,9 @@ def _kafka_partitions(options: JobOptions, topics: Iterable[str]) -> dict[str, i
 # Reconciliation
 
 
-_GROUP = ("topic", "kbody", "ts")
-_KEY = ("topic", "kbody")
+# the key body first: the sort's prefix then tells rows apart (a topic name is the same on most rows)
+_GROUP = ("kbody", "topic", "ts")
+_KEY = ("kbody", "topic")
 #: Per (topic, key, commit ts) group: the counts a pair of expected and delivered records can show.
 _GROUP_COUNTS = ("missing", "duplicated", "unexpected", "misfiled", "wrong_schema_id", "value_mismatch",
                  "wrong_partition")
