@@ -645,6 +645,17 @@ def _committed_changelog(spark: SparkSession, options: JobOptions, committed: Co
         _count_unread_kafka(options, end, out)
         return reader.load().select("value", "topic", "partition", "offset")
     files = _committed_stream_files(options, committed)
+    location = spec.location or parse_storage_uri(str(spec.path), option="source")
+    taken = set()
+    for path in files:
+        try:
+            taken.add(location.relative(path))
+        except ConfigError:
+            pass
+    waiting = [p for p in location.filesystem().list_files() if p not in taken
+               and not p.rpartition("/")[2].startswith((".", "_"))]
+    if waiting:
+        out.unread["(source files)"] = len(waiting)
     if not files:
         return None
     return spark.read.format("binaryFile").load(files).select("path", "content")

@@ -240,3 +240,48 @@ def test_verify_refuses_a_checkpoint_no_run_wrote(tmp_path):
     assert "No job ran with checkpoint" in result.stderr
     bad = runner.invoke(app, ["verify", "--source", str(tmp_path / "in"), "--read-topic", "x"])
     assert bad.exit_code == 2
+
+
+def test_a_canal_json_file_source_reconciles(spark, tmp_path, registry):
+    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.verify import verify_run
+    from tests.support.job import canal_messages
+
+    manifest = generate_demo(tmp_path / "demo", rows_per_table=6)
+    messages = canal_messages(manifest, partitions=1)
+    (tmp_path / "canal").mkdir()
+    half = len(messages) // 2
+    for number, chunk in enumerate((messages[:half], messages[half:]), start=1):
+        (tmp_path / "canal" / f"part-{number}.jsonl").write_text("".join(m + "\n" for _, _, m in chunk))
+    options = JobOptions(source=parse_source(f"canal-json+file://{tmp_path / 'canal'}"),
+                         checkpoint=tmp_path / "checkpoint", sink=SinkConfig(scheme="file", path=str(tmp_path / "out")),
+                         max_files_per_trigger=1)
+    run_job(spark, options, registry=registry)
+
+    report = verify_run(spark, options, registry=registry)
+
+    assert report.ok, report.to_json()
+    assert report.committed_batch == 1
+    assert report.totals["expected"] == report.totals["delivered"] == len(manifest.all_events)
+    (tmp_path / "canal" / "part-3.jsonl").write_text(messages[-1][2] + "\n")  # not read by the run yet
+    later = verify_run(spark, options, registry=registry)
+    assert later.ok and later.totals["expected"] == len(manifest.all_events)
+    assert later.tables["(source files)"]["unread"] == 1
+
+
+def test_completeness_from_resolved_ts():
+    from avro_registry_sink.spark.verify import VerifyReport, completeness
+
+    report = VerifyReport(source="s", sink="k", checkpoint="c", committed_batch=3)
+    report.table("shop.orders").update(first_missing_ts=200, max_delivered_ts=300)
+    report.table("crm.events").update(max_delivered_ts=250)
+
+    state = completeness(report, {"shop.orders": 150, "crm.events": 250, "other.t": 1})
+
+    assert state == {
+        "shop.orders": {"resolved_ts": 150, "complete": True, "first_missing_ts": 200, "max_delivered_ts": 300},
+        "crm.events": {"resolved_ts": 250, "complete": True, "first_missing_ts": None, "max_delivered_ts": 250},
+    }
+    assert not completeness(report, {"shop.orders": 200})["shop.orders"]["complete"]
