@@ -1,0 +1,183 @@
+"""``avro-registry-sink verify`` on a Kafka sink (read with ``isolation.level=read_committed``): a clean run
+reconciles (exit 0); a copy of a delivered topic with one fault (a record left out, one produced twice, two
+changes of one key swapped, a DECIMAL off by one unit in the last place, a wrong or unknown schema id) read in
+its place (``--read-topic``) is found with its exact count (exit 1). A canal-json topic as the source is
+verified the same way (its committed offsets, the table versions the run kept).
+
+Markers ``kafka`` and ``spark``; topics and subjects carry a prefix of their own (the broker is shared).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from avro_registry_sink.cli import app
+from avro_registry_sink.config import RegistryConfig
+from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.sources.demo import DemoManifest, generate_demo
+from avro_registry_sink.spark.verify import DISCREPANCIES
+from tests.support.job import canal_messages, stamp_in_order
+from tests.support.servers import ensure_kafka
+from tests.support.tamper import copy_topic
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+runner = CliRunner()
+TABLES = ("crm.events", "shop.customers", "shop.orders")
+
+
+@dataclass
+class Run:
+    base: Path
+    manifest: DemoManifest
+    client: RegistryClient
+    bootstrap: str
+    prefix: str
+    options: list[str]
+
+    def verify(self, *extra: str) -> tuple[int, dict[str, Any]]:
+        result = runner.invoke(app, ["verify", *self.options, "--json", *extra])
+        assert result.exit_code in (0, 1), result.output
+        return result.exit_code, json.loads(result.stdout.strip().splitlines()[-1])
+
+    def topic(self, table: str) -> str:
+        return f"{self.prefix}_{table.replace('.', '_')}"
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> str:
+    return ensure_kafka()
+
+
+@pytest.fixture(scope="module")
+def registry_url():
+    server = EmbeddedRegistry()
+    url = server.start()
+    yield url
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def run(spark, bootstrap, registry_url, tmp_path_factory) -> Any:
+    """The demo tree run into Kafka by the CLI (three partitions per topic), in several batches."""
+    base = tmp_path_factory.mktemp("verify-kafka")
+    prefix = "v" + uuid.uuid4().hex[:8]
+    manifest = generate_demo(base / "in", rows_per_table=12)
+    stamp_in_order(base / "in", manifest.data_files)
+    ddl = base / "tables.sql"
+    ddl.write_text(";\n".join(manifest.create_statements.values()) + ";\n", encoding="utf-8")
+    options = ["--source", str(base / "in"), "--checkpoint", str(base / "checkpoint"), "--registry", registry_url,
+               "--sink-uri", f"kafka://{bootstrap}/?protocol=avro&partition-num=3", "--topic-rule",
+               prefix + "_{schema}_{table}", "--tables", str(ddl), "--csv", "include-commit-ts=true",
+               "--csv", "output-old-value=true"]
+    result = runner.invoke(app, ["run", *options, "--available-now", "--max-files-per-trigger", "4",
+                                 "--progress", "none"])
+    assert result.exit_code == 0, result.output
+    with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
+        yield Run(base=base, manifest=manifest, client=client, bootstrap=bootstrap, prefix=prefix, options=options)
+
+
+def _counts(report: dict[str, Any], table: str) -> dict[str, int]:
+    return {k: report["tables"][table][k] for k in DISCREPANCIES}
+
+
+def _total(manifest: DemoManifest, table: str) -> int:
+    counts = manifest.counts[table]
+    return counts.inserts + counts.updates + counts.deletes
+
+
+def test_a_clean_kafka_run_reconciles(run):
+    code, report = run.verify()
+
+    assert code == 0, report
+    assert all(report["totals"][k] == 0 for k in DISCREPANCIES)
+    assert sorted(report["tables"]) == list(TABLES)
+    for table in TABLES:
+        counts = report["tables"][table]
+        assert counts["expected"] == counts["delivered"] == _total(run.manifest, table), table
+        assert counts["topic"] == run.topic(table)
+
+
+def test_an_exact_copy_of_a_topic_reconciles(run):
+    copy = run.topic("shop.orders") + "_copy"
+    copy_topic(run.bootstrap, run.topic("shop.orders"), copy, None, run.client)
+
+    code, report = run.verify("--read-topic", f"{run.topic('shop.orders')}={copy}")
+
+    assert code == 0, report
+    assert report["tables"]["shop.orders"]["delivered"] == _total(run.manifest, "shop.orders")
+
+
+FAULTS = {
+    "drop": {"missing": 1},
+    "duplicate": {"duplicated": 1},
+    "swap": {"out_of_order": 1},
+    "decimal": {"value_mismatch": 1},
+    "wrong_schema_id": {"wrong_schema_id": 1, "undecodable": 1},
+    "unknown_schema_id": {"unknown_schema_id": 1},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_a_fault_in_a_copy_of_a_topic_is_found(run, kind):
+    copy = f"{run.topic('shop.orders')}_{kind.replace('_', '')}"
+    copy_topic(run.bootstrap, run.topic("shop.orders"), copy, kind, run.client)
+
+    code, report = run.verify("--read-topic", f"{run.topic('shop.orders')}={copy}")
+
+    assert code == 1
+    assert _counts(report, "shop.orders") == {k: FAULTS[kind].get(k, 0) for k in DISCREPANCIES}
+    total = _total(run.manifest, "shop.orders")
+    assert report["tables"]["shop.orders"]["expected"] == total
+    assert report["tables"]["shop.orders"]["delivered"] == total + {"drop": -1, "duplicate": 1}.get(kind, 0)
+    for table in ("crm.events", "shop.customers"):
+        assert _counts(report, table) == {k: 0 for k in DISCREPANCIES}
+    assert report["samples"] and all(s["table"] == "shop.orders" for s in report["samples"])
+    if kind == "decimal":
+        sample = next(s for s in report["samples"] if s["kind"] == "value_mismatch")
+        assert sample["differs"] == ["amount"] and sample["sink"].startswith(copy + "/")
+
+
+def test_a_canal_json_topic_source_reconciles_and_a_drop_is_found(spark, bootstrap, registry_url, tmp_path):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    prefix = "w" + uuid.uuid4().hex[:8]
+    manifest = generate_demo(tmp_path / "demo", rows_per_table=10)
+    source = f"{prefix}_canal"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(source, num_partitions=3, replication_factor=1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for partition, _, message in canal_messages(manifest, partitions=3):
+        producer.produce(source, value=message.encode(), partition=partition)
+    producer.flush(30)
+    options = ["--source", f"canal-json+kafka://{bootstrap}/{source}", "--checkpoint", str(tmp_path / "checkpoint"),
+               "--registry", registry_url, "--sink-uri", f"kafka://{bootstrap}/?protocol=avro&partition-num=3",
+               "--topic-rule", prefix + "_{schema}_{table}", "--enable-tidb-extension", "true"]
+    result = runner.invoke(app, ["run", *options, "--available-now", "--max-offsets-per-trigger", "40",
+                                 "--progress", "none"])
+    assert result.exit_code == 0, result.output
+
+    clean = runner.invoke(app, ["verify", *options, "--json"])
+    assert clean.exit_code == 0, clean.output
+    report = json.loads(clean.stdout.strip().splitlines()[-1])
+    assert report["totals"]["expected"] == report["totals"]["delivered"] == len(manifest.all_events)
+    assert all(report["totals"][k] == 0 for k in DISCREPANCIES)
+
+    with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
+        orders = f"{prefix}_shop_orders"
+        copy_topic(bootstrap, orders, orders + "_drop", "drop", client)
+    dropped = runner.invoke(app, ["verify", *options, "--json", "--read-topic", f"{orders}={orders}_drop"])
+    assert dropped.exit_code == 1, dropped.output
+    report = json.loads(dropped.stdout.strip().splitlines()[-1])
+    assert _counts(report, "shop.orders") == {k: int(k == "missing") for k in DISCREPANCIES}
+    assert report["samples"][0]["source"].startswith(f"{source}/")  # the message it came from

@@ -1,0 +1,287 @@
+"""``avro-registry-sink verify`` on the file sink: a clean run reconciles (exit 0, every discrepancy count zero);
+each fault injected into the sink's output (a record dropped, duplicated, two changes of one key swapped, a
+DECIMAL off by one unit in the last place, a wrong or unknown schema id) is found with its exact count (exit 1).
+The file sink's promise is checked the same way: staged batches are not visible, a batch published but not
+committed is not compared, a batch rerun after a crash replaces its files (no duplicates).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from avro_registry_sink.cli import app
+from avro_registry_sink.config import RegistryConfig
+from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.sources.demo import DemoManifest, generate_demo
+from avro_registry_sink.spark.verify import DISCREPANCIES
+from tests.support.job import stamp_in_order
+from tests.support.tamper import tamper_file_sink
+
+pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+runner = CliRunner()
+TABLES = ("crm.events", "shop.customers", "shop.orders")
+
+
+@dataclass
+class Run:
+    base: Path
+    manifest: DemoManifest
+    client: RegistryClient
+    options: list[str]  # the run's options, without --sink-uri
+
+    def verify(self, out: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+        result = runner.invoke(app, ["verify", *self.options, "--sink-uri", f"file://{out}?protocol=avro", "--json",
+                                     *extra])
+        assert result.exit_code in (0, 1), result.output
+        return result.exit_code, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def run(spark, tmp_path_factory) -> Any:
+    """The demo tree (three tables, CSV and canal-json, an ADD COLUMN) run into the file sink by the CLI, in
+    several batches, with an embedded registry over HTTP."""
+    base = tmp_path_factory.mktemp("verify")
+    manifest = generate_demo(base / "in", rows_per_table=12)
+    stamp_in_order(base / "in", manifest.data_files)
+    ddl = base / "tables.sql"
+    ddl.write_text(";\n".join(manifest.create_statements.values()) + ";\n", encoding="utf-8")
+    server = EmbeddedRegistry()
+    url = server.start()
+    options = ["--source", str(base / "in"), "--checkpoint", str(base / "checkpoint"), "--registry", url,
+               "--tables", str(ddl), "--csv", "include-commit-ts=true", "--csv", "output-old-value=true"]
+    result = runner.invoke(app, ["run", *options, "--sink-uri", f"file://{base / 'out'}?protocol=avro",
+                                 "--available-now", "--max-files-per-trigger", "3", "--progress", "none"])
+    assert result.exit_code == 0, result.output
+    with RegistryClient(RegistryConfig(urls=(url,))) as client:
+        yield Run(base=base, manifest=manifest, client=client, options=options)
+    server.stop()
+
+
+def _counts(report: dict[str, Any], table: str) -> dict[str, int]:
+    return {k: report["tables"][table][k] for k in DISCREPANCIES}
+
+
+def _total(manifest: DemoManifest, table: str) -> int:
+    counts = manifest.counts[table]
+    return counts.inserts + counts.updates + counts.deletes
+
+
+def test_a_clean_run_reconciles(run):
+    code, report = run.verify(run.base / "out")
+
+    assert code == 0, report
+    assert report["status"] == "ok" and report["samples"] == []
+    assert report["committed_batch"] >= 2  # several batches, all of them compared
+    assert all(report["totals"][k] == 0 for k in DISCREPANCIES)
+    assert sorted(report["tables"]) == list(TABLES)
+    for table in TABLES:
+        counts = report["tables"][table]
+        assert counts["expected"] == counts["delivered"] == _total(run.manifest, table), table
+        assert counts["dead_lettered"] == counts["held_files"] == counts["unread"] == 0
+
+
+#: What each fault must show in shop.orders (every other discrepancy count zero, other tables clean).
+FAULTS = {
+    "drop": {"missing": 1},
+    "duplicate": {"duplicated": 1},
+    "swap": {"out_of_order": 1},
+    "decimal": {"value_mismatch": 1},
+    "wrong_schema_id": {"wrong_schema_id": 1, "undecodable": 1},  # the key's schema: known, and leaves bytes over
+    "unknown_schema_id": {"unknown_schema_id": 1},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_a_fault_injected_into_the_file_sink_is_found(run, tmp_path, kind):
+    out = tmp_path / "out"
+    shutil.copytree(run.base / "out", out)
+    tamper_file_sink(out, "shop_orders", kind, run.client)
+
+    code, report = run.verify(out)
+
+    assert code == 1
+    assert report["status"] == "discrepancies"
+    assert _counts(report, "shop.orders") == {k: FAULTS[kind].get(k, 0) for k in DISCREPANCIES}
+    total = _total(run.manifest, "shop.orders")
+    delivered = total + {"drop": -1, "duplicate": 1}.get(kind, 0)
+    assert report["tables"]["shop.orders"]["expected"] == total
+    assert report["tables"]["shop.orders"]["delivered"] == delivered
+    for table in ("crm.events", "shop.customers"):
+        assert _counts(report, table) == {k: 0 for k in DISCREPANCIES}
+    kinds = {s["kind"] for s in report["samples"]}
+    assert set(FAULTS[kind]) - {"undecodable", "unknown_schema_id"} <= kinds | {"value_mismatch"}
+    assert all(s["table"] == "shop.orders" for s in report["samples"])
+    if kind == "decimal":
+        sample = next(s for s in report["samples"] if s["kind"] == "value_mismatch")
+        assert sample["differs"] == ["amount"]
+        assert sample["source"].startswith("shop/orders/") and sample["sink"].startswith("shop_orders/batch-")
+
+
+def test_staged_and_uncommitted_batches_are_not_compared(run, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(run.base / "out", out)
+    first = sorted((out / "shop_orders").glob("batch-*.jsonl"))[0]
+    staged = out / "_staging" / "batch-0000000077" / "topic=shop_orders"
+    staged.mkdir(parents=True)
+    shutil.copy(first, staged / "part-00000-x.c000.txt")
+    shutil.copy(first, out / "shop_orders" / "batch-0000000077-part-00000.jsonl")  # staged: not visible
+    shutil.copy(first, out / "shop_orders" / "batch-0000000078-part-00000.jsonl")  # published, not committed
+
+    code, report = run.verify(out)
+
+    assert code == 0, report
+    assert all(report["totals"][k] == 0 for k in DISCREPANCIES)
+    notes = " ".join(report["notes"])
+    assert "staged, not published" in notes and "77" in notes
+    assert "published but not committed" in notes and "78" in notes
+
+
+def test_a_batch_published_twice_is_duplicated(run, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(run.base / "out", out)
+    first = sorted((out / "shop_orders").glob("batch-*.jsonl"))[0]
+    lines = first.read_text().splitlines()
+    copy = first.with_name(first.name.replace("-part-00000", "-part-00099"))
+    copy.write_text("\n".join(lines) + "\n")  # the same batch's records in a second part
+
+    code, report = run.verify(out)
+
+    assert code == 1
+    # the copies come after newer changes of some of their keys: those are out of order too, counted here
+    # independently (per partition and key, a commit ts below one read before it)
+    newest: dict[tuple[int, str], int] = {}
+    back = 0
+    for path in sorted((out / "shop_orders").glob("batch-*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            where = (record["partition"], record["key"])
+            back += record["commit_ts"] < newest.get(where, -1)
+            newest[where] = max(newest.get(where, -1), record["commit_ts"])
+    assert back > 0
+    assert _counts(report, "shop.orders") == {k: {"duplicated": len(lines), "out_of_order": back}.get(k, 0)
+                                              for k in DISCREPANCIES}
+
+
+def test_a_rerun_batch_replaces_its_files_and_verifies(spark, tmp_path, registry):
+    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.spark.job import JobFailed, JobOptions, run_job
+    from avro_registry_sink.spark.sinks import FileSink
+    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.verify import verify_run
+
+    class CrashingSink(FileSink):
+        """Publishes batch 1, then fails it: the job stops after the output, before Spark's commit."""
+
+        crashed = False
+
+        def write(self, records, batch_id: int, **kw) -> None:
+            super().write(records, batch_id, **kw)
+            if batch_id == 1 and not CrashingSink.crashed:
+                CrashingSink.crashed = True
+                raise RuntimeError("crash after publishing batch 1")
+
+    manifest = generate_demo(tmp_path / "in", rows_per_table=8)
+    stamp_in_order(tmp_path / "in", manifest.data_files)
+    options = JobOptions(source=parse_source(str(tmp_path / "in")), checkpoint=tmp_path / "checkpoint",
+                         sink=SinkConfig(scheme="file", path=str(tmp_path / "out")), csv_options=manifest.csv_options,
+                         tables=tuple(manifest.tables.values()), max_files_per_trigger=3)
+    with pytest.raises((JobFailed, RuntimeError)):
+        run_job(spark, options, registry=registry, sink=CrashingSink(tmp_path / "out"))
+
+    between = verify_run(spark, options, registry=registry)  # batch 1 published, not committed
+    assert between.committed_batch == 0
+    assert any("published but not committed" in n for n in between.notes)
+    assert between.totals["unread"] > 0 and between.ok
+
+    run_job(spark, options, registry=registry, sink=FileSink(tmp_path / "out"))
+    after = verify_run(spark, options, registry=registry)
+    assert after.ok, after.to_json()
+    assert after.totals["expected"] == after.totals["delivered"] == len(manifest.all_events)
+    assert after.totals["duplicated"] == 0 and after.totals["unread"] == 0
+
+
+def test_dead_lettered_rows_are_counted_not_missing(spark, tmp_path, registry):
+    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.verify import verify_run
+
+    manifest = generate_demo(tmp_path / "in", rows_per_table=6)
+    csv_file = next(f for f in manifest.data_files if f.startswith("shop/orders/") and f.endswith(".csv"))
+    with open(tmp_path / "in" / csv_file, "a", encoding="utf-8", newline="") as fh:
+        fh.write('"I","orders","shop",449640297946939393,false,12x,"C0001","1.00","new","2024-05-01 00:00:00.000",'
+                 '\\N,\\N\r\n')
+    options = JobOptions(source=parse_source(str(tmp_path / "in")), checkpoint=tmp_path / "checkpoint",
+                         sink=SinkConfig(scheme="file", path=str(tmp_path / "out")), csv_options=manifest.csv_options,
+                         tables=tuple(manifest.tables.values()))
+    run_job(spark, options, registry=registry)
+
+    report = verify_run(spark, options, registry=registry)
+
+    assert report.ok, report.to_json()
+    assert report.tables["shop.orders"]["dead_lettered"] == 1
+    assert report.totals["expected"] == report.totals["delivered"] == len(manifest.all_events)
+
+
+def test_verify_refuses_a_checkpoint_no_run_wrote(tmp_path):
+    (tmp_path / "in").mkdir()
+    result = runner.invoke(app, ["verify", "--source", str(tmp_path / "in"), "--checkpoint", str(tmp_path / "ck"),
+                                 "--json"])
+    assert result.exit_code == 2
+    assert "No job ran with checkpoint" in result.stderr
+    bad = runner.invoke(app, ["verify", "--source", str(tmp_path / "in"), "--read-topic", "x"])
+    assert bad.exit_code == 2
+
+
+def test_a_canal_json_file_source_reconciles(spark, tmp_path, registry):
+    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.verify import verify_run
+    from tests.support.job import canal_messages
+
+    manifest = generate_demo(tmp_path / "demo", rows_per_table=6)
+    messages = canal_messages(manifest, partitions=1)
+    (tmp_path / "canal").mkdir()
+    half = len(messages) // 2
+    for number, chunk in enumerate((messages[:half], messages[half:]), start=1):
+        (tmp_path / "canal" / f"part-{number}.jsonl").write_text("".join(m + "\n" for _, _, m in chunk))
+    options = JobOptions(source=parse_source(f"canal-json+file://{tmp_path / 'canal'}"),
+                         checkpoint=tmp_path / "checkpoint", sink=SinkConfig(scheme="file", path=str(tmp_path / "out")),
+                         max_files_per_trigger=1)
+    run_job(spark, options, registry=registry)
+
+    report = verify_run(spark, options, registry=registry)
+
+    assert report.ok, report.to_json()
+    assert report.committed_batch == 1
+    assert report.totals["expected"] == report.totals["delivered"] == len(manifest.all_events)
+    (tmp_path / "canal" / "part-3.jsonl").write_text(messages[-1][2] + "\n")  # not read by the run yet
+    later = verify_run(spark, options, registry=registry)
+    assert later.ok and later.totals["expected"] == len(manifest.all_events)
+    assert later.tables["(source files)"]["unread"] == 1
+
+
+def test_completeness_from_resolved_ts():
+    from avro_registry_sink.spark.verify import VerifyReport, completeness
+
+    report = VerifyReport(source="s", sink="k", checkpoint="c", committed_batch=3)
+    report.table("shop.orders").update(first_missing_ts=200, max_delivered_ts=300)
+    report.table("crm.events").update(max_delivered_ts=250)
+
+    state = completeness(report, {"shop.orders": 150, "crm.events": 250, "other.t": 1})
+
+    assert state == {
+        "shop.orders": {"resolved_ts": 150, "complete": True, "first_missing_ts": 200, "max_delivered_ts": 300},
+        "crm.events": {"resolved_ts": 250, "complete": True, "first_missing_ts": None, "max_delivered_ts": 250},
+    }
+    assert not completeness(report, {"shop.orders": 200})["shop.orders"]["complete"]

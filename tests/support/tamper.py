@@ -1,0 +1,151 @@
+"""Injected faults for the ``verify`` tests: a sink's output with one record dropped, duplicated, a pair of one
+key's records swapped, a DECIMAL off by one unit in the last place, or a wrong schema id.
+
+Records are dicts (``partition``, ``key``, ``value`` as bytes or ``None``, ``commit_ts``, ...) in sequences
+(the file sink: one per file; Kafka: one per partition), in their order. :func:`tamper` changes them in
+place and says which record it changed; :func:`tamper_file_sink` and :func:`copy_topic` apply it to a file
+sink directory or a copy of a Kafka topic.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+KINDS = ("drop", "duplicate", "swap", "decimal", "wrong_schema_id", "unknown_schema_id")
+
+#: A schema id no registry in the tests holds.
+UNKNOWN_ID = 987_654
+
+
+def _sid(data: bytes) -> int:
+    return int.from_bytes(data[1:5], "big")
+
+
+def _reframe(data: bytes, sid: int) -> bytes:
+    return b"\x00" + sid.to_bytes(4, "big") + data[5:]
+
+
+def tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decimal_field: str = "amount") -> dict[str, Any]:
+    """Apply one fault of ``kind`` to ``sequences`` (changed in place); returns the record it changed."""
+    flat = [(s, i, r) for s, seq in enumerate(sequences) for i, r in enumerate(seq)]
+    values = [(s, i, r) for s, i, r in flat if r["value"] is not None]
+    if kind == "drop":
+        s, i, r = values[len(values) // 2]
+        del sequences[s][i]
+        return r
+    if kind == "duplicate":
+        s, i, r = values[len(values) // 2]
+        sequences[s].insert(i + 1, dict(r))
+        return r
+    if kind == "swap":  # two consecutive changes of one key in one partition, of different commit ts
+        last: dict[tuple[int, bytes], tuple[int, int]] = {}
+        for s, i, r in flat:
+            where = (r["partition"], r["key"])
+            if where in last:
+                ps, pi = last[where]
+                prev = sequences[ps][pi]
+                if prev["commit_ts"] < r["commit_ts"]:
+                    keep = ("batch",)  # a file sink line keeps its file's batch
+                    a = {k: prev[k] for k in keep if k in prev}
+                    b = {k: r[k] for k in keep if k in r}
+                    sequences[ps][pi], sequences[s][i] = {**r, **a}, {**prev, **b}
+                    return r
+            last[where] = (s, i)
+        raise AssertionError("no key with two changes in one partition")
+    if kind == "decimal":
+        for s, i, r in values:
+            schema = fastavro.parse_schema(json.loads(client.get_schema(_sid(r["value"])).schema))
+            record = fastavro.schemaless_reader(io.BytesIO(r["value"][5:]), schema, schema)
+            if isinstance(record.get(decimal_field), Decimal):
+                amount = record[decimal_field]
+                record[decimal_field] = amount + Decimal(1).scaleb(amount.as_tuple().exponent)
+                out = io.BytesIO()
+                fastavro.schemaless_writer(out, schema, record)
+                sequences[s][i] = {**r, "value": r["value"][:5] + out.getvalue()}
+                return r
+        raise AssertionError(f"no value with a DECIMAL {decimal_field!r}")
+    if kind in ("wrong_schema_id", "unknown_schema_id"):
+        s, i, r = values[len(values) // 2]
+        sid = _sid(r["key"]) if kind == "wrong_schema_id" else UNKNOWN_ID  # a key schema: known, wrong
+        sequences[s][i] = {**r, "value": _reframe(r["value"], sid)}
+        return r
+    raise ValueError(kind)
+
+
+# --------------------------------------------------------------------------------------------------
+# File sink
+
+
+def tamper_file_sink(out: Path, topic: str, kind: str, client: Any) -> dict[str, Any]:
+    """Rewrite the files of ``topic`` in a file sink directory with one fault of ``kind``."""
+    files = sorted((out / topic).glob("batch-*.jsonl"))
+    sequences = []
+    for path in files:
+        rows = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            raw = json.loads(line)
+            rows.append({**raw, "key": bytes.fromhex(raw["key"]),
+                         "value": bytes.fromhex(raw["value"]) if raw["value"] is not None else None})
+        sequences.append(rows)
+    changed = tamper(sequences, kind, client)
+    for path, rows in zip(files, sequences):
+        path.write_text("".join(json.dumps({**r, "key": r["key"].hex(),
+                                            "value": r["value"].hex() if r["value"] is not None else None}) + "\n"
+                                for r in rows), encoding="utf-8")
+    return changed
+
+
+# --------------------------------------------------------------------------------------------------
+# Kafka
+
+
+def read_topic(bootstrap: str, topic: str) -> list[list[dict[str, Any]]]:
+    """Every record of ``topic``, one list per partition in offset order (read_committed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tamper", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        out: list[list[dict[str, Any]]] = []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            consumer.assign([TopicPartition(topic, p, low)])
+            rows: list[dict[str, Any]] = []
+            while high > low and not (rows and rows[-1]["offset"] >= high - 1):
+                msg = consumer.poll(5)
+                if msg is None:
+                    break
+                assert msg.error() is None, msg.error()
+                headers = dict(msg.headers() or [])
+                rows.append({"partition": p, "offset": msg.offset(), "key": msg.key(), "value": msg.value(),
+                             "headers": msg.headers() or [], "commit_ts": int(headers.get("commit_ts", b"-1"))})
+            out.append(rows)
+        return out
+    finally:
+        consumer.close()
+
+
+def copy_topic(bootstrap: str, source: str, target: str, kind: str | None, client: Any) -> dict[str, Any] | None:
+    """Copy ``source`` into a new topic ``target`` (same partitions, same order per partition), with one fault
+    of ``kind`` (``None``: an exact copy)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    sequences = read_topic(bootstrap, source)
+    changed = tamper(sequences, kind, client) if kind else None
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(target, num_partitions=len(sequences), replication_factor=1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for p, rows in enumerate(sequences):
+        for r in rows:
+            producer.produce(target, key=r["key"], value=r["value"], partition=p, headers=r["headers"] or None)
+    assert producer.flush(30) == 0
+    return changed
