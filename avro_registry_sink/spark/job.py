@@ -56,12 +56,9 @@ from avro_registry_sink.spark.sources import (
     ENCODED_DDL,
     ORDER_COLUMNS,
     SourceSpec,
-    changelog_messages,
     changelog_stream,
     encode_storage_files,
     infer_table,
-    parse_changelog,
-    peek_changelog,
     resolve_storage_files,
     source_error_json,
 )
@@ -548,7 +545,7 @@ class _BatchProcessor:
         if self.options.source.is_storage:
             prepared = self._prepare_storage(spark, batch_df, output, missing)
         else:
-            prepared = self._prepare_changelog(spark, batch_df)
+            prepared = self._prepare_changelog(spark, batch_df, output)
         if prepared is None:
             self._end_side(batch_id)
             return
@@ -556,7 +553,7 @@ class _BatchProcessor:
         parsed, plans, early_errors, inputs, cleanup = prepared
         self._warnings.extend(self.manager.take_warnings())
         try:
-            one_pass = self.options.source.is_storage  # storage files: parsed and encoded in one executor pass
+            one_pass = True  # storage files and changelog messages: parsed and encoded in one executor pass
             errors = list(early_errors)
             if not one_pass:
                 errors += [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
@@ -954,61 +951,44 @@ class _BatchProcessor:
 
     # -- changelogs ----------------------------------------------------------------------------------
 
-    def _prepare_changelog(self, spark: SparkSession, batch_df: DataFrame) -> Any:
-        from pyspark.sql import functions as F
-
+    def _prepare_changelog(self, spark: SparkSession, batch_df: DataFrame, output: Any = None) -> Any:
+        """The batch's messages summarized (tables, column sets, commit-ts ranges, DDLs: one light executor
+        pass), the catalog brought up to date and the schemas registered on the driver, then parsed and encoded
+        in one executor pass (``spark.changelog_stage``); nothing is cached."""
         from avro_registry_sink.formats.canal_json import DdlEvent, events_from_canal
         from avro_registry_sink.formats.debezium_json import events_from_debezium
+        from avro_registry_sink.spark.changelog_stage import encode_changelog, summarize_changelog
 
         assert self.catalog is not None
         spec = self.options.source
         fmt = spec.kind
-        peeked = self._peeked = peek_changelog(changelog_messages(batch_df, spec), fmt).persist()
-        cleanup: list[Any] = [peeked]
-        # One pass for the driver: per kind and table the count, the commit-ts range and the first message
-        # (to describe a table nothing else describes).
-        order = F.struct("commit_ts", "order_file", "order_line")
-        summary = peeked.groupBy("kind", "schema", "table", "shape").agg(
-            F.count(F.lit(1)).alias("n"),
-            F.min("commit_ts").alias("low"),
-            F.max("commit_ts").alias("high"),
-            F.min_by("message", order).alias("first"),
-            F.min_by("source", order).alias("first_source"),
-        ).collect()
-        inputs = sum(int(r["n"]) for r in summary)
+        summary = summarize_changelog(batch_df, spec)
+        inputs = summary.inputs
         if inputs == 0:
-            peeked.unpersist()
             return None
         selection = self.manager.selection
-        excluded = {(r["schema"], r["table"]) for r in summary if r["kind"] in ("dml", "ddl") and r["schema"] is not None
+        stats = list(summary.groups)
+        ddl_rows = list(summary.ddls)
+        excluded = {(r["schema"], r["table"]) for r in stats + ddl_rows if r["schema"] is not None
                     and r["table"] is not None and not selection.admits(r["schema"], r["table"])}
         if excluded:  # [filter] rules: these tables' messages are counted and left out, DDLs included
-            for r in summary:
+            for r in stats + ddl_rows:
                 if (r["schema"], r["table"]) in excluded:
                     name = f"{r['schema']}.{r['table']}"
                     self._filtered[name] = self._filtered.get(name, 0) + int(r["n"])
-            names = [f"{s}\x00{t}" for s, t in excluded]
-            peeked = peeked.filter(~F.concat_ws("\x00", "schema", "table").isin(names) | F.col("table").isNull())
-            summary = [r for r in summary if (r["schema"], r["table"]) not in excluded]
-        stats = [r for r in summary if r["kind"] == "dml"]
+            stats = [r for r in stats if (r["schema"], r["table"]) not in excluded]
+            ddl_rows = [r for r in ddl_rows if (r["schema"], r["table"]) not in excluded]
         early: list[dict[str, Any]] = []
         changed = False
-        if any(r["kind"] in ("ddl", "error") for r in summary):
-            # Bad messages and DDLs reach the driver (both are few); DDLs in commit order start new versions.
-            special = peeked.filter("kind IN ('ddl', 'error')").select(
-                "kind", "message", "source", "commit_ts", "order_file", "order_line", "error").collect()
-            early = [json.loads(r["error"]) for r in special if r["kind"] == "error"]
-            ddl_rows = sorted((r for r in special if r["kind"] == "ddl"),
-                              key=lambda r: (r["commit_ts"] or 0, r["order_file"] or "", r["order_line"] or 0))
-            for row in ddl_rows:
-                try:
-                    got = (events_from_canal if fmt == "canal-json" else events_from_debezium)(
-                        row["message"], source=row["source"])
-                    for event in got:
-                        if isinstance(event, DdlEvent):
-                            changed |= self.catalog.apply(event)
-                except SourceError as exc:
-                    early.append(json.loads(source_error_json(exc, fmt=fmt, raw=row["message"])))
+        for row in ddl_rows:  # in commit order: each starts a new version
+            try:
+                got = (events_from_canal if fmt == "canal-json" else events_from_debezium)(
+                    row["message"], source=row["source"])
+                for event in got:
+                    if isinstance(event, DdlEvent):
+                        changed |= self.catalog.apply(event)
+            except SourceError as exc:
+                early.append(json.loads(source_error_json(exc, fmt=fmt, raw=row["message"])))
         for row in sorted(stats, key=lambda r: (r["schema"], r["table"], r["low"] or 0)):
             key = (row["schema"], row["table"])
             if key not in self.catalog.known():
@@ -1031,9 +1011,14 @@ class _BatchProcessor:
                 tables[(table.schema_name, table.table, table.version)] = table
         plans = self.manager.prepare_batch(tables.values())
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
-        parsed = parse_changelog(peeked, fmt, history).persist()
-        cleanup.append(parsed)
-        return parsed, plans, early, inputs, cleanup
+        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes) if plans else {}
+        if not plans:  # nothing to write: what the messages hold are dead letters only
+            encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded))
+            early += [json.loads(r[0]) for r in encoded.filter("error IS NOT NULL").select("error").collect()]
+            encoded = spark.createDataFrame([], ENCODED_DDL)
+        else:
+            encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded), output)
+        return encoded, plans, early, inputs, []
 
 
 # --------------------------------------------------------------------------------------------------

@@ -68,9 +68,11 @@ __all__ = [
     "infer_table",
     "location_of",
     "parse_changelog",
+    "parse_message",
     "parse_source",
     "parse_storage_files",
     "peek_changelog",
+    "peek_message",
     "resolve_storage_files",
     "source_error_json",
 ]
@@ -782,6 +784,42 @@ def _shape(msg: Mapping[str, Any]) -> str | None:
     return ",".join(sorted(str(k).lower() for k in types)) if isinstance(types, Mapping) and types else None
 
 
+def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str | None, str | None, int | None, str | None,
+                                                                 str | None, str | None]:
+    """What one changelog message is, the per-message way: ``(kind, schema, table, commit_ts, message, error,
+    shape)`` with kind ``dml``/``ddl``/``watermark``/``skip``/``error`` (``message``: the JSON text, a saved
+    Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: see :func:`peek_changelog`)."""
+    from avro_registry_sink.formats import canal_json, debezium_json
+
+    if message is None or not message.strip():
+        if fmt == "debezium-json":
+            return "skip", None, None, None, message, None, None
+        return "error", None, None, None, message, _error_json(source, "empty message",
+                                                                  f"{source}: empty canal-json message."), None
+    peek = canal_json.peek if fmt == "canal-json" else debezium_json.peek
+    try:
+        msg = json.loads(message)
+        if isinstance(msg, Mapping):
+            msg, text = _unwrap_dump(msg, fmt, source)
+            message = text if text is not None else message
+        if msg is None and fmt == "debezium-json":  # Debezium's tombstone after a delete
+            return "skip", None, None, None, message, None, None
+        if not isinstance(msg, Mapping):
+            raise SourceError("expected a JSON object.", reason="not an object")
+        kind, schema, table, commit_ts = peek(msg)
+        shape = _shape(msg) if fmt == "canal-json" and kind == "dml" else None
+        return kind, schema, table, commit_ts, message, None, shape
+    except Exception as exc:  # noqa: BLE001 - reported as bad input, never fails the batch
+        if isinstance(exc, SourceError):
+            reason, text = exc.context.get("reason"), exc.message
+        elif isinstance(exc, json.JSONDecodeError):
+            reason = text = f"not valid JSON ({exc})"
+        else:
+            reason = text = f"{type(exc).__name__}: {exc}"
+        text = text if text.startswith(source) else f"{source}: {text}"
+        return "error", None, None, None, message, _error_json(source, str(reason), text, fmt=fmt, raw=message), None
+
+
 def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
     """Executor stage 1: classify every message (``dml``/``ddl``/``watermark``/``skip``/``error``).
 
@@ -791,9 +829,6 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
     The message text is kept for every row (stage 2 parses the DMLs); only DDLs, per-table commit-ts
     ranges and one message per table reach the driver.
     """
-    from avro_registry_sink.formats import canal_json, debezium_json
-
-    peek = canal_json.peek if fmt == "canal-json" else debezium_json.peek
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
@@ -803,39 +838,54 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
                     if error is not None:
                         yield (message, source, order_file, order_line, "error", None, None, None, error, None)
                         continue
-                    if message is None or not message.strip():
-                        kind = "skip" if fmt == "debezium-json" else "error"
-                        err = None if kind == "skip" else _error_json(source, "empty message",
-                                                                      f"{source}: empty canal-json message.")
-                        yield (message, source, order_file, order_line, kind, None, None, None, err, None)
-                        continue
-                    try:
-                        msg = json.loads(message)
-                        if isinstance(msg, Mapping):
-                            msg, text = _unwrap_dump(msg, fmt, source)
-                            message = text if text is not None else message
-                        if msg is None and fmt == "debezium-json":  # Debezium's tombstone after a delete
-                            yield (message, source, order_file, order_line, "skip", None, None, None, None, None)
-                            continue
-                        if not isinstance(msg, Mapping):
-                            raise SourceError("expected a JSON object.", reason="not an object")
-                        kind, schema, table, commit_ts = peek(msg)
-                        shape = _shape(msg) if fmt == "canal-json" and kind == "dml" else None
-                        yield (message, source, order_file, order_line, kind, schema, table, commit_ts, None, shape)
-                    except Exception as exc:  # noqa: BLE001 - reported as bad input, never fails the batch
-                        if isinstance(exc, SourceError):
-                            reason, text = exc.context.get("reason"), exc.message
-                        elif isinstance(exc, json.JSONDecodeError):
-                            reason = text = f"not valid JSON ({exc})"
-                        else:
-                            reason = text = f"{type(exc).__name__}: {exc}"
-                        text = text if text.startswith(source) else f"{source}: {text}"
-                        yield (message, source, order_file, order_line, "error", None, None, None,
-                               _error_json(source, str(reason), text, fmt=fmt, raw=message), None)
+                    kind, schema, table, commit_ts, text, err, shape = peek_message(message, source, fmt)
+                    yield (text, source, order_file, order_line, kind, schema, table, commit_ts, err, shape)
 
         yield from _batches(rows(), PEEKED_DDL)
 
     return messages.mapInArrow(run, PEEKED_DDL)
+
+
+def parse_message(message: str, source: str, fmt: str, schema: str, table_name: str, commit_ts: int,
+                  order: tuple[Any, str, int], history: Mapping[tuple[str, str], list[tuple[int, TableDef]]]
+                  ) -> Iterator[tuple[Any, ...]]:
+    """One DML message (as :func:`peek_message` saw it) -> :data:`PARSED_DDL` rows, the per-message way: its
+    change rows (an UPDATE of the key split in two), or one error row."""
+    from avro_registry_sink.formats.canal_json import events_from_canal
+    from avro_registry_sink.formats.debezium_json import events_from_debezium
+
+    versions = history.get((schema, table_name))
+    if not versions:
+        yield _error_row(_error_json(
+            source, "unknown table",
+            f"{source}: no definition of {schema}.{table_name}: its messages carry no usable type "
+            "information; give its CREATE TABLE with --tables, or start from the topic's DDL.",
+            fmt=fmt, raw=message, schema=schema, table=table_name, commit_ts=commit_ts),
+            order, schema, table_name, source)
+        return
+    table = pick_version(versions, commit_ts)
+    try:
+        if fmt == "canal-json":
+            got = events_from_canal(message, table=table, table_version=table.version, source=source)
+        else:
+            got = events_from_debezium(message, tables={(schema, table_name): table},
+                                       table_version=table.version, source=source)
+    except SourceError as exc:
+        yield _error_row(source_error_json(exc, fmt=fmt, raw=message, schema=schema, table=table_name,
+                                           table_version=table.version, commit_ts=commit_ts),
+                         order, schema, table_name, source)
+        return
+    except Exception as exc:  # noqa: BLE001 - a message the reader chokes on is bad input too
+        reason = f"{type(exc).__name__}: {exc}"
+        yield _error_row(_error_json(source, reason, f"{source}: cannot be read: {reason}", fmt=fmt,
+                                     raw=message, schema=schema, table=table_name,
+                                     table_version=table.version, commit_ts=commit_ts),
+                         order, schema, table_name, source)
+        return
+    for event in got:
+        if isinstance(event, ChangeEvent):
+            for part in split_key_change(event, table):
+                yield _event_row(part, table.version, order)
 
 
 def parse_changelog(
@@ -849,49 +899,15 @@ def parse_changelog(
     history = {key: list(versions) for key, versions in history.items()}
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from avro_registry_sink.formats.canal_json import events_from_canal
-        from avro_registry_sink.formats.debezium_json import events_from_debezium
-
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
                 data = batch.to_pydict()
                 for i in range(batch.num_rows):
-                    message, source = data["message"][i], data["source"][i]
-                    schema, table_name, commit_ts = data["schema"][i], data["table"][i], data["commit_ts"][i]
+                    commit_ts = data["commit_ts"][i]
                     # commit order first: the same row may sit in several input partitions (ts dispatch)
                     order = (commit_ts, data["order_file"][i], data["order_line"][i])
-                    versions = history.get((schema, table_name))
-                    if not versions:
-                        yield _error_row(_error_json(
-                            source, "unknown table",
-                            f"{source}: no definition of {schema}.{table_name}: its messages carry no usable type "
-                            "information; give its CREATE TABLE with --tables, or start from the topic's DDL.",
-                            fmt=fmt, raw=message, schema=schema, table=table_name, commit_ts=commit_ts),
-                            order, schema, table_name, source)
-                        continue
-                    table = pick_version(versions, commit_ts)
-                    try:
-                        if fmt == "canal-json":
-                            got = events_from_canal(message, table=table, table_version=table.version, source=source)
-                        else:
-                            got = events_from_debezium(message, tables={(schema, table_name): table},
-                                                       table_version=table.version, source=source)
-                    except SourceError as exc:
-                        yield _error_row(source_error_json(exc, fmt=fmt, raw=message, schema=schema, table=table_name,
-                                                            table_version=table.version, commit_ts=commit_ts),
-                                         order, schema, table_name, source)
-                        continue
-                    except Exception as exc:  # noqa: BLE001 - a message the reader chokes on is bad input too
-                        reason = f"{type(exc).__name__}: {exc}"
-                        yield _error_row(_error_json(source, reason, f"{source}: cannot be read: {reason}", fmt=fmt,
-                                                     raw=message, schema=schema, table=table_name,
-                                                     table_version=table.version, commit_ts=commit_ts),
-                                         order, schema, table_name, source)
-                        continue
-                    for event in got:
-                        if isinstance(event, ChangeEvent):
-                            for part in split_key_change(event, table):
-                                yield _event_row(part, table.version, order)
+                    yield from parse_message(data["message"][i], data["source"][i], fmt, data["schema"][i],
+                                             data["table"][i], commit_ts, order, history)
 
         yield from _batches(rows(), PARSED_DDL)
 
