@@ -416,13 +416,23 @@ def canal_rows(messages: pa.Array, versions: TableVersions) -> Rows:
     return out
 
 
+#: A piece of messages Arrow's reader refuses is read again as this many smaller pieces (down to
+#: :data:`_SMALLEST_PIECE` messages), so a bad message sends only its own piece the per-message way.
+_PIECES = 16
+_SMALLEST_PIECE = 64
+
+
 def _canal_part(texts: pa.Array, todo: np.ndarray, columns: tuple[str, ...], versions: TableVersions, out: Rows,
                 slow: np.ndarray, skipped: np.ndarray) -> None:
     """Read the messages ``todo`` (indexes into ``texts``) whose table versions have the column names ``columns``."""
     sub = texts.take(pa.array(todo))
     parsed = _read(sub, _canal_schema(columns)) if columns else None
     if parsed is None:
-        slow[todo] = True
+        if columns and todo.size > _SMALLEST_PIECE:
+            for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
+                _canal_part(texts, piece, columns, versions, out, slow, skipped)
+        else:
+            slow[todo] = True
         return
     m = len(todo)
     kind = parsed.column("type").combine_chunks()

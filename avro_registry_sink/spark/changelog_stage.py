@@ -195,8 +195,55 @@ class Summary:
     ddls: list[dict[str, Any]]
 
 
-_MTYPE = r'"mysqlType"\s*:\s*(?P<m>\{[^{}]*\})'
-_MTYPE_OPEN = r'"mysqlType"\s*:\s*\{'
+def _mysql_types(sub: pa.Array, rows: np.ndarray) -> tuple[list[str | None], np.ndarray]:
+    """The ``mysqlType`` object of each message ``rows`` of ``sub`` as its text (``None``: none, or ``null``),
+    cut out of the message as it is; and the messages where the cut is unsure (read one by one instead).
+
+    A cut ends at the first ``}``: every cut is checked to be a JSON object of strings, so a ``}`` inside a
+    type text (which leaves the cut unterminated) is caught."""
+    from avro_registry_sink.formats.changelog_arrow import _offsets_and_data
+
+    offsets, data = _offsets_and_data(sub)
+    body = data.tobytes()
+    key = b'"mysqlType"'
+    out: list[str | None] = []
+    unsure = np.zeros(rows.size, bool)
+    checked: dict[bytes, bool] = {}
+    for j, i in enumerate(rows.tolist()):
+        start, end = int(offsets[i]), int(offsets[i + 1])
+        at = body.find(key, start, end)
+        if at < 0:
+            out.append(None)
+            continue
+        at += len(key)
+        while at < end and body[at] in b" \t":
+            at += 1
+        if at >= end or body[at] != 0x3A:  # ':'
+            unsure[j] = True
+            out.append(None)
+            continue
+        at += 1
+        while at < end and body[at] in b" \t":
+            at += 1
+        if body.startswith(b"null", at):
+            out.append(None)
+            continue
+        close = body.find(b"}", at, end) if at < end and body[at] == 0x7B else -1
+        cut = body[at: close + 1] if close >= 0 else b""
+        good = checked.get(cut)
+        if good is None:
+            try:
+                value = json.loads(cut)
+                good = isinstance(value, dict)
+            except ValueError:
+                good = False
+            checked[cut] = good
+        if not good:
+            unsure[j] = True
+            out.append(None)
+            continue
+        out.append(cut.decode("utf-8"))
+    return out, unsure
 
 
 def _canal_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
@@ -216,11 +263,18 @@ def _canal_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
     table = parsed.column("table").combine_chunks()
     named = _valid(schema) & _valid(table)
     kind = np.where(watermark, 2, np.where(ddl, 1, np.where(named & has_ts, 0, -1)))
-    found = pc.extract_regex(sub, _MTYPE)
-    mtype = pc.struct_field(found, [0])
-    lost = ~_valid(found) & _np(pc.match_substring_regex(sub, _MTYPE_OPEN), False)
-    kind = np.where((kind == 0) & lost, -1, kind)  # a mysqlType the cut cannot take: the whole message is read
+    dml = np.flatnonzero(kind == 0)
+    cuts, unsure = _mysql_types(sub, dml)
+    kind[dml[unsure]] = -1  # a mysqlType the cut cannot take: the whole message is read
+    mtype = pa.array(_spread(cuts, dml, len(sub)), pa.string())
     return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts, "mtype": mtype, "sub": sub}
+
+
+def _spread(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
+    out: list[Any] = [None] * n
+    for value, row in zip(values, rows.tolist()):
+        out[row] = value
+    return out
 
 
 def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list[Any]], ddls: list[dict[str, Any]],
