@@ -49,6 +49,20 @@ class TableVersions:
     history: Mapping[tuple[str, str], Sequence[tuple[int, TableDef]]]
     planned: frozenset[PlanKey] = frozenset()
     excluded: frozenset[tuple[str, str]] = frozenset()
+    #: Known in advance (no summary of the batch): a message the driver must see first (a DDL, a table or table
+    #: version without a plan, a canal-json column set other than ``shapes`` says) sets :attr:`Rows.needs`.
+    strict: bool = False
+    #: Per table (canal-json, tables without ``--tables``): its newest version's column names, lower case,
+    #: sorted and joined by commas (what a message's ``mysqlType`` must list).
+    shapes: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    #: ``[filter] rules`` (a :class:`~avro_registry_sink.table_filter.TableFilter`), for tables not in ``history``.
+    table_filter: Any = None
+
+    def left_out(self, name: tuple[str, str]) -> bool:
+        """Whether ``[filter] rules`` leave the table out."""
+        if name in self.excluded:
+            return True
+        return self.table_filter is not None and not self.table_filter.matches(*name)
 
 
 @dataclass
@@ -71,6 +85,8 @@ class Rows:
     tables: list[TableRows] = field(default_factory=list)
     slow: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     skipped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    needs: str | None = None  # (strict) why the driver must see the batch first
+    filtered: dict[tuple[str, str], int] = field(default_factory=dict)  # messages of tables left out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -455,15 +471,25 @@ def _canal_part(texts: pa.Array, todo: np.ndarray, columns: tuple[str, ...], ver
     key_code = np.full(m, -1, np.int64)
     keys: list[PlanKey] = []
     tables: list[TableDef] = []
+    if versions.strict:
+        for code in np.unique(codes[is_ddl]):
+            if code < 0 or not versions.left_out(names[code]):
+                out.needs = out.needs or "a DDL"
     for code, name in enumerate(names):
-        rows = np.flatnonzero((codes == code) & ~quiet & ~reject)
-        if not rows.size:
-            continue
-        if name in versions.excluded:
+        mine = codes == code
+        rows = np.flatnonzero(mine & ~quiet & ~reject)
+        if versions.left_out(name):
+            left = rows.size + int(np.count_nonzero(mine & is_ddl & ~watermark))
+            if left:
+                out.filtered[name] = out.filtered.get(name, 0) + left
             quiet[rows] = True
+            continue
+        if not rows.size:
             continue
         history = versions.history.get(name)
         if not history:
+            if versions.strict:
+                out.needs = out.needs or f"table {name[0]}.{name[1]}"
             reject[rows] = True  # unknown table: the per-message reader reports it
             continue
         picked = _pick(history, ts[rows])
@@ -471,8 +497,16 @@ def _canal_part(texts: pa.Array, todo: np.ndarray, columns: tuple[str, ...], ver
             version, definition = history[int(i)]
             key = (name[0], name[1], version)
             chosen = rows[picked == i]
-            if key not in versions.planned or tuple(c.name for c in definition.columns) != columns:
+            if key not in versions.planned:
+                if versions.strict:
+                    out.needs = out.needs or f"version {version} of {name[0]}.{name[1]}"
                 reject[chosen] = True
+                continue
+            if tuple(c.name for c in definition.columns) != columns:
+                reject[chosen] = True
+                continue
+            if versions.strict and name in versions.shapes and not _same_shape(parsed, chosen, versions.shapes[name]):
+                out.needs = out.needs or f"the columns of {name[0]}.{name[1]}"
                 continue
             if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns)):
                 reject[chosen] = True  # a type change without a name change: rare, one by one
@@ -624,6 +658,22 @@ def _canal_part(texts: pa.Array, todo: np.ndarray, columns: tuple[str, ...], ver
         part = batch if mine.size == len(groups) else batch.take(pa.array(mine))
         out.tables.append(TableRows(key=key, columns=part, op_codes=row_op[mine], commit_ts=ts[msg[mine]],
                                     message=todo[msg[mine]]))
+
+
+def _same_shape(parsed: pa.Table, rows: np.ndarray, shape: str) -> bool:
+    """Whether the messages ``rows`` list exactly the columns ``shape`` names in ``mysqlType`` (or have none)."""
+    mysql = parsed.column("mysqlType").combine_chunks().take(pa.array(rows))
+    present = _valid(mysql)
+    if not present.any():
+        return True
+    names = []
+    for index, f in enumerate(mysql.type):
+        valid = _valid(pc.struct_field(mysql, [index]))[present]
+        if valid.all():
+            names.append(f.name.lower())
+        elif valid.any():
+            return False  # messages of two column sets (or a null type): the driver decides
+    return ",".join(sorted(names)) == shape
 
 
 def _converts_differently(a: ColumnDef, b: ColumnDef) -> bool:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.accumulators import AccumulatorParam
 
 from avro_registry_sink.table import TableDef
 
@@ -467,18 +468,77 @@ def _with_raw(errors: pa.Array, raw_of: Any, fmt: str) -> pa.Array:
     return pa.array([None if e is None else _dead_letter(e, fmt, raw_of(i)) for i, e in enumerate(values)], pa.string())
 
 
+#: In the text of the exception a strict pass raises (see :class:`NeedsSummary`).
+NEEDS_SUMMARY = "AVRO_SINK_NEEDS_SUMMARY"
+
+
+class NeedsSummary(Exception):
+    """Raised by a strict pass (see :func:`encode_changelog`): the batch holds something the driver must see
+    before anything is encoded. It fails the Spark job before any record is handed on (the encode stage ends
+    in a shuffle, or is counted before the write), and the job reads the batch again with its summary."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{NEEDS_SUMMARY}: {why}")
+
+
+class CountsParam(AccumulatorParam):  # type: ignore[type-arg]
+    """A Spark accumulator of what a strict pass saw: ``{"n": messages, "filtered": {"schema.table": n}}``."""
+
+    def zero(self, value: dict[str, Any]) -> dict[str, Any]:
+        return {"n": 0, "filtered": {}}
+
+    def addInPlace(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        a["n"] += b.get("n", 0)
+        for name, count in b.get("filtered", {}).items():
+            a["filtered"][name] = a["filtered"].get(name, 0) + count
+        return a
+
+
+def _check_message(versions: Any, kind: str, schema: Any, table: Any, commit_ts: Any, shape: str | None,
+                   filtered: dict[tuple[str, str], int]) -> bool:
+    """A message read one by one, in a strict pass: whether it is left out (counted), or raise
+    :class:`NeedsSummary` when the driver must see it first."""
+    from avro_registry_sink.tabledef.catalog import pick_version
+
+    if kind not in ("dml", "ddl"):
+        return False
+    name = (schema, table)
+    if schema is not None and table is not None and versions.left_out(name):
+        filtered[name] = filtered.get(name, 0) + 1
+        return True
+    if not versions.strict:
+        return False
+    if kind == "ddl":
+        raise NeedsSummary("a DDL")
+    history = versions.history.get(name)
+    if not history:
+        raise NeedsSummary(f"table {schema}.{table}")
+    version = pick_version(list(history), commit_ts).version
+    if (schema, table, version) not in versions.planned:
+        raise NeedsSummary(f"version {version} of {schema}.{table}")
+    if shape is not None and name in versions.shapes and shape != versions.shapes[name]:
+        raise NeedsSummary(f"the columns of {schema}.{table}")
+    return False
+
+
 def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[str, str, int], Any],
                   history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
-                  excluded: frozenset[tuple[str, str]]) -> Iterator[pa.RecordBatch]:
+                  excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
+                  ) -> Iterator[pa.RecordBatch]:
     from avro_registry_sink.formats.changelog_arrow import canal_rows
     from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
 
     n = len(chunk.messages)
     pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
+    filtered = {} if filtered is None else filtered
     if fmt == "canal-json":
         found = canal_rows(chunk.messages if not pre.any() else pc.if_else(pa.array(pre), pa.scalar(None, chunk.messages.type),
                                                                           chunk.messages), versions)
+        if found.needs is not None:
+            raise NeedsSummary(found.needs)
         tables, slow = found.tables, found.slow
+        for name, count in found.filtered.items():
+            filtered[name] = filtered.get(name, 0) + count
     else:
         tables, slow = [], np.arange(n)
     messages = chunk.messages
@@ -512,12 +572,12 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                                        raw=(text or "").encode("utf-8", "surrogateescape")), r, order_file[r]))
             failed_ts.append(None)
             continue
-        kind, schema, table, commit_ts, message, error, _shape = peek_message(text, source, fmt)
+        kind, schema, table, commit_ts, message, error, shape = peek_message(text, source, fmt)
         if kind == "error":
             failed.append((error or "{}", r, order_file[r]))
             failed_ts.append(None)
             continue
-        if kind != "dml" or (schema, table) in excluded:
+        if _check_message(versions, kind, schema, table, commit_ts, shape, filtered) or kind != "dml":
             continue
         order = (commit_ts, order_file[r], int(chunk.order_line[r]))
         for row in parse_message(message or "", source, fmt, schema or "", table or "", commit_ts or 0, order, history):
@@ -546,13 +606,19 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
 
 def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
                      plans: Mapping[tuple[str, str, int], Any], excluded: frozenset[tuple[str, str]] = frozenset(),
-                     output: Any = None) -> DataFrame:
+                     output: Any = None, *, strict: bool = False, shapes: Mapping[tuple[str, str], str] | None = None,
+                     table_filter: Any = None, counts: Any = None) -> DataFrame:
     """Executor pass 2 (see the module docs): the batch's messages -> :data:`~avro_registry_sink.spark.sources.ENCODED_DDL`.
 
     ``history`` holds each table's versions (a message is read with the newest version at or before its commit
     ts), ``plans`` the :class:`~avro_registry_sink.spark.stage.StagePlan` of every version the batch uses,
     ``excluded`` the tables ``[filter] rules`` leave out; ``output`` a
     :class:`~avro_registry_sink.spark.tally.StageOutput`.
+
+    ``strict``: the batch was not summarized (the plans are those of earlier batches): a message the driver
+    must see first (a DDL, a table or version without a plan, canal-json columns other than ``shapes`` names)
+    raises :class:`NeedsSummary`; ``table_filter`` leaves tables out, counted with the messages in ``counts``
+    (an accumulator of :class:`CountsParam`).
     """
     from avro_registry_sink.formats.changelog_arrow import TableVersions
     from avro_registry_sink.spark.sources import ENCODED_DDL
@@ -562,10 +628,14 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     history = {key: list(versions) for key, versions in history.items()}
     plans = dict(plans)
     excluded = frozenset(excluded)
-    versions = TableVersions(history=history, planned=frozenset(plans), excluded=excluded)
+    versions = TableVersions(history=history, planned=frozenset(plans), excluded=excluded, strict=strict,
+                             shapes=dict(shapes or {}), table_filter=table_filter)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for chunk in _chunks(batches, spec):
-            yield from _encode_chunk(chunk, fmt, versions, plans, history, excluded)
+            seen: dict[tuple[str, str], int] = {}
+            yield from _encode_chunk(chunk, fmt, versions, plans, history, excluded, seen)
+            if counts is not None:
+                counts.add({"n": len(chunk.messages), "filtered": {f"{s}.{t}": k for (s, t), k in seen.items()}})
 
     return _input_frame(batch_df, spec).mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL))

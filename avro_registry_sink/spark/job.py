@@ -467,6 +467,11 @@ class _BatchProcessor:
         self.side = SideState(self.state)
         self.owners = TopicOwners(self.side)  # claimed in the router before the first batch
         self._owners_claimed = False
+        self._changelog_plans: dict[PlanKey, TablePlan] = {}  # every version a summarized batch of this run planned
+        self._strict_batch: int | None = None  # the batch read without a summary (see _prepare_changelog)
+        self._summary: tuple[int, Any] | None = None  # the summary of a batch read again with it
+        self._late_report: Callable[[BatchReport], None] | None = None  # fills the report once the batch is written
+        self._counts: Any = None  # the run's accumulator of what strict passes saw
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
@@ -482,8 +487,17 @@ class _BatchProcessor:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
             self.current_batch = batch_id
+            side = self._side_batch
             try:
-                self._process(batch_df, batch_id)
+                try:
+                    self._process(batch_df, batch_id)
+                except Exception:
+                    if self._strict_batch != batch_id or not self._summary_has_news(batch_df, batch_id):
+                        raise
+                    # The batch holds what the driver must see first (a DDL, a new table or version, new
+                    # columns): the strict pass stopped before handing on any record; read it with its summary.
+                    self._side_batch = side
+                    self._process(batch_df, batch_id)
             except BaseException as exc:
                 self.failure = exc
                 self.failed_batch = batch_id
@@ -533,6 +547,7 @@ class _BatchProcessor:
 
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
+        self._late_report = None
         spark = batch_df.sparkSession
         if not self._owners_claimed:  # topics and subjects of earlier runs of the checkpoint: theirs alone
             self.owners.claim_all(self.router, batch_id)
@@ -604,6 +619,8 @@ class _BatchProcessor:
             failpoint("job.after-dead-letters")
             self._end_side(batch_id)
             failpoint("job.after-side-write")
+            if self._late_report is not None:
+                self._late_report(report)
             report.seconds = round(time.time() - started, 3)
             self.totals.add(report)
             self.progress.batch(report, self.totals)
@@ -962,7 +979,14 @@ class _BatchProcessor:
         assert self.catalog is not None
         spec = self.options.source
         fmt = spec.kind
-        summary = summarize_changelog(batch_df, spec)
+        batch_id = self.current_batch
+        if self._changelog_plans and (self._summary is None or self._summary[0] != batch_id):
+            return self._strict_changelog(spark, batch_df, output)
+        if self._summary is not None and self._summary[0] == batch_id:
+            summary = self._summary[1]
+        else:
+            summary = summarize_changelog(batch_df, spec)
+        self._summary = None
         inputs = summary.inputs
         if inputs == 0:
             return None
@@ -1010,6 +1034,7 @@ class _BatchProcessor:
             for table in self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]):
                 tables[(table.schema_name, table.table, table.version)] = table
         plans = self.manager.prepare_batch(tables.values())
+        self._changelog_plans.update(plans)
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
         stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes) if plans else {}
         if not plans:  # nothing to write: what the messages hold are dead letters only
@@ -1019,6 +1044,77 @@ class _BatchProcessor:
         else:
             encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded), output)
         return encoded, plans, early, inputs, []
+
+    def _strict_changelog(self, spark: SparkSession, batch_df: DataFrame, output: Any) -> Any:
+        """A batch read without a summary: with the table versions and plans of earlier batches, in one Spark job.
+
+        Running continuously, almost every batch holds only tables and versions already planned; reading it
+        once saves a pass over the messages and a Spark job. Should a message need the driver first (a DDL, a
+        new table, version or column set), the executor stops the job before any record is handed on and
+        :meth:`__call__` reads the batch again with its summary."""
+        from avro_registry_sink.spark.changelog_stage import CountsParam, encode_changelog
+
+        assert self.catalog is not None
+        spec = self.options.source
+        self._strict_batch = self.current_batch
+        known = self.catalog.known()
+        history = self.catalog.history(known)
+        plans = dict(self._changelog_plans)
+        shapes = {}
+        if spec.kind == "canal-json":
+            for key in known:
+                latest = self.catalog.latest(*key)
+                if key not in self.hints and latest is not None:
+                    shapes[key] = ",".join(sorted(c.name.lower() for c in latest.columns))
+        if self._counts is None:
+            self._counts = spark.sparkContext.accumulator({"n": 0, "filtered": {}}, CountsParam())
+        else:
+            self._counts.value = {"n": 0, "filtered": {}}
+        counts = self._counts
+        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
+        encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(), output, strict=True,
+                                   shapes=shapes, table_filter=self.manager.selection.table_filter, counts=counts)
+
+        def late(report: BatchReport) -> None:
+            value = counts.value
+            report.inputs = int(value["n"])
+            for name, n in value["filtered"].items():
+                report.filtered[name] = report.filtered.get(name, 0) + int(n)
+
+        self._late_report = late
+        return encoded, plans, [], 0, []
+
+    def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
+        """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again
+        with the summary computed here); ``False`` means the failure has another cause."""
+        from avro_registry_sink.spark.changelog_stage import summarize_changelog
+
+        try:
+            summary = summarize_changelog(batch_df, self.options.source)
+        except Exception:  # noqa: BLE001 - the original failure is the one to report
+            return False
+        self._summary = (batch_id, summary)
+        assert self.catalog is not None
+        selection = self.manager.selection
+        canal = self.options.source.kind == "canal-json"
+        for row in summary.ddls:
+            if row["schema"] is None or row["table"] is None or selection.admits(row["schema"], row["table"]):
+                return True
+        for row in summary.groups:
+            key = (row["schema"], row["table"])
+            if not selection.admits(*key):
+                continue
+            latest = self.catalog.latest(*key)
+            if latest is None:
+                return True
+            if canal and row["shape"] and key not in self.hints and \
+                    row["shape"] != ",".join(sorted(c.name.lower() for c in latest.columns)):
+                return True
+            for table in self.catalog.versions_between(key[0], key[1], row["low"], row["high"]):
+                if (table.schema_name, table.table, table.version) not in self._changelog_plans:
+                    return True
+        self._summary = None
+        return False
 
 
 # --------------------------------------------------------------------------------------------------
