@@ -214,6 +214,9 @@ def _drive(bootstrap: str, source: str, outputs: list[str], rate: int, seconds: 
     warm = Feeder(bootstrap, source, min(rate, 2000), warmup, templates, partitions)
     warm.start()
     warm.join()
+    deadline = time.time() + 180  # the warm-up's records through: the job has caught up
+    while len(watcher.seen) < warm.sent and time.time() < deadline:
+        time.sleep(0.2)
     time.sleep(1.0)
     start_ms = int(time.time() * 1000)
     feeder = Feeder(bootstrap, source, rate, seconds, templates, partitions)
@@ -247,6 +250,8 @@ def run_product(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: f
     class Progress(NullProgress):
         def batch(self, report: Any, totals: Any) -> None:
             batches.append(report.seconds)
+            if os.environ.get("BENCH_LATENCY_DEBUG"):
+                print(f"batch {report.batch_id}: {report.inputs} messages, {report.seconds:.2f} s", flush=True)
 
     result = Result("product run --trigger-interval '0 seconds'", rate)
     errors: list[BaseException] = []

@@ -472,6 +472,7 @@ class _BatchProcessor:
         self._summary: tuple[int, Any] | None = None  # the summary of a batch read again with it
         self._late_report: Callable[[BatchReport], None] | None = None  # fills the report once the batch is written
         self._counts: Any = None  # the run's accumulator of what strict passes saw
+        self._last_inputs: int | None = None  # messages of the last changelog batch
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
@@ -988,6 +989,7 @@ class _BatchProcessor:
             summary = summarize_changelog(batch_df, spec)
         self._summary = None
         inputs = summary.inputs
+        self._last_inputs = inputs
         if inputs == 0:
             return None
         selection = self.manager.selection
@@ -1035,6 +1037,7 @@ class _BatchProcessor:
                 tables[(table.schema_name, table.table, table.version)] = table
         plans = self.manager.prepare_batch(tables.values())
         self._changelog_plans.update(plans)
+        batch_df = self._one_task_if_small(batch_df, inputs)
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
         stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes) if plans else {}
         if not plans:  # nothing to write: what the messages hold are dead letters only
@@ -1071,18 +1074,31 @@ class _BatchProcessor:
         else:
             self._counts.value = {"n": 0, "filtered": {}}
         counts = self._counts
+        batch_df = self._one_task_if_small(batch_df, self._last_inputs)
         stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
         encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(), output, strict=True,
                                    shapes=shapes, table_filter=self.manager.selection.table_filter, counts=counts)
 
         def late(report: BatchReport) -> None:
             value = counts.value
-            report.inputs = int(value["n"])
+            report.inputs = self._last_inputs = int(value["n"])
             for name, n in value["filtered"].items():
                 report.filtered[name] = report.filtered.get(name, 0) + int(n)
 
         self._late_report = late
         return encoded, plans, [], 0, []
+
+    #: A changelog batch of fewer messages is read, encoded and written by one task, without a shuffle: the
+    #: shuffle (and the second Spark stage) costs more than the parallelism saves.
+    SMALL_BATCH = 50_000
+
+    def _one_task_if_small(self, batch_df: DataFrame, inputs: int | None) -> DataFrame:
+        """The batch as one Spark partition when it is small (``inputs``: its message count, or the last batch's),
+        which then needs no shuffle to put each Kafka partition's records in order (``_for_sink``)."""
+        if inputs is None or inputs >= self.SMALL_BATCH or self.options.output_partitions:
+            return batch_df
+        self._single_input = True
+        return batch_df.coalesce(1)
 
     def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
         """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again
