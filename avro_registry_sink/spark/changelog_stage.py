@@ -196,58 +196,67 @@ class Summary:
     ddls: list[dict[str, Any]]
 
 
-def _mysql_types(sub: pa.Array, rows: np.ndarray) -> tuple[list[str | None], np.ndarray]:
-    """The ``mysqlType`` object of each message ``rows`` of ``sub`` as its text (``None``: none, or ``null``),
-    cut out of the message as it is; and the messages where the cut is unsure (read one by one instead).
+def _mysql_types(body: Any, rows: np.ndarray) -> tuple[list[str | None], np.ndarray]:
+    """The ``mysqlType`` object of each message ``rows`` (of a :class:`~avro_registry_sink.formats.changelog_arrow.Body`)
+    as its text (``None``: none, or ``null``), cut out of the message as it is; and the messages where the cut is
+    unsure (read one by one instead).
 
-    A cut ends at the first ``}``: every cut is checked to be a JSON object of strings, so a ``}`` inside a
-    type text (which leaves the cut unterminated) is caught."""
-    from avro_registry_sink.formats.changelog_arrow import _offsets_and_data
-
-    offsets, data = _offsets_and_data(sub)
-    body = data.tobytes()
-    key = b'"mysqlType"'
+    A cut ends at the first ``}``: every distinct cut is checked to be a JSON object, so a ``}`` inside a type
+    text (which leaves the cut unterminated) is caught."""
+    text = body.bytes
+    find, starts, ends = text.find, body.starts, body.ends
     out: list[str | None] = []
     unsure = np.zeros(rows.size, bool)
-    checked: dict[bytes, bool] = {}
+    checked: dict[bytes, str | None] = {}
+    key, key_null = b'"mysqlType":{', b'"mysqlType":null'
     for j, i in enumerate(rows.tolist()):
-        start, end = int(offsets[i]), int(offsets[i + 1])
-        at = body.find(key, start, end)
-        if at < 0:
+        start, end = starts[i], ends[i]
+        at = find(key, start, end)
+        if at >= 0 and find(b'"mysqlType"', start, at) < 0:
+            close = find(b"}", at, end)
+            cut = text[at + 12: close + 1] if close >= 0 else b""
+        elif find(b'"mysqlType"', start, end) < 0:
             out.append(None)
             continue
-        at += len(key)
-        while at < end and body[at] in b" \t":
-            at += 1
-        if at >= end or body[at] != 0x3A:  # ':'
-            unsure[j] = True
+        elif find(key_null, start, end) >= 0 and find(b'"mysqlType"', start, find(key_null, start, end)) < 0:
             out.append(None)
             continue
-        at += 1
-        while at < end and body[at] in b" \t":
-            at += 1
-        if body.startswith(b"null", at):
-            out.append(None)
-            continue
-        close = body.find(b"}", at, end) if at < end and body[at] == 0x7B else -1
-        cut = body[at: close + 1] if close >= 0 else b""
-        good = checked.get(cut)
-        if good is None:
+        else:  # spaces around the colon, or the key elsewhere first: the cut of the general form
+            cut = _general_cut(text, start, end)
+            if cut is None:
+                out.append(None)
+                continue
+        good = checked.get(cut, "?")
+        if good == "?":
             try:
-                value = json.loads(cut)
-                good = isinstance(value, dict)
+                good = cut.decode("utf-8") if isinstance(json.loads(cut), dict) else None
             except ValueError:
-                good = False
+                good = None
             checked[cut] = good
-        if not good:
+        if good is None:
             unsure[j] = True
-            out.append(None)
-            continue
-        out.append(cut.decode("utf-8"))
+        out.append(good)
     return out, unsure
 
 
-def _canal_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
+def _general_cut(text: bytes, start: int, end: int) -> bytes | None:
+    """The ``mysqlType`` cut with spaces around the colon (``None``: the key holds ``null``); an empty cut
+    (refused by the check) when it is something else."""
+    at = text.find(b'"mysqlType"', start, end) + len(b'"mysqlType"')
+    while at < end and text[at] in b" \t":
+        at += 1
+    if at >= end or text[at] != 0x3A:  # ':'
+        return b""
+    at += 1
+    while at < end and text[at] in b" \t":
+        at += 1
+    if text.startswith(b"null", at):
+        return None
+    close = text.find(b"}", at, end) if at < end and text[at] == 0x7B else -1
+    return text[at: close + 1] if close >= 0 else b""
+
+
+def _canal_light(texts: pa.Array, body: Any, rows: np.ndarray) -> dict[str, Any] | None:
     """The light parse of canal-json messages ``rows``: kind (0 dml, 1 ddl, 2 watermark, -1 per message),
     schema, table, commit ts and the ``mysqlType`` text of each."""
     from avro_registry_sink.formats.changelog_arrow import _PEEK_SCHEMA, _canal_commit_ts, _np, _read, _valid
@@ -265,7 +274,7 @@ def _canal_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
     named = _valid(schema) & _valid(table)
     kind = np.where(watermark, 2, np.where(ddl, 1, np.where(named & has_ts, 0, -1)))
     dml = np.flatnonzero(kind == 0)
-    cuts, unsure = _mysql_types(sub, dml)
+    cuts, unsure = _mysql_types(body, rows[dml])
     kind[dml[unsure]] = -1  # a mysqlType the cut cannot take: the whole message is read
     mtype = pa.array(_spread(cuts, dml, len(sub)), pa.string())
     return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts, "mtype": mtype, "sub": sub}
@@ -280,18 +289,19 @@ def _spread(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
 
 def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list[Any]], ddls: list[dict[str, Any]],
                      counts: dict[str, int]) -> None:
-    from avro_registry_sink.formats.changelog_arrow import _candidates, utf8_messages
+    from avro_registry_sink.formats.changelog_arrow import Body, _candidates, utf8_messages
     from avro_registry_sink.spark.sources import peek_message
 
     n = len(chunk.messages)
     counts["n"] += n
     texts, not_utf8 = utf8_messages(chunk.messages)
     pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
-    fast = _candidates(texts) & ~not_utf8 & ~pre
+    body = Body(texts)
+    fast = _candidates(texts, body) & ~not_utf8 & ~pre
     one_by_one = np.flatnonzero(~fast & ~pre)
     order_file = chunk.order_file.to_pylist()
     rows = np.flatnonzero(fast)
-    light = _canal_light(texts, rows) if fmt == "canal-json" and rows.size else None
+    light = _canal_light(texts, body, rows) if fmt == "canal-json" and rows.size else None
     if light is None:
         one_by_one = np.flatnonzero(~pre)
     else:

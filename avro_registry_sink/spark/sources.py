@@ -668,6 +668,10 @@ def changelog_stream(
         )
         if max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", int(max_offsets_per_trigger))
+        # At least two tasks per core: a batch of three equal Kafka partitions on two cores would leave one core
+        # idle for a third of the time (Spark splits the larger offset ranges).
+        reader = reader.option("minPartitions", spec.options.get(
+            "minPartitions", str(2 * max(1, spark.sparkContext.defaultParallelism))))
         for name, value in spec.options.items():
             if name.startswith("kafka."):
                 reader = reader.option(name, value)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan, Op
-from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows, latin1_bytes
+from avro_registry_sink.formats.changelog_arrow import Body, TableVersions, canal_rows, latin1_bytes
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.sources.demo import go_format_float
@@ -294,6 +294,6 @@ def test_latin1_bytes_is_the_readers_encoding(values):
 def test_mysql_type_cut_is_exact_or_declined():
     texts = ['{"mysqlType":{"a":"int","b":"varchar(3)"},"x":1}', '{"mysqlType": {"a": "int"}}', '{"mysqlType":null}',
              '{"data":[{"mysqlType":"x"}],"mysqlType":{"a":"int"}}', '{"mysqlType":{"e":"enum(\'}\')"}}', '{"a":1}']
-    cuts, unsure = _mysql_types(pa.array(texts), np.arange(len(texts)))
+    cuts, unsure = _mysql_types(Body(pa.array(texts)), np.arange(len(texts)))
     assert cuts[:3] == ['{"a":"int","b":"varchar(3)"}', '{"a": "int"}', None]
     assert unsure.tolist() == [False, False, False, True, True, False] and cuts[5] is None
