@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 
-__all__ = ["Rows", "TableRows", "TableVersions", "canal_rows", "latin1_bytes", "utf8_messages"]
+__all__ = ["Body", "Rows", "TableRows", "TableVersions", "canal_rows", "debezium_rows", "latin1_bytes", "utf8_messages"]
 
 PlanKey = tuple[str, str, int]
 
@@ -413,28 +413,46 @@ def _pick(history: Sequence[tuple[int, TableDef]], ts: np.ndarray) -> np.ndarray
 
 def canal_rows(messages: pa.Array, versions: TableVersions) -> Rows:
     """A batch of canal-json messages (binary or text) -> :class:`Rows` (see the module docs)."""
+    return _rows(messages, versions, _CANAL)
+
+
+def debezium_rows(messages: pa.Array, versions: TableVersions) -> Rows:
+    """A batch of debezium-json messages (binary or text) -> :class:`Rows`: bare payloads (TiCDC's
+    ``debezium-disable-schema=true``, Debezium's ``schemas.enable=false``) on the vectorized path; messages with
+    the Connect envelope (whose field schemas can change a value's unit) are read one by one."""
+    return _rows(messages, versions, _DEBEZIUM)
+
+
+@dataclass(frozen=True)
+class _Format:
+    shape: Any  # TableDef -> the parse shape of its version (versions of one shape are read by one parse)
+    light: Any  # (parsed light table) -> (commit ts, has ts, table codes, table names)
+    light_schema: pa.Schema
+    part: Any  # the reader of one shape
+
+
+def _rows(messages: pa.Array, versions: TableVersions, fmt: _Format) -> Rows:
     texts, not_utf8 = utf8_messages(messages)
     n = len(texts)
     body = Body(texts)
     slow = not_utf8 | ~_candidates(texts, body)
     skipped = np.zeros(n, bool)
     out = Rows()
-    # The table versions this batch can meet, by their column names: one parse per distinct set of names.
-    shapes: dict[tuple[str, ...], list[PlanKey]] = {}
+    # The table versions this batch can meet, by their parse shape: one parse per distinct shape.
+    shapes: dict[Any, list[PlanKey]] = {}
     for (schema, table), history in versions.history.items():
         for version, definition in history:
             if (schema, table, version) in versions.planned:
-                shapes.setdefault(tuple(c.name for c in definition.columns), []).append((schema, table, version))
+                shapes.setdefault(fmt.shape(definition), []).append((schema, table, version))
     todo = np.flatnonzero(~slow)
     if len(shapes) != 1 and todo.size:
         # several shapes: which message is which table version first (a light parse), then one parse per shape
-        light = _read(texts.take(pa.array(todo)), _PEEK_SCHEMA, "ignore")
+        light = _read(texts.take(pa.array(todo)), fmt.light_schema, "ignore")
         if light is None:
             slow[todo] = True
             todo = todo[:0]
         else:
-            ts, has_ts = _canal_commit_ts(light)
-            codes, names = _table_codes(light)
+            ts, _has_ts, codes, names = fmt.light(light)
             shape_of = np.full(todo.size, -1, np.int64)
             shape_list = list(shapes)
             for code, name in enumerate(names):
@@ -444,20 +462,21 @@ def canal_rows(messages: pa.Array, versions: TableVersions) -> Rows:
                 rows = np.flatnonzero(codes == code)
                 picked = _pick(history, ts[rows])
                 for i, definition in enumerate(h[1] for h in history):
-                    names_ = tuple(c.name for c in definition.columns)
-                    if names_ in shapes:
-                        shape_of[rows[picked == i]] = shape_list.index(names_)
-            del has_ts
-            for s, names_ in enumerate(shape_list):
-                part = todo[shape_of == s]
+                    shape = fmt.shape(definition)
+                    if shape in shapes:
+                        shape_of[rows[picked == i]] = shape_list.index(shape)
+            for k, shape in enumerate(shape_list):
+                part = todo[shape_of == k]
                 if part.size:
-                    _canal_part(texts, body, part, names_, versions, out, slow, skipped)
+                    fmt.part(texts, body, part, shape, versions, out, slow, skipped)
             rest = todo[shape_of < 0]  # unknown tables, versions without a plan, no names: one by one
             slow[rest] = True
             todo = todo[:0]
     if todo.size:
-        names_ = next(iter(shapes)) if shapes else ()
-        _canal_part(texts, body, todo, names_, versions, out, slow, skipped)
+        if shapes:
+            fmt.part(texts, body, todo, next(iter(shapes)), versions, out, slow, skipped)
+        else:
+            slow[todo] = True
     out.slow = np.flatnonzero(slow)
     out.skipped = np.flatnonzero(skipped)
     return out
@@ -717,8 +736,9 @@ class _MetaKeys:
     """Keys named like a column outside the row objects (``mysqlType``, ``sqlType``, ``_tidb``, the top level),
     per message: how many, and whether that cannot be told (a ``null`` there)."""
 
-    def __init__(self, parsed: pa.Table) -> None:
+    def __init__(self, parsed: pa.Table, containers: tuple[str, ...] = ("mysqlType", "sqlType", "_tidb")) -> None:
         self.parsed = parsed
+        self.containers = containers
 
     def count(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         total = np.zeros(rows.size, np.int64)
@@ -729,8 +749,8 @@ class _MetaKeys:
             present = _valid(self.parsed.column(name).combine_chunks().take(idx))
             total += present
             unknown |= ~present
-        for container in ("mysqlType", "sqlType", "_tidb"):
-            if container not in top:
+        for container in self.containers:
+            if container not in top or not pa.types.is_struct(self.parsed.schema.field(container).type):
                 continue
             struct = self.parsed.column(container).combine_chunks().take(idx)
             index = struct.type.get_field_index(name)
@@ -741,3 +761,382 @@ class _MetaKeys:
             total += inner
             unknown |= outer & ~inner
         return total, unknown
+
+
+def _canal_light(light: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    ts, has_ts = _canal_commit_ts(light)
+    codes, names = _table_codes(light)
+    return ts, has_ts, codes, names
+
+
+_CANAL = _Format(shape=lambda table: tuple(c.name for c in table.columns), light=_canal_light,
+                 light_schema=_PEEK_SCHEMA, part=_canal_part)
+
+
+# --------------------------------------------------------------------------------------------------
+# debezium-json (bare payloads)
+
+_DEBEZIUM_TOP = ("before", "after", "op", "ts_ms", "source", "transaction")
+_DEBEZIUM_SOURCE = pa.struct([("db", pa.string()), ("table", pa.string()), ("commit_ts", pa.int64()),
+                              ("ts_ms", pa.int64())])
+_DEBEZIUM_LIGHT = pa.schema([("op", pa.string()), ("ts_ms", pa.int64()), ("source", _DEBEZIUM_SOURCE),
+                             ("payload", pa.struct([])), ("schema", pa.struct([]))])
+_EPOCH_DAY_LOW, _EPOCH_DAY_HIGH = -719162, 2932896  # 0001-01-01 .. 9999-12-31, Python's date range
+_DAY_US = 86_400_000_000
+_ZONED = r"^(?P<d>[0-9]{4}-[0-9]{2}-[0-9]{2})T(?P<t>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<f>[0-9]+))?Z$"
+
+
+def _debezium_type(col: ColumnDef) -> pa.DataType:
+    """The JSON type of a column's value in a debezium payload (TiCDC's and Debezium MySQL's encoders)."""
+    kind = col.type
+    if kind is MySQLType.BIT:
+        return pa.bool_() if (col.length or 1) == 1 else pa.string()
+    if kind in _INT_TYPES or kind in (MySQLType.DATE, MySQLType.DATETIME, MySQLType.TIME):
+        return pa.int64()
+    if kind in _FLOAT_TYPES or kind is MySQLType.DECIMAL:
+        return pa.float64()
+    return pa.string()
+
+
+def _debezium_shape(table: TableDef) -> tuple[tuple[str, str], ...]:
+    return tuple((c.name, str(_debezium_type(c))) for c in table.columns)
+
+
+def _debezium_schema(shape: tuple[tuple[str, str], ...], table: TableDef) -> pa.Schema:
+    row = pa.struct([pa.field(c.name, _debezium_type(c)) for c in table.columns])
+    return pa.schema([("before", row), ("after", row), ("op", pa.string()), ("ts_ms", pa.int64()),
+                      ("source", _DEBEZIUM_SOURCE)])
+
+
+def _debezium_commit_ts(parsed: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """``source.commit_ts``, else ``source.ts_ms`` (else the payload's ``ts_ms``) ``<< 18`` when not 0."""
+    source = parsed.column("source").combine_chunks()
+    commit = pc.struct_field(source, [2])
+    has_commit = _valid(commit)
+    src_ms = _np(pc.struct_field(source, [3]), 0).astype(np.int64)
+    top_ms = _np(parsed.column("ts_ms"), 0).astype(np.int64)
+    ms = np.where(src_ms != 0, src_ms, top_ms)
+    has_ms = (ms != 0) & (ms >= 0) & (ms <= _ES_LIMIT)
+    return np.where(has_commit, _np(commit, 0).astype(np.int64), ms << 18), has_commit | has_ms
+
+
+def _debezium_codes(parsed: pa.Table) -> tuple[np.ndarray, list[Any]]:
+    source = parsed.column("source").combine_chunks()
+    db, tb = pc.struct_field(source, [0]), pc.struct_field(source, [1])
+    ok = _valid(db) & _valid(tb) & _np(pc.greater(pc.utf8_length(tb), 0), False)
+    joined = pc.binary_join_element_wise(db.fill_null(""), tb.fill_null(""), "\x00")
+    encoded = pc.dictionary_encode(joined)
+    codes = _np(encoded.indices, -1).astype(np.int64)
+    codes[~ok] = -1
+    return codes, [tuple(text.split("\x00", 1)) for text in encoded.dictionary.to_pylist()]
+
+
+def _debezium_light(light: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    ts, has_ts = _debezium_commit_ts(light)
+    codes, names = _debezium_codes(light)
+    envelope = _valid(light.column("payload")) | _valid(light.column("schema"))
+    codes[envelope] = -1
+    return ts, has_ts, codes, names
+
+
+def _digits_text(values: np.ndarray, width: int) -> pa.Array:
+    return pc.utf8_lpad(pa.array(values, pa.int64()).cast(pa.string()), width=width, padding="0")
+
+
+def _fraction_text(micros: np.ndarray, fsp: int | None, unit_digits: int) -> pa.Array:
+    """``debezium_json._fraction``: ``"." + f"{micros:06d}"[:digits]`` (empty for fsp 0; fsp None: the unit's
+    digits, and empty when the fraction is 0)."""
+    six = _digits_text(micros, 6)
+    if fsp is None:
+        cut = pc.utf8_slice_codeunits(six, 0, min(unit_digits, 6))
+        return pc.if_else(pa.array(micros == 0), "", pc.binary_join_element_wise(".", cut, ""))
+    if fsp <= 0:
+        return pa.array([""] * len(micros), pa.string())
+    return pc.binary_join_element_wise(".", pc.utf8_slice_codeunits(six, 0, fsp), "")
+
+
+def _debezium_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """One column of debezium values -> (what ``convert_debezium_value(value, col)`` gives, typed; rows not
+    taken exactly)."""
+    from avro_registry_sink.columnar import decode_base64
+
+    n = len(values)
+    bad = np.zeros(n, bool)
+    kind = col.type
+    valid = _valid(values)
+    if not valid.any():
+        return pa.nulls(n, _typed_as_debezium(col)), bad
+    if kind is MySQLType.BIT:
+        if pa.types.is_boolean(values.type):
+            return values.cast(pa.int64()), bad
+        raw = decode_base64(values)
+        if raw is None:
+            return pa.nulls(n, pa.int64()), valid
+        offsets, data = _offsets_and_data(raw)
+        lens = np.diff(offsets)
+        bad = valid & (lens > 8)
+        number = np.zeros(n, np.uint64)
+        for k in range(8):
+            has = (lens > k) & ~bad
+            number[has] |= data[offsets[:-1][has] + k].astype(np.uint64) << np.uint64(8 * k)
+        return pa.array(number, pa.uint64(), mask=~valid), bad
+    if kind in _INT_TYPES:
+        if col.unsigned:
+            numbers = _np(values, 0).astype(np.int64).view(np.uint64)
+            return pa.array(numbers, pa.uint64(), mask=~valid), bad
+        return values, bad
+    if kind in _FLOAT_TYPES:
+        return values, bad
+    if kind is MySQLType.DECIMAL:
+        scale = col.scale
+        if scale is None:
+            return pa.nulls(n, pa.string()), valid
+        text = values.cast(pa.string())  # the shortest digits of the double, as repr() gives them
+        exponent = _np(pc.match_substring(text, "e"), False)
+        point = _np(pc.find_substring(text, "."), -1)
+        length = _np(pc.utf8_length(text), 0)
+        negative = _np(pc.starts_with(text, "-"), False)
+        frac_digits = np.where(point >= 0, length - point - 1, 0)
+        int_digits = np.where(point >= 0, point, length) - negative
+        zero = _np(pc.equal(values, 0.0), False)
+        # more fractional digits than the scale (rounding), past Decimal's 28 digits, or -0: one by one
+        bad = valid & (exponent | (frac_digits > scale) | (int_digits + scale > 28) | (negative & zero))
+        if bad.any():
+            text = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), text)
+        return _cast(text, pa.decimal128(38, scale), bad)
+    if _is_binary_column(col):
+        raw = decode_base64(values)
+        if raw is None:
+            return pa.nulls(n, pa.large_binary()), valid
+        return raw, bad
+    if kind is MySQLType.DATE:
+        days = _np(values, 0).astype(np.int64)
+        bad = valid & ((days < _EPOCH_DAY_LOW) | (days > _EPOCH_DAY_HIGH))
+        days = np.where(bad | ~valid, 0, days)
+        text = pa.array(days.astype(np.int32), pa.int32()).cast(pa.date32()).cast(pa.string())
+        return pc.if_else(pa.array(valid & ~bad), text, pa.scalar(None, pa.string())), bad
+    if kind is MySQLType.DATETIME:
+        fsp = col.fsp
+        unit_ms = (fsp or 0) <= 3
+        raw = _np(values, 0).astype(np.int64)
+        limit = (_EPOCH_DAY_HIGH + 1) * (_DAY_US // 1000 if unit_ms else _DAY_US)
+        low = _EPOCH_DAY_LOW * (_DAY_US // 1000 if unit_ms else _DAY_US)
+        bad = valid & ((raw < low) | (raw >= limit))
+        micros = np.where(bad | ~valid, 0, raw) * (1000 if unit_ms else 1)
+        days = np.floor_divide(micros, _DAY_US)
+        rest = micros - days * _DAY_US
+        seconds, frac = np.divmod(rest, 1_000_000)
+        hours, rest_s = np.divmod(seconds, 3600)
+        minutes, secs = np.divmod(rest_s, 60)
+        date = pa.array(days.astype(np.int32), pa.int32()).cast(pa.date32()).cast(pa.string())
+        text = pc.binary_join_element_wise(date, " ", _digits_text(hours, 2), ":", _digits_text(minutes, 2), ":",
+                                           _digits_text(secs, 2), "")
+        text = pc.binary_join_element_wise(text, _fraction_text(frac, fsp, 3 if unit_ms else 6), "")
+        return pc.if_else(pa.array(valid & ~bad), text, pa.scalar(None, pa.string())), bad
+    if kind is MySQLType.TIME:
+        fsp = col.fsp
+        raw = _np(values, 0).astype(np.int64)
+        magnitude = np.abs(raw)
+        seconds, frac = np.divmod(magnitude, 1_000_000)
+        hours, rest = np.divmod(seconds, 3600)
+        minutes, secs = np.divmod(rest, 60)
+        sign = pc.if_else(pa.array(raw < 0), "-", "")
+        text = pc.binary_join_element_wise(sign, _digits_text(hours, 2), ":", _digits_text(minutes, 2), ":",
+                                           _digits_text(secs, 2), _fraction_text(frac, fsp, 6), "")
+        return pc.if_else(pa.array(valid), text, pa.scalar(None, pa.string())), bad
+    if kind is MySQLType.TIMESTAMP:
+        found = pc.extract_regex(values, _ZONED)
+        matched = _valid(found)
+        bad = valid & ~matched
+        date, clock, frac = (pc.struct_field(found, [i]) for i in range(3))
+        fsp = col.fsp
+        if fsp is not None:
+            frac = pc.utf8_slice_codeunits(pc.utf8_rpad(frac.fill_null(""), width=max(fsp, 1), padding="0"), 0, fsp) \
+                if fsp > 0 else pa.array([""] * n, pa.string())
+        frac = frac.fill_null("")
+        dotted = pc.if_else(pc.equal(frac, ""), "", pc.binary_join_element_wise(".", frac, ""))
+        text = pc.binary_join_element_wise(date, " ", clock, dotted, "")
+        return pc.if_else(pa.array(matched), text, pa.scalar(None, pa.string())), bad
+    return values, bad
+
+
+def _typed_as_debezium(col: ColumnDef) -> pa.DataType:
+    kind = col.type
+    if kind is MySQLType.BIT:
+        return pa.int64() if (col.length or 1) == 1 else pa.uint64()
+    if kind in _INT_TYPES:
+        return pa.uint64() if col.unsigned else pa.int64()
+    if kind in _FLOAT_TYPES:
+        return pa.float64()
+    if kind is MySQLType.DECIMAL:
+        return pa.decimal128(38, col.scale) if col.scale is not None else pa.string()
+    if _is_binary_column(col):
+        return pa.large_binary()
+    return pa.string()
+
+
+def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, versions: TableVersions, out: Rows,
+                   slow: np.ndarray, skipped: np.ndarray) -> None:
+    """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``."""
+    tables_of_shape = [d for h in versions.history.values() for _, d in h if _debezium_shape(d) == shape]
+    sub = texts.take(pa.array(todo))
+    parsed = _read(sub, _debezium_schema(shape, tables_of_shape[0])) if tables_of_shape else None
+    if parsed is None:
+        if tables_of_shape and todo.size > _SMALLEST_PIECE:
+            for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
+                _debezium_part(texts, body, piece, shape, versions, out, slow, skipped)
+        else:
+            slow[todo] = True
+        return
+    m = len(todo)
+    columns = tuple(name for name, _ in shape)
+    op_text = parsed.column("op").combine_chunks()
+    op = np.full(m, -1, np.int8)
+    for code, words in ((_OP_INSERT, ("c", "r")), (_OP_UPDATE, ("u",)), (_OP_DELETE, ("d",))):
+        for word in words:
+            op[_np(pc.equal(op_text, word), False)] = code
+    ts, has_ts = _debezium_commit_ts(parsed)
+    codes, names = _debezium_codes(parsed)
+    watermark = _np(pc.equal(op_text, "m"), False) & has_ts
+    quiet = watermark.copy()
+    # an envelope, another op (a DDL, TRUNCATE), or no table or commit ts: read one by one
+    reject = ~quiet & ((op < 0) | ~has_ts | (codes < 0))
+    for name in parsed.column_names:
+        if name in ("payload", "schema"):
+            reject |= ~quiet  # the Connect envelope: field schemas may change units
+        kind_of = parsed.schema.field(name).type
+        if name not in _DEBEZIUM_TOP and (pa.types.is_struct(kind_of) or pa.types.is_list(kind_of)):
+            reject |= _valid(parsed.column(name))
+    key_code = np.full(m, -1, np.int64)
+    keys: list[PlanKey] = []
+    tables: list[TableDef] = []
+    if versions.strict:
+        for i in np.flatnonzero(~watermark & (op < 0) & _valid(op_text)):
+            if op_text[int(i)].as_py() in ("t",) and (codes[i] < 0 or not versions.left_out(names[codes[i]])):
+                out.needs = out.needs or "a DDL"
+    for code, name in enumerate(names):
+        rows = np.flatnonzero((codes == code) & ~quiet & ~reject)
+        if versions.left_out(name):
+            if rows.size:
+                out.filtered[name] = out.filtered.get(name, 0) + int(rows.size)
+            quiet[rows] = True
+            continue
+        if not rows.size:
+            continue
+        history = versions.history.get(name)
+        if not history:
+            if versions.strict:
+                out.needs = out.needs or f"table {name[0]}.{name[1]}"
+            reject[rows] = True
+            continue
+        picked = _pick(history, ts[rows])
+        for i in np.unique(picked):
+            version, definition = history[int(i)]
+            key = (name[0], name[1], version)
+            chosen = rows[picked == i]
+            if key not in versions.planned:
+                if versions.strict:
+                    out.needs = out.needs or f"version {version} of {name[0]}.{name[1]}"
+                reject[chosen] = True
+                continue
+            if _debezium_shape(definition) != shape or (tables and any(
+                    _converts_differently(a, b) or a.fsp != b.fsp or a.scale != b.scale
+                    for a, b in zip(definition.columns, tables[0].columns))):
+                reject[chosen] = True
+                continue
+            key_code[chosen] = len(keys)
+            keys.append(key)
+            tables.append(definition)
+    skipped[todo[quiet]] = True
+    live = ~quiet & ~reject
+    if not keys or not live.any():
+        slow[todo[reject]] = True
+        return
+    before = parsed.column("before").combine_chunks()
+    after = parsed.column("after").combine_chunks()
+    has_before, has_after = _valid(before), _valid(after)
+    is_delete = op == _OP_DELETE
+    reject |= live & ~is_delete & ~has_after  # an insert/update without after
+    reject |= live & is_delete & ~has_before  # a delete without before
+    row_type = after.type
+    extra = {f.name for f in row_type if f.name not in columns} | {f.name for f in before.type if f.name not in columns}
+    for name in sorted(extra):  # "unknown column", or another case
+        for image in (after, before):
+            index = image.type.get_field_index(name)
+            if index >= 0:
+                reject |= _valid(pc.struct_field(image, [index]))
+        candidates = np.flatnonzero(~quiet & ~reject)
+        reject[candidates[_key_counts(body, todo[candidates], name) > 0]] = True
+    definition = tables[0]
+    by_name = {c.name: c for c in definition.columns}
+    key_names = set(definition.handle_key_names() or ())
+    typed_after: dict[str, pa.Array] = {}
+    typed_before: dict[str, pa.Array] = {}
+    live = ~quiet & ~reject
+    for name in columns:
+        col = by_name[name]
+        conv, bad = _debezium_column(col, pc.struct_field(after, [row_type.get_field_index(name)]))
+        reject |= bad & live & has_after
+        typed_after[name] = conv
+        conv_b, bad_b = _debezium_column(col, pc.struct_field(before, [before.type.get_field_index(name)]))
+        reject |= bad_b & live & has_before
+        typed_before[name] = conv_b
+    meta = _MetaKeys(parsed, containers=("source", "transaction"))
+    for name in columns:
+        live = ~quiet & ~reject
+        after_null = live & ~is_delete & ~_valid(typed_after[name])
+        before_null = live & has_before & ~_valid(typed_before[name])
+        if name in key_names:  # a key's null (or missing key): the per-message reader decides
+            reject |= (before_null & (is_delete | (op == _OP_UPDATE))) | after_null
+            continue
+        check = np.flatnonzero(after_null)
+        if not check.size:
+            continue
+        extra_meta, unknown = meta.count(name, check)
+        counts = _key_counts(body, todo[check], name) - extra_meta
+        # after has the key (as null) when the key occurs once more than before can hold it
+        ok = ~unknown & (counts == 1 + has_before[check].astype(np.int64))
+        reject[check[~ok]] = True
+    live = ~quiet & ~reject
+    # UPDATEs with a before image: a key change becomes DELETE + INSERT (split_key_change)
+    split = np.zeros(m, bool)
+    if key_names:
+        pair = live & (op == _OP_UPDATE) & has_before
+        differs = np.zeros(m, bool)
+        for name in sorted(key_names):
+            differs |= ~_same(typed_before[name], typed_after[name])
+        split = pair & differs
+    slow[todo[reject]] = True
+    if not live.any():
+        return
+    base = np.flatnonzero(live)
+    halves = split[base]
+    repeat = np.where(halves, 2, 1)
+    take_rows = np.repeat(base, repeat)
+    first_half = np.zeros(take_rows.size, bool)
+    second_half = np.zeros(take_rows.size, bool)
+    if halves.any():
+        first = (np.cumsum(repeat) - repeat)[halves]
+        first_half[first] = True
+        second_half[first + 1] = True
+    row_op = op[take_rows].astype(np.uint8)
+    row_op[first_half] = _OP_DELETE
+    row_op[second_half] = _OP_INSERT
+    use_before = (row_op == _OP_DELETE)
+    indices = pa.array(take_rows)
+    arrays = []
+    for name in columns:
+        column = pc.if_else(pa.array(use_before), typed_before[name].take(indices), typed_after[name].take(indices))
+        arrays.append(column)
+    batch = pa.RecordBatch.from_arrays(arrays, names=list(columns))
+    groups = key_code[take_rows]
+    for k, key in enumerate(keys):
+        mine = np.flatnonzero(groups == k)
+        if not mine.size:
+            continue
+        part = batch if mine.size == len(groups) else batch.take(pa.array(mine))
+        out.tables.append(TableRows(key=key, columns=part, op_codes=row_op[mine], commit_ts=ts[take_rows[mine]],
+                                    message=todo[take_rows[mine]]))
+
+
+_DEBEZIUM = _Format(shape=_debezium_shape, light=_debezium_light, light_schema=_DEBEZIUM_LIGHT, part=_debezium_part)

@@ -280,6 +280,28 @@ def _canal_light(texts: pa.Array, body: Any, rows: np.ndarray) -> dict[str, Any]
     return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts, "mtype": mtype, "sub": sub}
 
 
+def _debezium_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
+    """The light parse of bare debezium payloads ``rows``: kind (0 dml, 2 watermark, -1 per message: envelopes,
+    DDLs, anything else), schema, table and commit ts."""
+    from avro_registry_sink.formats.changelog_arrow import _DEBEZIUM_LIGHT, _debezium_commit_ts, _np, _read, _valid
+
+    sub = texts.take(pa.array(rows))
+    parsed = _read(sub, _DEBEZIUM_LIGHT, "ignore")
+    if parsed is None:
+        return None
+    op = parsed.column("op").combine_chunks()
+    ts, has_ts = _debezium_commit_ts(parsed)
+    source = parsed.column("source").combine_chunks()
+    schema, table = pc.struct_field(source, [0]), pc.struct_field(source, [1])
+    named = _valid(schema) & _valid(table) & _np(pc.greater(pc.utf8_length(table), 0), False)
+    dml = _np(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
+    envelope = _valid(parsed.column("payload")) | _valid(parsed.column("schema"))
+    kind = np.where(envelope, -1, np.where(dml & named & has_ts, 0,
+                                           np.where(_np(pc.equal(op, "m"), False) & has_ts, 2, -1)))
+    return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts,
+            "mtype": pa.nulls(len(sub), pa.string()), "sub": sub}
+
+
 def _spread(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
     out: list[Any] = [None] * n
     for value, row in zip(values, rows.tolist()):
@@ -301,7 +323,9 @@ def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list
     one_by_one = np.flatnonzero(~fast & ~pre)
     order_file = chunk.order_file.to_pylist()
     rows = np.flatnonzero(fast)
-    light = _canal_light(texts, body, rows) if fmt == "canal-json" and rows.size else None
+    light = None
+    if rows.size:
+        light = _canal_light(texts, body, rows) if fmt == "canal-json" else _debezium_light(texts, rows)
     if light is None:
         one_by_one = np.flatnonzero(~pre)
     else:
@@ -535,22 +559,20 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                   history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
                   excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
                   ) -> Iterator[pa.RecordBatch]:
-    from avro_registry_sink.formats.changelog_arrow import canal_rows
+    from avro_registry_sink.formats.changelog_arrow import canal_rows, debezium_rows
     from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
 
     n = len(chunk.messages)
     pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
     filtered = {} if filtered is None else filtered
-    if fmt == "canal-json":
-        found = canal_rows(chunk.messages if not pre.any() else pc.if_else(pa.array(pre), pa.scalar(None, chunk.messages.type),
-                                                                          chunk.messages), versions)
-        if found.needs is not None:
-            raise NeedsSummary(found.needs)
-        tables, slow = found.tables, found.slow
-        for name, count in found.filtered.items():
-            filtered[name] = filtered.get(name, 0) + count
-    else:
-        tables, slow = [], np.arange(n)
+    read = canal_rows if fmt == "canal-json" else debezium_rows
+    found = read(chunk.messages if not pre.any() else pc.if_else(pa.array(pre), pa.scalar(None, chunk.messages.type),
+                                                                chunk.messages), versions)
+    if found.needs is not None:
+        raise NeedsSummary(found.needs)
+    tables, slow = found.tables, found.slow
+    for name, count in found.filtered.items():
+        filtered[name] = filtered.get(name, 0) + count
     messages = chunk.messages
     for rows in tables:
         plan = plans[rows.key]

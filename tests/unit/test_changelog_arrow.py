@@ -297,3 +297,137 @@ def test_mysql_type_cut_is_exact_or_declined():
     cuts, unsure = _mysql_types(Body(pa.array(texts)), np.arange(len(texts)))
     assert cuts[:3] == ['{"a":"int","b":"varchar(3)"}', '{"a": "int"}', None]
     assert unsure.tolist() == [False, False, False, True, True, False] and cuts[5] is None
+
+
+# --------------------------------------------------------------------------------------------------
+# debezium-json
+
+
+def _days(text: str) -> int | None:
+    import datetime as dt
+
+    try:
+        return (dt.date.fromisoformat(text[:10]) - dt.date(1970, 1, 1)).days
+    except ValueError:
+        return None
+
+
+def _debezium_value(col: ColumnDef, value: Any, rng: random.Random) -> Any:
+    """A typed value as TiCDC's debezium encoder writes it (sometimes as other producers do)."""
+    import datetime as dt
+
+    if value is None:
+        return None
+    if hasattr(value, "as_tuple"):
+        value = str(value)
+    kind = col.type
+    if kind is MySQLType.DECIMAL:
+        return float(value) if rng.random() < 0.9 else str(value)
+    if kind is MySQLType.BIT:
+        number = int(value)
+        if (col.length or 1) == 1:
+            return bool(number) if rng.random() < 0.9 else number
+        return base64.b64encode(number.to_bytes(8, "little").rstrip(b"\x00")).decode()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if kind in (MySQLType.DATE, MySQLType.DATETIME, MySQLType.TIMESTAMP, MySQLType.TIME) and isinstance(value, str):
+        if kind is MySQLType.DATE:
+            days = _days(value)
+            return days if days is not None else value
+        if kind is MySQLType.TIME:
+            sign = -1 if value.startswith("-") else 1
+            parts = value.lstrip("-").split(":")
+            if len(parts) == 3 and all(p.replace(".", "").isdigit() for p in parts):
+                return sign * int((int(parts[0]) * 3600 + int(parts[1]) * 60 + float(parts[2])) * 1_000_000)
+            return value
+        try:
+            moment = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        if kind is MySQLType.TIMESTAMP:
+            return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{moment.microsecond:06d}" if moment.microsecond else "") + "Z"
+        micros = int((moment - dt.datetime(1970, 1, 1)).total_seconds() * 1_000_000)
+        return micros // 1000 if (col.fsp or 0) <= 3 else micros
+    if isinstance(value, int) and not isinstance(value, bool):
+        if col.unsigned and value >= 1 << 63:
+            value -= 1 << 64  # TiCDC casts the uint64 to int64
+        return value if rng.random() < 0.95 else str(value)
+    if isinstance(value, float):
+        return value
+    return value
+
+
+def _debezium_messages(table: TableDef, rows: list[dict[str, Any]], ops: list[str], ts: list[int],
+                       rng: random.Random, names: list[str]) -> list[str]:
+    rate = rng.choice([0.0, 0.0, 0.2, 1.0])
+    out = []
+    key_names = table.handle_key_names() or ()
+    for i, row in enumerate(rows):
+        op = Op.parse(ops[i])
+        image = {name: _debezium_value(col, row[name], rng) for name, col in zip(names, table.columns)}
+        before = after = None
+        letter = {Op.INSERT: rng.choice("cr"), Op.UPDATE: "u", Op.DELETE: "d"}[op]
+        if op is Op.INSERT:
+            after = image
+        elif op is Op.DELETE:
+            before = image
+        else:
+            after = image
+            if rng.random() < 0.8:
+                before = dict(image)
+                if rng.random() < 0.3:
+                    for name in names:
+                        if name in key_names:
+                            before[name] = rng.choice([1, 2, None, "0"])
+        payload: dict[str, Any] = {"before": before, "after": after, "op": letter, "ts_ms": ts[i] >> 18,
+                                   "transaction": None,
+                                   "source": {"version": "2.4.0.Final", "connector": "TiCDC", "name": "x",
+                                              "ts_ms": ts[i] >> 18, "snapshot": "false", "db": table.schema_name,
+                                              "table": table.table, "commit_ts": ts[i]}}
+        spoil = rng.random() / max(rate, 1e-9)
+        if spoil < 0.03 and (after or before):
+            (after or before)["no_such_column"] = 1
+        elif spoil < 0.05 and names and (after or before):
+            (after or before).pop(names[-1], None)
+        elif spoil < 0.06:
+            payload = {"schema": {"type": "struct"}, "payload": payload}
+        elif spoil < 0.07:
+            payload = {"op": None, "ddl": "ALTER TABLE t COMMENT 'x'", "source": payload["source"], "ts_ms": 1}
+        elif spoil < 0.08:
+            payload["source"].pop("commit_ts")
+            payload["source"]["ts_ms"] = 0
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":") if rng.random() < 0.7 else None)
+        if rng.random() < 0.02 * rate:
+            text = text[: len(text) // 2]
+        out.append(text)
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), binary=st.booleans())
+def test_debezium_json_one_pass_equals_the_per_message_path(scenario, seed, binary):
+    plan, batch, ops, ts = scenario
+    table = plan.table
+    rng = random.Random(seed)
+    messages = _debezium_messages(table, batch.to_pylist(), ops, ts, rng, batch.schema.names)
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(plan)
+    _same_per_message(_reference(messages, "debezium-json", history, plans),
+                      _one_pass(messages, "debezium-json", history, plans, binary))
+
+
+def test_ticdc_debezium_messages_take_the_vectorized_path_whole():
+    from bench.changelog import debezium_messages
+
+    messages = debezium_messages(3000, 2)
+    history = {(t.schema_name, t.table): [(t.version, t)] for t in messages.tables}
+    plans = {}
+    for t in messages.tables:
+        plans.update(_plans(EncodingPlan.from_schemas(derive_schemas(t, EncodingOptions()), 1, 2)))
+    from avro_registry_sink.formats.changelog_arrow import debezium_rows
+
+    found = debezium_rows(messages.texts, TableVersions(history=history, planned=frozenset(plans)))
+    assert found.slow.size == 0 and sum(r.columns.num_rows for r in found.tables) == 3000
+    texts = messages.texts.to_pylist()
+    _same_per_message(_reference(texts, "debezium-json", history, plans),
+                      _one_pass(texts, "debezium-json", history, plans, True))
