@@ -57,6 +57,8 @@ class TableVersions:
     shapes: Mapping[tuple[str, str], str] = field(default_factory=dict)
     #: ``[filter] rules`` (a :class:`~avro_registry_sink.table_filter.TableFilter`), for tables not in ``history``.
     table_filter: Any = None
+    #: Only DML messages belong here (a storage-sink data file): a DDL or watermark is read one by one (and refused).
+    dml_only: bool = False
 
     def left_out(self, name: tuple[str, str]) -> bool:
         """Whether ``[filter] rules`` leave the table out."""
@@ -512,6 +514,9 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
     # DDLs and watermarks give no rows (the driver applies DDLs, and reports one it cannot read)
     quiet = watermark | is_ddl
     reject = ~quiet & ((op < 0) | ~has_ts | (codes < 0))
+    if versions.dml_only:
+        reject |= quiet
+        quiet = np.zeros(m, bool)
     # Unknown top-level keys holding objects could hide keys of the row objects from the key counts below.
     for name in parsed.column_names:
         kind_of = parsed.schema.field(name).type
@@ -903,7 +908,13 @@ def _debezium_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.nda
         bad = valid & (exponent | (frac_digits > scale) | (int_digits + scale > 28) | (negative & zero))
         if bad.any():
             text = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), text)
-        return _cast(text, pa.decimal128(38, scale), bad)
+        number, bad = _cast(text, pa.decimal128(38, scale), bad)
+        if bad.all():
+            return pa.nulls(n, pa.string()), bad
+        from avro_registry_sink.columnar import _fixed_point_text
+
+        # the text the reader hands on: the value at the column's scale (a key's partition hashes this text)
+        return _fixed_point_text(number, scale), bad
     if _is_binary_column(col):
         raw = decode_base64(values)
         if raw is None:
@@ -968,9 +979,7 @@ def _typed_as_debezium(col: ColumnDef) -> pa.DataType:
         return pa.uint64() if col.unsigned else pa.int64()
     if kind in _FLOAT_TYPES:
         return pa.float64()
-    if kind is MySQLType.DECIMAL:
-        return pa.decimal128(38, col.scale) if col.scale is not None else pa.string()
-    if _is_binary_column(col):
+    if _is_binary_column(col) and kind is not MySQLType.DECIMAL:
         return pa.large_binary()
     return pa.string()
 

@@ -544,10 +544,9 @@ def encode_storage_files(
         import numpy as np
         import pyarrow as pa
 
-        from avro_registry_sink.errors import EncodingError
         from avro_registry_sink.formats.csv import read_columns
         from avro_registry_sink.sources.storage import StorageLayout
-        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, stage_for
+        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -583,18 +582,17 @@ def encode_storage_files(
                     omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
                     if omitted:  # left out by a column selector
                         values = values.select([n for n in values.schema.names if n.lower() not in omitted])
-                    try:
-                        records, oversize = stage_for(plan).encode_checked(values, columns.op_codes,
-                                                                           columns.commit_ts)
-                    except EncodingError:
-                        return False  # the reference path names the row and sets it aside alone
-                    if oversize:
-                        return False
-                    taken.append(finish(records, order, columns.lines, pa.nulls(records.num_rows, pa.string()), rank))
+                    # a row the encoder refuses is set aside alone (named by its line); the others stay here
+                    records = encode_typed(values, columns.op_codes, columns.commit_ts, plan,
+                                           _LineSources(relpath, columns.lines))
+                    taken.append(finish(records, order, columns.lines, records.column("error"), rank))
                     return True
 
-                rows = list(_storage_file_rows(relpath, content, table, order, _data_file(layout, relpath),
-                                               csv_options, explicit, fast))
+                data_file = _data_file(layout, relpath)
+                if data_file is not None and data_file.format != "csv":
+                    yield from _canal_file(relpath, content, table, plan, order, rank, finish, plans)
+                    continue
+                rows = list(_storage_file_rows(relpath, content, table, order, data_file, csv_options, explicit, fast))
                 yield from taken
                 changes = [r for r in rows if r[-1] is None]
                 if changes:
@@ -611,6 +609,95 @@ def encode_storage_files(
                                  rank)
 
     return files_df.mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL))
+
+
+class _LineSources:
+    """``relpath:line`` of each row (made when asked for: only refused rows need theirs)."""
+
+    def __init__(self, relpath: str, lines: Any) -> None:
+        self.relpath, self.lines = relpath, lines
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, i: int) -> str:
+        return f"{self.relpath}:{int(self.lines[i])}"
+
+
+def _file_lines(content: bytes) -> tuple[Any, Any]:
+    """A data file's lines (``text.split("\\n")``, trailing ``\\r`` stripped) as a binary array, with their
+    numbers; empty lines left out."""
+    import numpy as np
+    import pyarrow as pa
+
+    data = np.frombuffer(content, np.uint8)
+    breaks = np.flatnonzero(data == 10)
+    starts = np.concatenate([[0], breaks + 1]).astype(np.int64)
+    ends = np.concatenate([breaks, [data.size]]).astype(np.int64)
+    while True:  # rstrip("\\r")
+        cr = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 13) if data.size else np.zeros(ends.size, bool)
+        if not cr.any():
+            break
+        ends = ends - cr
+    numbers = np.arange(1, starts.size + 1, dtype=np.int64)
+    keep = ends > starts
+    starts, ends, numbers = starts[keep], ends[keep], numbers[keep]
+    lengths = ends - starts
+    offsets = np.zeros(starts.size + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if starts.size:
+        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        body = data[index]
+    else:
+        body = np.zeros(0, np.uint8)
+    lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), starts.size, [None, pa.py_buffer(offsets),
+                                                                               pa.py_buffer(body)])
+    return lines, numbers
+
+
+def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order: tuple[int, str, int], rank: int,
+                finish: Any, plans: Mapping[tuple[str, str, int], Any]) -> Iterator[Any]:
+    """A storage-sink canal-json data file in one pass: its lines parsed by Arrow's JSON reader into typed columns
+    and encoded (:mod:`~avro_registry_sink.formats.changelog_arrow`); a line the vectorized reader does not take
+    is read on its own by :func:`~avro_registry_sink.formats.canal_json.parse_canal_line` (a bad line is set
+    aside alone, the rest of the file stays on the vectorized path)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from avro_registry_sink.formats.canal_json import parse_canal_line
+    from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
+    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+
+    lines, numbers = _file_lines(content)
+    key = (table.schema_name, table.table, table.version)
+    found = canal_rows(lines, TableVersions(history={key[:2]: [(table.version, table)]}, planned=frozenset({key}),
+                                            dml_only=True))
+    for rows in found.tables:
+        line_of = numbers[rows.message]
+        records = encode_typed(rows.columns, rows.op_codes, rows.commit_ts, plan, _LineSources(relpath, line_of))
+        yield finish(records, order, line_of, records.column("error"), rank)
+    if not found.slow.size:
+        return
+    events: list[ChangeEvent] = []
+    errors: list[SourceError] = []
+    for i in found.slow.tolist():
+        raw = lines[i].as_py()
+        parse_canal_line(raw.decode("utf-8", "surrogateescape"), int(numbers[i]), table, source=relpath,
+                         table_version=table.version, events=events, errors=errors)
+    changes = [_event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
+               for event in events for part in split_key_change(event, table)]
+    if changes:
+        change_batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in changes],
+                                                  schema=CHANGE_SCHEMA)
+        records = encode_change_batch(change_batch, plans, isolate=True)
+        yield finish(records, order, [r[10] for r in changes], records.column("error"), rank)
+    if errors:
+        n = len(errors)
+        empty = pa.RecordBatch.from_arrays([pa.nulls(n, f.type) for f in KAFKA_SCHEMA], schema=KAFKA_SCHEMA)
+        texts = [source_error_json(err, fmt="canal-json", schema=table.schema_name, table=table.table,
+                                   table_version=table.version) for err in errors]
+        yield finish(empty, order, np.array([int(err.context.get("line") or 0) for err in errors], np.int64),
+                     pa.array(texts, pa.string()), rank)
 
 
 #: Bits of a storage record's ``order_line`` that hold its line; the bits above hold its data file's rank in the
