@@ -50,6 +50,7 @@ from avro_registry_sink.encoder import EncodingPlan, RowEncoder, writer_schema
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import TableDef
+from bench.changelog import bench_changelog
 from bench.data import generate, plan_for, reference_table
 from bench.endtoend import bench_big, bench_end_to_end, bench_session
 from bench.harness import (
@@ -639,6 +640,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "manager": bench_manager,
     "e2e": bench_end_to_end,
     "big": bench_big,
+    "changelog": bench_changelog,
 }
 
 
@@ -697,6 +699,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-sinks", default=None, help="end-to-end sinks: file,kafka (Kafka at KAFKA_BOOTSTRAP)")
     parser.add_argument("--e2e-configs", default=None,
                         help="end-to-end configurations in this order, ROWSxTABLES:SINK, e.g. 1e6x1:file,5e6x100:kafka")
+    parser.add_argument("--changelog-configs", default=None,
+                        help="changelog configurations, MESSAGESxTABLES:FORMAT, e.g. 1e6x1:canal-json,1e6x100:debezium-json")
     parser.add_argument("--e2e-rounds", type=int, default=None, help="end-to-end rounds per configuration (default 1)")
     parser.add_argument("--deadline", default=None, help="UTC HH:MM after which no new end-to-end configuration starts")
     parser.add_argument("--big-rows", type=float, default=None, help="rows of the big backlog (default 5e7; quick 2e5)")
@@ -707,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     options = {"rounds": args.rounds, "e2e_rows": _ints(args.e2e_rows), "e2e_tables": _ints(args.e2e_tables),
                "e2e_sinks": args.e2e_sinks.split(",") if args.e2e_sinks else None, "e2e_rounds": args.e2e_rounds,
                "e2e_configs": _configs(args.e2e_configs),
+               "changelog_configs": _configs(args.changelog_configs),
                "deadline": _deadline(args.deadline),
                "big_rows": int(args.big_rows) if args.big_rows else None, "big_timeout": args.big_timeout}
     ctx = Context(rows=rows, quick=args.quick, repeats=args.rounds or (2 if args.quick else 5), options=options)

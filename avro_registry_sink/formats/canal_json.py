@@ -54,6 +54,7 @@ __all__ = [
     "events_from_canal",
     "find_table",
     "load_message",
+    "parse_canal_line",
     "parse_canal_lines",
     "peek",
 ]
@@ -383,27 +384,34 @@ def parse_canal_lines(
     events: list[ChangeEvent] = []
     errors: list[SourceError] = []
     for number, line in enumerate(text.split("\n"), start=1):
-        line = line.rstrip("\r")
-        if not line.strip():
-            continue
-        where = f"{source}:{number}"
-        raw = line.encode("utf-8", "surrogateescape")
-        try:
-            if any("\udc80" <= ch <= "\udcff" for ch in line):
-                raise SourceError(f"{where}: invalid UTF-8 bytes in the line.", reason="invalid UTF-8")
-            got = events_from_canal(line, table=table, table_version=table_version, source=where)
-        except SourceError as exc:
-            context = dict(exc.context)
-            context.update(source=source, line=number, raw=raw)
-            errors.append(SourceError(exc.message, **context))
-            continue
-        for event in got:
-            if isinstance(event, ChangeEvent):
-                events.append(event)
-            else:
-                errors.append(SourceError(
-                    f"{where}: a {type(event).__name__} in a storage-sink data file (DDLs are schema files, and "
-                    "the storage sink writes no watermarks); ignored.",
-                    source=source, line=number, reason="not a DML message", raw=raw,
-                ))
+        parse_canal_line(line, number, table, source=source, table_version=table_version, events=events, errors=errors)
     return events, errors
+
+
+def parse_canal_line(line: str, number: int, table: TableDef, *, source: str, table_version: int,
+                     events: list[ChangeEvent], errors: list[SourceError]) -> None:
+    """Line ``number`` of a storage-sink canal-json data file (see :func:`parse_canal_lines`): its events go to
+    ``events``, or its error to ``errors``; a blank line gives neither."""
+    line = line.rstrip("\r")
+    if not line.strip():
+        return
+    where = f"{source}:{number}"
+    raw = line.encode("utf-8", "surrogateescape")
+    try:
+        if any("\udc80" <= ch <= "\udcff" for ch in line):
+            raise SourceError(f"{where}: invalid UTF-8 bytes in the line.", reason="invalid UTF-8")
+        got = events_from_canal(line, table=table, table_version=table_version, source=where)
+    except SourceError as exc:
+        context = dict(exc.context)
+        context.update(source=source, line=number, raw=raw)
+        errors.append(SourceError(exc.message, **context))
+        return
+    for event in got:
+        if isinstance(event, ChangeEvent):
+            events.append(event)
+        else:
+            errors.append(SourceError(
+                f"{where}: a {type(event).__name__} in a storage-sink data file (DDLs are schema files, and "
+                "the storage sink writes no watermarks); ignored.",
+                source=source, line=number, reason="not a DML message", raw=raw,
+            ))

@@ -58,12 +58,9 @@ from avro_registry_sink.spark.sources import (
     ENCODED_DDL,
     ORDER_COLUMNS,
     SourceSpec,
-    changelog_messages,
     changelog_stream,
     encode_storage_files,
     infer_table,
-    parse_changelog,
-    peek_changelog,
     resolve_storage_files,
     source_error_json,
 )
@@ -451,6 +448,12 @@ class _BatchProcessor:
         self.side = SideState(self.state)
         self.owners = TopicOwners(self.side)  # claimed in the router before the first batch
         self._owners_claimed = False
+        self._changelog_plans: dict[PlanKey, TablePlan] = {}  # every version a summarized batch of this run planned
+        self._strict_batch: int | None = None  # the batch read without a summary (see _prepare_changelog)
+        self._summary: tuple[int, Any] | None = None  # the summary of a batch read again with it
+        self._late_report: Callable[[BatchReport], None] | None = None  # fills the report once the batch is written
+        self._counts: Any = None  # the run's accumulator of what strict passes saw
+        self._last_inputs: int | None = None  # messages of the last changelog batch
         self.hints = {(t.schema_name, t.table): t for t in options.tables}
         self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
         spec = options.source
@@ -480,8 +483,17 @@ class _BatchProcessor:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
             self.current_batch = batch_id
+            side = self._side_batch
             try:
-                self._process(batch_df, batch_id)
+                try:
+                    self._process(batch_df, batch_id)
+                except Exception:
+                    if self._strict_batch != batch_id or not self._summary_has_news(batch_df, batch_id):
+                        raise
+                    # The batch holds what the driver must see first (a DDL, a new table or version, new
+                    # columns): the strict pass stopped before handing on any record; read it with its summary.
+                    self._side_batch = side
+                    self._process(batch_df, batch_id)
             except BaseException as exc:
                 self.failure = exc
                 self.failed_batch = batch_id
@@ -531,6 +543,7 @@ class _BatchProcessor:
 
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
+        self._late_report = None
         spark = batch_df.sparkSession
         self.history.batch = batch_id
         if not self._owners_claimed:  # topics and subjects of earlier runs of the checkpoint: theirs alone
@@ -544,7 +557,7 @@ class _BatchProcessor:
         if self.options.source.is_storage:
             prepared = self._prepare_storage(spark, batch_id, output, missing)
         else:
-            prepared = self._prepare_changelog(spark, batch_df)
+            prepared = self._prepare_changelog(spark, batch_df, output)
         if prepared is None:
             self._end_side(batch_id)
             return
@@ -552,7 +565,7 @@ class _BatchProcessor:
         parsed, plans, early_errors, inputs, cleanup = prepared
         self._warnings.extend(self.manager.take_warnings())
         try:
-            one_pass = self.options.source.is_storage  # storage files: parsed and encoded in one executor pass
+            one_pass = True  # storage files and changelog messages: parsed and encoded in one executor pass
             errors = list(early_errors)
             if not one_pass:
                 errors += [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
@@ -607,6 +620,8 @@ class _BatchProcessor:
             failpoint("job.after-dead-letters")
             self._end_side(batch_id)
             failpoint("job.after-side-write")
+            if self._late_report is not None:
+                self._late_report(report)
             report.seconds = round(time.time() - started, 3)
             self.totals.add(report)
             self.progress.batch(report, self.totals)
@@ -981,62 +996,53 @@ class _BatchProcessor:
 
     # -- changelogs ----------------------------------------------------------------------------------
 
-    def _prepare_changelog(self, spark: SparkSession, batch_df: DataFrame) -> Any:
-        from pyspark.sql import functions as F
-
+    def _prepare_changelog(self, spark: SparkSession, batch_df: DataFrame, output: Any = None) -> Any:
+        """The batch's messages summarized (tables, column sets, commit-ts ranges, DDLs: one light executor
+        pass), the catalog brought up to date and the schemas registered on the driver, then parsed and encoded
+        in one executor pass (``spark.changelog_stage``); nothing is cached."""
         from avro_registry_sink.formats.canal_json import DdlEvent, events_from_canal
         from avro_registry_sink.formats.debezium_json import events_from_debezium
+        from avro_registry_sink.spark.changelog_stage import encode_changelog, summarize_changelog
 
         assert self.catalog is not None
         spec = self.options.source
         fmt = spec.kind
-        peeked = self._peeked = peek_changelog(changelog_messages(batch_df, spec), fmt).persist()
-        cleanup: list[Any] = [peeked]
-        # One pass for the driver: per kind and table the count, the commit-ts range and the first message
-        # (to describe a table nothing else describes).
-        order = F.struct("commit_ts", "order_file", "order_line")
-        summary = peeked.groupBy("kind", "schema", "table", "shape").agg(
-            F.count(F.lit(1)).alias("n"),
-            F.min("commit_ts").alias("low"),
-            F.max("commit_ts").alias("high"),
-            F.min_by("message", order).alias("first"),
-            F.min_by("source", order).alias("first_source"),
-        ).collect()
-        inputs = sum(int(r["n"]) for r in summary)
+        batch_id = self.current_batch
+        if self._changelog_plans and (self._summary is None or self._summary[0] != batch_id):
+            return self._strict_changelog(spark, batch_df, output)
+        if self._summary is not None and self._summary[0] == batch_id:
+            summary = self._summary[1]
+        else:
+            summary = summarize_changelog(batch_df, spec)
+        self._summary = None
+        inputs = summary.inputs
+        self._last_inputs = inputs
         if inputs == 0:
-            peeked.unpersist()
             return None
         selection = self.manager.selection
-        excluded = {(r["schema"], r["table"]) for r in summary if r["kind"] in ("dml", "ddl") and r["schema"] is not None
+        stats = list(summary.groups)
+        ddl_rows = list(summary.ddls)
+        excluded = {(r["schema"], r["table"]) for r in stats + ddl_rows if r["schema"] is not None
                     and r["table"] is not None and not selection.admits(r["schema"], r["table"])}
         if excluded:  # [filter] rules: these tables' messages are counted and left out, DDLs included
-            for r in summary:
+            for r in stats + ddl_rows:
                 if (r["schema"], r["table"]) in excluded:
                     name = f"{r['schema']}.{r['table']}"
                     self._filtered[name] = self._filtered.get(name, 0) + int(r["n"])
-            names = [f"{s}\x00{t}" for s, t in excluded]
-            peeked = peeked.filter(~F.concat_ws("\x00", "schema", "table").isin(names) | F.col("table").isNull())
-            summary = [r for r in summary if (r["schema"], r["table"]) not in excluded]
-        stats = [r for r in summary if r["kind"] == "dml"]
+            stats = [r for r in stats if (r["schema"], r["table"]) not in excluded]
+            ddl_rows = [r for r in ddl_rows if (r["schema"], r["table"]) not in excluded]
         early: list[dict[str, Any]] = []
         changed = False
-        if any(r["kind"] in ("ddl", "error") for r in summary):
-            # Bad messages and DDLs reach the driver (both are few); DDLs in commit order start new versions.
-            special = peeked.filter("kind IN ('ddl', 'error')").select(
-                "kind", "message", "source", "commit_ts", "order_file", "order_line", "error").collect()
-            early = [json.loads(r["error"]) for r in special if r["kind"] == "error"]
-            ddl_rows = sorted((r for r in special if r["kind"] == "ddl"),
-                              key=lambda r: (r["commit_ts"] or 0, r["order_file"] or "", r["order_line"] or 0))
-            for row in ddl_rows:
-                try:
-                    got = (events_from_canal if fmt == "canal-json" else events_from_debezium)(
-                        row["message"], source=row["source"])
-                    for event in got:
-                        if isinstance(event, DdlEvent):
-                            self.sources.note_ddl(event)
-                            changed |= self.catalog.apply(event)
-                except SourceError as exc:
-                    early.append(json.loads(source_error_json(exc, fmt=fmt, raw=row["message"])))
+        for row in ddl_rows:  # in commit order: each starts a new version
+            try:
+                got = (events_from_canal if fmt == "canal-json" else events_from_debezium)(
+                    row["message"], source=row["source"])
+                for event in got:
+                    if isinstance(event, DdlEvent):
+                        self.sources.note_ddl(event)
+                        changed |= self.catalog.apply(event)
+            except SourceError as exc:
+                early.append(json.loads(source_error_json(exc, fmt=fmt, raw=row["message"])))
         for row in sorted(stats, key=lambda r: (r["schema"], r["table"], r["low"] or 0)):
             key = (row["schema"], row["table"])
             if key not in self.catalog.known():
@@ -1058,10 +1064,101 @@ class _BatchProcessor:
             for table in self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]):
                 tables[(table.schema_name, table.table, table.version)] = table
         plans = self.manager.prepare_batch(tables.values())
+        self._changelog_plans.update(plans)
+        batch_df = self._one_task_if_small(batch_df, inputs)
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
-        parsed = parse_changelog(peeked, fmt, history).persist()
-        cleanup.append(parsed)
-        return parsed, plans, early, inputs, cleanup
+        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes) if plans else {}
+        if not plans:  # nothing to write: what the messages hold are dead letters only
+            encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded))
+            early += [json.loads(r[0]) for r in encoded.filter("error IS NOT NULL").select("error").collect()]
+            encoded = spark.createDataFrame([], ENCODED_DDL)
+        else:
+            encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded), output)
+        return encoded, plans, early, inputs, []
+
+    def _strict_changelog(self, spark: SparkSession, batch_df: DataFrame, output: Any) -> Any:
+        """A batch read without a summary: with the table versions and plans of earlier batches, in one Spark job.
+
+        Running continuously, almost every batch holds only tables and versions already planned; reading it
+        once saves a pass over the messages and a Spark job. Should a message need the driver first (a DDL, a
+        new table, version or column set), the executor stops the job before any record is handed on and
+        :meth:`__call__` reads the batch again with its summary."""
+        from avro_registry_sink.spark.changelog_stage import CountsParam, encode_changelog
+
+        assert self.catalog is not None
+        spec = self.options.source
+        self._strict_batch = self.current_batch
+        known = self.catalog.known()
+        history = self.catalog.history(known)
+        plans = dict(self._changelog_plans)
+        shapes = {}
+        if spec.kind == "canal-json":
+            for key in known:
+                latest = self.catalog.latest(*key)
+                if key not in self.hints and latest is not None:
+                    shapes[key] = ",".join(sorted(c.name.lower() for c in latest.columns))
+        if self._counts is None:
+            self._counts = spark.sparkContext.accumulator({"n": 0, "filtered": {}}, CountsParam())
+        else:
+            self._counts.value = {"n": 0, "filtered": {}}
+        counts = self._counts
+        batch_df = self._one_task_if_small(batch_df, self._last_inputs)
+        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
+        encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(), output, strict=True,
+                                   shapes=shapes, table_filter=self.manager.selection.table_filter, counts=counts)
+
+        def late(report: BatchReport) -> None:
+            value = counts.value
+            report.inputs = self._last_inputs = int(value["n"])
+            for name, n in value["filtered"].items():
+                report.filtered[name] = report.filtered.get(name, 0) + int(n)
+
+        self._late_report = late
+        return encoded, plans, [], 0, []
+
+    #: A changelog batch of fewer messages is read, encoded and written by one task, without a shuffle: the
+    #: shuffle (and the second Spark stage) costs more than the parallelism saves.
+    SMALL_BATCH = 50_000
+
+    def _one_task_if_small(self, batch_df: DataFrame, inputs: int | None) -> DataFrame:
+        """The batch as one Spark partition when it is small (``inputs``: its message count, or the last batch's),
+        which then needs no shuffle to put each Kafka partition's records in order (``_for_sink``)."""
+        if inputs is None or inputs >= self.SMALL_BATCH or self.options.output_partitions:
+            return batch_df
+        self._single_input = True
+        return batch_df.coalesce(1)
+
+    def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
+        """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again
+        with the summary computed here); ``False`` means the failure has another cause."""
+        from avro_registry_sink.spark.changelog_stage import summarize_changelog
+
+        try:
+            summary = summarize_changelog(batch_df, self.options.source)
+        except Exception:  # noqa: BLE001 - the original failure is the one to report
+            return False
+        self._summary = (batch_id, summary)
+        assert self.catalog is not None
+        selection = self.manager.selection
+        canal = self.options.source.kind == "canal-json"
+        for row in summary.ddls:
+            if row["schema"] is None or row["table"] is None or selection.admits(row["schema"], row["table"]):
+                return True
+        for row in summary.groups:
+            key = (row["schema"], row["table"])
+            if not selection.admits(*key):
+                continue
+            latest = self.catalog.latest(*key)
+            if latest is None:
+                return True
+            if canal and row["shape"] and key not in self.hints and \
+                    row["shape"] != ",".join(sorted(c.name.lower() for c in latest.columns)):
+                return True
+            for table in self.catalog.versions_between(key[0], key[1], row["low"], row["high"]):
+                if (table.schema_name, table.table, table.version) not in self._changelog_plans:
+                    return True
+        self._summary = None
+        return False
 
 
 # --------------------------------------------------------------------------------------------------

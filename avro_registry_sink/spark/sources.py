@@ -68,9 +68,11 @@ __all__ = [
     "infer_table",
     "location_of",
     "parse_changelog",
+    "parse_message",
     "parse_source",
     "parse_storage_files",
     "peek_changelog",
+    "peek_message",
     "resolve_storage_files",
     "source_error_json",
 ]
@@ -542,10 +544,9 @@ def encode_storage_files(
         import numpy as np
         import pyarrow as pa
 
-        from avro_registry_sink.errors import EncodingError
         from avro_registry_sink.formats.csv import read_columns
         from avro_registry_sink.sources.storage import StorageLayout
-        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, stage_for
+        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -581,18 +582,17 @@ def encode_storage_files(
                     omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
                     if omitted:  # left out by a column selector
                         values = values.select([n for n in values.schema.names if n.lower() not in omitted])
-                    try:
-                        records, oversize = stage_for(plan).encode_checked(values, columns.op_codes,
-                                                                           columns.commit_ts)
-                    except EncodingError:
-                        return False  # the reference path names the row and sets it aside alone
-                    if oversize:
-                        return False
-                    taken.append(finish(records, order, columns.lines, pa.nulls(records.num_rows, pa.string()), rank))
+                    # a row the encoder refuses is set aside alone (named by its line); the others stay here
+                    records = encode_typed(values, columns.op_codes, columns.commit_ts, plan,
+                                           _LineSources(relpath, columns.lines))
+                    taken.append(finish(records, order, columns.lines, records.column("error"), rank))
                     return True
 
-                rows = list(_storage_file_rows(relpath, content, table, order, _data_file(layout, relpath),
-                                               csv_options, explicit, fast))
+                data_file = _data_file(layout, relpath)
+                if data_file is not None and data_file.format != "csv":
+                    yield from _canal_file(relpath, content, table, plan, order, rank, finish, plans)
+                    continue
+                rows = list(_storage_file_rows(relpath, content, table, order, data_file, csv_options, explicit, fast))
                 yield from taken
                 changes = [r for r in rows if r[-1] is None]
                 if changes:
@@ -609,6 +609,95 @@ def encode_storage_files(
                                  rank)
 
     return files_df.mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL))
+
+
+class _LineSources:
+    """``relpath:line`` of each row (made when asked for: only refused rows need theirs)."""
+
+    def __init__(self, relpath: str, lines: Any) -> None:
+        self.relpath, self.lines = relpath, lines
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, i: int) -> str:
+        return f"{self.relpath}:{int(self.lines[i])}"
+
+
+def _file_lines(content: bytes) -> tuple[Any, Any]:
+    """A data file's lines (``text.split("\\n")``, trailing ``\\r`` stripped) as a binary array, with their
+    numbers; empty lines left out."""
+    import numpy as np
+    import pyarrow as pa
+
+    data = np.frombuffer(content, np.uint8)
+    breaks = np.flatnonzero(data == 10)
+    starts = np.concatenate([[0], breaks + 1]).astype(np.int64)
+    ends = np.concatenate([breaks, [data.size]]).astype(np.int64)
+    while True:  # rstrip("\\r")
+        cr = (ends > starts) & (data[np.maximum(ends - 1, 0)] == 13) if data.size else np.zeros(ends.size, bool)
+        if not cr.any():
+            break
+        ends = ends - cr
+    numbers = np.arange(1, starts.size + 1, dtype=np.int64)
+    keep = ends > starts
+    starts, ends, numbers = starts[keep], ends[keep], numbers[keep]
+    lengths = ends - starts
+    offsets = np.zeros(starts.size + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if starts.size:
+        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        body = data[index]
+    else:
+        body = np.zeros(0, np.uint8)
+    lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), starts.size, [None, pa.py_buffer(offsets),
+                                                                               pa.py_buffer(body)])
+    return lines, numbers
+
+
+def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order: tuple[int, str, int], rank: int,
+                finish: Any, plans: Mapping[tuple[str, str, int], Any]) -> Iterator[Any]:
+    """A storage-sink canal-json data file in one pass: its lines parsed by Arrow's JSON reader into typed columns
+    and encoded (:mod:`~avro_registry_sink.formats.changelog_arrow`); a line the vectorized reader does not take
+    is read on its own by :func:`~avro_registry_sink.formats.canal_json.parse_canal_line` (a bad line is set
+    aside alone, the rest of the file stays on the vectorized path)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from avro_registry_sink.formats.canal_json import parse_canal_line
+    from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
+    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+
+    lines, numbers = _file_lines(content)
+    key = (table.schema_name, table.table, table.version)
+    found = canal_rows(lines, TableVersions(history={key[:2]: [(table.version, table)]}, planned=frozenset({key}),
+                                            dml_only=True))
+    for rows in found.tables:
+        line_of = numbers[rows.message]
+        records = encode_typed(rows.columns, rows.op_codes, rows.commit_ts, plan, _LineSources(relpath, line_of))
+        yield finish(records, order, line_of, records.column("error"), rank)
+    if not found.slow.size:
+        return
+    events: list[ChangeEvent] = []
+    errors: list[SourceError] = []
+    for i in found.slow.tolist():
+        raw = lines[i].as_py()
+        parse_canal_line(raw.decode("utf-8", "surrogateescape"), int(numbers[i]), table, source=relpath,
+                         table_version=table.version, events=events, errors=errors)
+    changes = [_event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
+               for event in events for part in split_key_change(event, table)]
+    if changes:
+        change_batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in changes],
+                                                  schema=CHANGE_SCHEMA)
+        records = encode_change_batch(change_batch, plans, isolate=True)
+        yield finish(records, order, [r[10] for r in changes], records.column("error"), rank)
+    if errors:
+        n = len(errors)
+        empty = pa.RecordBatch.from_arrays([pa.nulls(n, f.type) for f in KAFKA_SCHEMA], schema=KAFKA_SCHEMA)
+        texts = [source_error_json(err, fmt="canal-json", schema=table.schema_name, table=table.table,
+                                   table_version=table.version) for err in errors]
+        yield finish(empty, order, np.array([int(err.context.get("line") or 0) for err in errors], np.int64),
+                     pa.array(texts, pa.string()), rank)
 
 
 #: Bits of a storage record's ``order_line`` that hold its line; the bits above hold its data file's rank in the
@@ -666,6 +755,10 @@ def changelog_stream(
         )
         if max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", int(max_offsets_per_trigger))
+        # At least two tasks per core: a batch of three equal Kafka partitions on two cores would leave one core
+        # idle for a third of the time (Spark splits the larger offset ranges).
+        reader = reader.option("minPartitions", spec.options.get(
+            "minPartitions", str(2 * max(1, spark.sparkContext.defaultParallelism))))
         for name, value in spec.options.items():
             if name.startswith("kafka."):
                 reader = reader.option(name, value)
@@ -782,6 +875,42 @@ def _shape(msg: Mapping[str, Any]) -> str | None:
     return ",".join(sorted(str(k).lower() for k in types)) if isinstance(types, Mapping) and types else None
 
 
+def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str | None, str | None, int | None, str | None,
+                                                                 str | None, str | None]:
+    """What one changelog message is, the per-message way: ``(kind, schema, table, commit_ts, message, error,
+    shape)`` with kind ``dml``/``ddl``/``watermark``/``skip``/``error`` (``message``: the JSON text, a saved
+    Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: see :func:`peek_changelog`)."""
+    from avro_registry_sink.formats import canal_json, debezium_json
+
+    if message is None or not message.strip():
+        if fmt == "debezium-json":
+            return "skip", None, None, None, message, None, None
+        return "error", None, None, None, message, _error_json(source, "empty message",
+                                                                  f"{source}: empty canal-json message."), None
+    peek = canal_json.peek if fmt == "canal-json" else debezium_json.peek
+    try:
+        msg = json.loads(message)
+        if isinstance(msg, Mapping):
+            msg, text = _unwrap_dump(msg, fmt, source)
+            message = text if text is not None else message
+        if msg is None and fmt == "debezium-json":  # Debezium's tombstone after a delete
+            return "skip", None, None, None, message, None, None
+        if not isinstance(msg, Mapping):
+            raise SourceError("expected a JSON object.", reason="not an object")
+        kind, schema, table, commit_ts = peek(msg)
+        shape = _shape(msg) if fmt == "canal-json" and kind == "dml" else None
+        return kind, schema, table, commit_ts, message, None, shape
+    except Exception as exc:  # noqa: BLE001 - reported as bad input, never fails the batch
+        if isinstance(exc, SourceError):
+            reason, text = exc.context.get("reason"), exc.message
+        elif isinstance(exc, json.JSONDecodeError):
+            reason = text = f"not valid JSON ({exc})"
+        else:
+            reason = text = f"{type(exc).__name__}: {exc}"
+        text = text if text.startswith(source) else f"{source}: {text}"
+        return "error", None, None, None, message, _error_json(source, str(reason), text, fmt=fmt, raw=message), None
+
+
 def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
     """Executor stage 1: classify every message (``dml``/``ddl``/``watermark``/``skip``/``error``).
 
@@ -791,9 +920,6 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
     The message text is kept for every row (stage 2 parses the DMLs); only DDLs, per-table commit-ts
     ranges and one message per table reach the driver.
     """
-    from avro_registry_sink.formats import canal_json, debezium_json
-
-    peek = canal_json.peek if fmt == "canal-json" else debezium_json.peek
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
@@ -803,39 +929,54 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
                     if error is not None:
                         yield (message, source, order_file, order_line, "error", None, None, None, error, None)
                         continue
-                    if message is None or not message.strip():
-                        kind = "skip" if fmt == "debezium-json" else "error"
-                        err = None if kind == "skip" else _error_json(source, "empty message",
-                                                                      f"{source}: empty canal-json message.")
-                        yield (message, source, order_file, order_line, kind, None, None, None, err, None)
-                        continue
-                    try:
-                        msg = json.loads(message)
-                        if isinstance(msg, Mapping):
-                            msg, text = _unwrap_dump(msg, fmt, source)
-                            message = text if text is not None else message
-                        if msg is None and fmt == "debezium-json":  # Debezium's tombstone after a delete
-                            yield (message, source, order_file, order_line, "skip", None, None, None, None, None)
-                            continue
-                        if not isinstance(msg, Mapping):
-                            raise SourceError("expected a JSON object.", reason="not an object")
-                        kind, schema, table, commit_ts = peek(msg)
-                        shape = _shape(msg) if fmt == "canal-json" and kind == "dml" else None
-                        yield (message, source, order_file, order_line, kind, schema, table, commit_ts, None, shape)
-                    except Exception as exc:  # noqa: BLE001 - reported as bad input, never fails the batch
-                        if isinstance(exc, SourceError):
-                            reason, text = exc.context.get("reason"), exc.message
-                        elif isinstance(exc, json.JSONDecodeError):
-                            reason = text = f"not valid JSON ({exc})"
-                        else:
-                            reason = text = f"{type(exc).__name__}: {exc}"
-                        text = text if text.startswith(source) else f"{source}: {text}"
-                        yield (message, source, order_file, order_line, "error", None, None, None,
-                               _error_json(source, str(reason), text, fmt=fmt, raw=message), None)
+                    kind, schema, table, commit_ts, text, err, shape = peek_message(message, source, fmt)
+                    yield (text, source, order_file, order_line, kind, schema, table, commit_ts, err, shape)
 
         yield from _batches(rows(), PEEKED_DDL)
 
     return messages.mapInArrow(run, PEEKED_DDL)
+
+
+def parse_message(message: str, source: str, fmt: str, schema: str, table_name: str, commit_ts: int,
+                  order: tuple[Any, str, int], history: Mapping[tuple[str, str], list[tuple[int, TableDef]]]
+                  ) -> Iterator[tuple[Any, ...]]:
+    """One DML message (as :func:`peek_message` saw it) -> :data:`PARSED_DDL` rows, the per-message way: its
+    change rows (an UPDATE of the key split in two), or one error row."""
+    from avro_registry_sink.formats.canal_json import events_from_canal
+    from avro_registry_sink.formats.debezium_json import events_from_debezium
+
+    versions = history.get((schema, table_name))
+    if not versions:
+        yield _error_row(_error_json(
+            source, "unknown table",
+            f"{source}: no definition of {schema}.{table_name}: its messages carry no usable type "
+            "information; give its CREATE TABLE with --tables, or start from the topic's DDL.",
+            fmt=fmt, raw=message, schema=schema, table=table_name, commit_ts=commit_ts),
+            order, schema, table_name, source)
+        return
+    table = pick_version(versions, commit_ts)
+    try:
+        if fmt == "canal-json":
+            got = events_from_canal(message, table=table, table_version=table.version, source=source)
+        else:
+            got = events_from_debezium(message, tables={(schema, table_name): table},
+                                       table_version=table.version, source=source)
+    except SourceError as exc:
+        yield _error_row(source_error_json(exc, fmt=fmt, raw=message, schema=schema, table=table_name,
+                                           table_version=table.version, commit_ts=commit_ts),
+                         order, schema, table_name, source)
+        return
+    except Exception as exc:  # noqa: BLE001 - a message the reader chokes on is bad input too
+        reason = f"{type(exc).__name__}: {exc}"
+        yield _error_row(_error_json(source, reason, f"{source}: cannot be read: {reason}", fmt=fmt,
+                                     raw=message, schema=schema, table=table_name,
+                                     table_version=table.version, commit_ts=commit_ts),
+                         order, schema, table_name, source)
+        return
+    for event in got:
+        if isinstance(event, ChangeEvent):
+            for part in split_key_change(event, table):
+                yield _event_row(part, table.version, order)
 
 
 def parse_changelog(
@@ -849,49 +990,15 @@ def parse_changelog(
     history = {key: list(versions) for key, versions in history.items()}
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from avro_registry_sink.formats.canal_json import events_from_canal
-        from avro_registry_sink.formats.debezium_json import events_from_debezium
-
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
                 data = batch.to_pydict()
                 for i in range(batch.num_rows):
-                    message, source = data["message"][i], data["source"][i]
-                    schema, table_name, commit_ts = data["schema"][i], data["table"][i], data["commit_ts"][i]
+                    commit_ts = data["commit_ts"][i]
                     # commit order first: the same row may sit in several input partitions (ts dispatch)
                     order = (commit_ts, data["order_file"][i], data["order_line"][i])
-                    versions = history.get((schema, table_name))
-                    if not versions:
-                        yield _error_row(_error_json(
-                            source, "unknown table",
-                            f"{source}: no definition of {schema}.{table_name}: its messages carry no usable type "
-                            "information; give its CREATE TABLE with --tables, or start from the topic's DDL.",
-                            fmt=fmt, raw=message, schema=schema, table=table_name, commit_ts=commit_ts),
-                            order, schema, table_name, source)
-                        continue
-                    table = pick_version(versions, commit_ts)
-                    try:
-                        if fmt == "canal-json":
-                            got = events_from_canal(message, table=table, table_version=table.version, source=source)
-                        else:
-                            got = events_from_debezium(message, tables={(schema, table_name): table},
-                                                       table_version=table.version, source=source)
-                    except SourceError as exc:
-                        yield _error_row(source_error_json(exc, fmt=fmt, raw=message, schema=schema, table=table_name,
-                                                            table_version=table.version, commit_ts=commit_ts),
-                                         order, schema, table_name, source)
-                        continue
-                    except Exception as exc:  # noqa: BLE001 - a message the reader chokes on is bad input too
-                        reason = f"{type(exc).__name__}: {exc}"
-                        yield _error_row(_error_json(source, reason, f"{source}: cannot be read: {reason}", fmt=fmt,
-                                                     raw=message, schema=schema, table=table_name,
-                                                     table_version=table.version, commit_ts=commit_ts),
-                                         order, schema, table_name, source)
-                        continue
-                    for event in got:
-                        if isinstance(event, ChangeEvent):
-                            for part in split_key_change(event, table):
-                                yield _event_row(part, table.version, order)
+                    yield from parse_message(data["message"][i], data["source"][i], fmt, data["schema"][i],
+                                             data["table"][i], commit_ts, order, history)
 
         yield from _batches(rows(), PARSED_DDL)
 

@@ -57,6 +57,7 @@ __all__ = [
     "encode_change_batch",
     "encode_changes",
     "encode_table",
+    "encode_typed",
     "images_to_batch",
     "oversize_reason",
     "partition_numbers",
@@ -717,6 +718,16 @@ def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> tuple[
         typed = images_to_batch(images, stage.table, required=~deletes, omitted=stage.plan.encoding.omitted)
     except _FallBack:
         return _encode_rows(part, stage, version, sources)
+    got = _isolated(stage, typed, op_codes, ts, version, sources)
+    return got if got is not None else _encode_rows(part, stage, version, sources)
+
+
+def _isolated(stage: _TableStage, typed: pa.RecordBatch, op_codes: np.ndarray, ts: np.ndarray, version: int,
+              sources: Sequence[str | None]) -> tuple[pa.RecordBatch, dict[int, EncodingError]] | None:
+    """Encode typed rows, setting aside up to :data:`_ISOLATE_LIMIT` rows the encoder refuses (the others
+    encoded again without them); ``None`` when there are more (the caller goes row by row)."""
+    plan = stage.plan
+    n = typed.num_rows
     bad: dict[int, EncodingError] = {}
     keep = np.arange(n)
     while True:
@@ -726,7 +737,7 @@ def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> tuple[
         except EncodingError as exc:
             row = exc.context.get("row")
             if row is None or len(bad) >= _ISOLATE_LIMIT:
-                return _encode_rows(part, stage, version, sources)
+                return None
             original = int(keep[int(row)])
             bad[original] = _row_error(exc, plan, version, sources[original])
             keep = np.delete(keep, int(row))
@@ -736,6 +747,35 @@ def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> tuple[
             bad[original] = _row_error(EncodingError(reason, table=stage.name), plan, version, sources[original])
         break
     return _spread_rows(out, keep, n, plan), bad
+
+
+def encode_typed(typed: pa.RecordBatch, op_codes: np.ndarray, commit_ts: np.ndarray, plan: StagePlan,
+                 sources: Sequence[str | None]) -> pa.RecordBatch:
+    """Typed columns of one table version (the table's column names; values as the columnar encoder takes
+    them) -> records (:data:`KAFKA_ERROR_SCHEMA`, same row order): a row the encoder refuses comes out alone
+    with its ``error`` (see :func:`encode_change_batch`), every other row is encoded."""
+    stage = _stage_for(plan)
+    version = plan.encoding.table.version
+    n = typed.num_rows
+    ts = np.asarray(commit_ts, np.int64)
+    got = _isolated(stage, typed, op_codes, ts, version, sources)
+    if got is None:  # many refused rows: one at a time
+        outputs, keep, bad = [], [], {}
+        for i in range(n):
+            try:
+                out, oversize = stage.encode_checked(typed.slice(i, 1), op_codes[i: i + 1], ts[i: i + 1])
+                if oversize:
+                    raise EncodingError(oversize[0], table=stage.name)
+            except (AvroSinkError, ValueError, TypeError, pa.ArrowException) as exc:
+                bad[i] = _row_error(exc, plan, version, sources[i])
+                continue
+            outputs.append(out)
+            keep.append(i)
+        out = (pa.Table.from_batches(outputs).combine_chunks().to_batches(max_chunksize=len(keep))[0] if outputs
+               else pa.RecordBatch.from_pylist([], schema=KAFKA_SCHEMA))
+        got = _spread_rows(out, np.array(keep, np.int64), n, plan), bad
+    out, bad = got
+    return _with_errors(out, bad, plan, version, sources)  # type: ignore[arg-type]
 
 
 def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,

@@ -1,0 +1,1151 @@
+"""Changelog messages -> typed Arrow columns per table version, vectorized (Arrow's JSON reader, numpy).
+
+The per-message readers (:func:`~avro_registry_sink.formats.canal_json.events_from_canal`,
+:func:`~avro_registry_sink.formats.debezium_json.events_from_debezium`) define what a message means; this
+module computes the same rows for a whole Arrow batch of messages at once, without a Python object per
+message or value, and hands on only what it can take exactly:
+
+* the messages are parsed once, by ``pyarrow.json.read_json`` against an explicit schema built from the
+  table definitions (every canal-json value as text; unknown keys are inferred, so a column the definition
+  lacks shows up as an extra field);
+* each value is converted as the per-message reader converts it (:func:`_canal_column`), and checked to be
+  of the form that makes the conversion exact (integers as plain digits, numbers as JSON numbers, ...);
+* JSON cannot tell a missing key from an explicit ``null`` once parsed, but the readers can (a missing column
+  is refused, a missing key of an UPDATE's ``old`` keeps the new value): where a ``null`` matters, the key
+  is counted in the message text (``"name":`` occurs only as a key in valid JSON) and set against the keys
+  the parse saw.
+
+A message this module does not take exactly (malformed, an unknown table, a value of an unusual form, a
+DDL, a watermark...) is listed in :attr:`Rows.slow` (or :attr:`Rows.skipped`): the caller reads it with
+the per-message reader, which reports it on its own. The result of a message is therefore the same on both
+paths: :mod:`tests.unit.test_changelog_arrow` checks it byte for byte through the encoders.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+
+__all__ = ["Body", "Rows", "TableRows", "TableVersions", "canal_rows", "debezium_rows", "latin1_bytes", "utf8_messages"]
+
+PlanKey = tuple[str, str, int]
+
+_OP_INSERT, _OP_UPDATE, _OP_DELETE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class TableVersions:
+    """What the executors know of the tables: each table's versions (``history``, oldest first, as
+    :meth:`~avro_registry_sink.tabledef.catalog.TableCatalog.history` gives them), the versions that have an
+    encoding plan, and the tables ``[filter] rules`` leave out."""
+
+    history: Mapping[tuple[str, str], Sequence[tuple[int, TableDef]]]
+    planned: frozenset[PlanKey] = frozenset()
+    excluded: frozenset[tuple[str, str]] = frozenset()
+    #: Known in advance (no summary of the batch): a message the driver must see first (a DDL, a table or table
+    #: version without a plan, a canal-json column set other than ``shapes`` says) sets :attr:`Rows.needs`.
+    strict: bool = False
+    #: Per table (canal-json, tables without ``--tables``): its newest version's column names, lower case,
+    #: sorted and joined by commas (what a message's ``mysqlType`` must list).
+    shapes: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    #: ``[filter] rules`` (a :class:`~avro_registry_sink.table_filter.TableFilter`), for tables not in ``history``.
+    table_filter: Any = None
+    #: Only DML messages belong here (a storage-sink data file): a DDL or watermark is read one by one (and refused).
+    dml_only: bool = False
+
+    def left_out(self, name: tuple[str, str]) -> bool:
+        """Whether ``[filter] rules`` leave the table out."""
+        if name in self.excluded:
+            return True
+        return self.table_filter is not None and not self.table_filter.matches(*name)
+
+
+@dataclass
+class TableRows:
+    """The rows of one table version, in message order: typed columns (the table's own names), op codes
+    (0 insert, 1 update, 2 delete), commit ts and the index of each row's message in the input."""
+
+    key: PlanKey
+    columns: pa.RecordBatch
+    op_codes: np.ndarray
+    commit_ts: np.ndarray
+    message: np.ndarray
+
+
+@dataclass
+class Rows:
+    """What a batch of messages holds: rows per table version, the messages to read one by one (``slow``),
+    and those that give no rows (``skipped``: DDLs, watermarks, tables left out)."""
+
+    tables: list[TableRows] = field(default_factory=list)
+    slow: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    skipped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    needs: str | None = None  # (strict) why the driver must see the batch first
+    filtered: dict[tuple[str, str], int] = field(default_factory=dict)  # messages of tables left out
+
+
+# --------------------------------------------------------------------------------------------------
+# Messages as text
+
+
+def utf8_messages(messages: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Messages (binary or string) as a string array, and a mask of those that are not UTF-8 (null there)."""
+    if pa.types.is_string(messages.type) or pa.types.is_large_string(messages.type):
+        return messages, np.zeros(len(messages), bool)
+    try:
+        return messages.cast(pa.large_string() if pa.types.is_large_binary(messages.type) else pa.string()), \
+            np.zeros(len(messages), bool)
+    except pa.ArrowInvalid:
+        pass
+    values = messages.to_pylist()
+    bad = np.zeros(len(values), bool)
+    texts: list[str | None] = []
+    for i, raw in enumerate(values):
+        if raw is None:
+            texts.append(None)
+            continue
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            bad[i] = True
+            texts.append(None)
+    return pa.array(texts, pa.string()), bad
+
+
+def _lines(texts: pa.Array) -> pa.Buffer:
+    """The messages joined by newlines (one JSON document per line for Arrow's reader)."""
+    joined = pc.binary_join_element_wise(texts.cast(pa.large_string()), pa.scalar("\n", pa.large_string()),
+                                         pa.scalar("", pa.large_string()))
+    n = len(joined)
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)[joined.offset: joined.offset + n + 1]
+    data = joined.buffers()[2]
+    return data[int(offsets[0]): int(offsets[-1])] if data is not None else pa.py_buffer(b"")
+
+
+def _read(texts: pa.Array, schema: pa.Schema, behaviour: str = "infer") -> pa.Table | None:
+    """Arrow's JSON reader over the messages (one per line), or ``None`` when it refuses any of them."""
+    import pyarrow.json as pj
+
+    if len(texts) == 0:
+        return None
+    body = _lines(texts)
+    try:
+        table = pj.read_json(
+            pa.BufferReader(body),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, body.size + 1)),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior=behaviour,
+                                          newlines_in_values=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    return table if table.num_rows == len(texts) else None
+
+
+def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The value offsets (n + 1, relative to the data shown) and the data bytes of a string/binary array."""
+    n = len(arr)
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32)[arr.offset: arr.offset + n + 1]
+    buffer = arr.buffers()[2]
+    start, stop = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(buffer, np.uint8)[start:stop] if buffer is not None and stop > start else np.zeros(0, np.uint8)
+    return offsets.astype(np.int64) - start, data
+
+
+class Body:
+    """The bytes of a string/binary array as one ``bytes`` object with each value's offsets: searched with
+    ``bytes.find``/``count`` (memchr speed), without a copy per value."""
+
+    def __init__(self, arr: pa.Array) -> None:
+        offsets, data = _offsets_and_data(arr)
+        self.offsets = offsets
+        self.starts = offsets[:-1].tolist()
+        self.ends = offsets[1:].tolist()
+        self.bytes = data.tobytes()
+
+    def rows_with(self, pattern: bytes) -> np.ndarray:
+        """Indexes of the values holding ``pattern``."""
+        hits = []
+        find = self.bytes.find
+        at = find(pattern)
+        while at >= 0:
+            row = int(np.searchsorted(self.offsets, at, side="right")) - 1
+            hits.append(row)
+            at = find(pattern, self.ends[row])
+        return np.asarray(hits, np.int64)
+
+    def count(self, rows: np.ndarray, pattern: bytes) -> np.ndarray:
+        """How often ``pattern`` occurs in each value ``rows``."""
+        count = self.bytes.count
+        starts, ends = self.starts, self.ends
+        return np.fromiter((count(pattern, starts[i], ends[i]) for i in rows.tolist()), np.int64, rows.size)
+
+
+def _candidates(texts: pa.Array, body: Body | None = None) -> np.ndarray:
+    """Messages Arrow's reader may take: starting with ``{`` and on one line (a message that is blank, starts with
+    whitespace or spans lines is read one by one)."""
+    valid = texts.is_valid().to_numpy(zero_copy_only=False)
+    if not valid.any():
+        return valid
+    ok = pc.starts_with(texts, "{").fill_null(False).to_numpy(zero_copy_only=False) & valid
+    body = body or Body(texts)
+    for pattern in (b"\n", b"\r"):
+        rows = body.rows_with(pattern)
+        if rows.size:
+            ok[rows] = False
+    return ok
+
+
+def _np(arr: pa.Array | pa.ChunkedArray, fill: Any = None) -> np.ndarray:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if fill is not None:
+        arr = arr.fill_null(fill)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _key_pattern(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False) + ":"
+
+
+def _key_counts(body: Body, rows: np.ndarray, name: str) -> np.ndarray:
+    """How often ``"name":`` occurs in each of the messages ``rows``: in valid JSON only as an object key
+    (inside strings every quote is escaped), so the number of objects with that key (written without a space
+    before the colon; a writer that puts one is counted short, and its messages go the per-message way)."""
+    if rows.size == 0:
+        return np.zeros(0, np.int64)
+    return body.count(rows, _key_pattern(name).encode("utf-8"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Values: canal-json text -> what convert_canal_value gives, typed
+
+_INT_TYPES = frozenset({MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT,
+                        MySQLType.BIGINT, MySQLType.YEAR, MySQLType.BIT})
+_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
+#: Integers as int() takes them and Arrow's cast reads them alike (no sign, space, underscore, other digits).
+_INT_TEXT = r"^-?[0-9]{1,18}$"
+_WIDE_INT_TEXT = r"^-?[0-9]{1,20}$"
+#: JSON's number grammar (what float() and Arrow's cast read to the same double).
+_FLOAT_TEXT = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
+
+
+def _is_binary_column(col: ColumnDef) -> bool:
+    return col.binary or col.type in BINARY_TYPES
+
+
+def latin1_bytes(texts: pa.Array) -> pa.Array:
+    """``text.encode("latin-1")`` per value, or its UTF-8 bytes when a character is above U+00FF (what the
+    canal-json reader does with binary-charset values: TiCDC writes each byte as one ISO-8859-1 character)."""
+    n = len(texts)
+    arr = texts.cast(pa.large_string())
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset: arr.offset + n + 1]
+    buffer = arr.buffers()[2]
+    start, stop = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(buffer, np.uint8)[start:stop] if buffer is not None and stop > start else np.zeros(0, np.uint8)
+    rel = offsets - start
+    lead = (data == 0xC2) | (data == 0xC3)
+    high = data >= 0xC4
+    if not lead.any() and not high.any():  # ASCII: the same bytes
+        return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [arr.buffers()[0], pa.py_buffer(rel),
+                                                                        pa.py_buffer(data.copy())],
+                                                null_count=arr.null_count, offset=arr.offset)
+    owner = np.repeat(np.arange(n), np.diff(rel))
+    wide = np.zeros(n, bool)
+    if high.any():
+        wide[np.unique(owner[high])] = True
+    convert = ~wide[owner]
+    out = data.copy()
+    follows = np.zeros(data.size, bool)
+    follows[1:] = lead[:-1] & convert[1:]
+    prev = np.zeros(data.size, np.uint8)
+    prev[1:] = data[:-1]
+    out[follows] = ((prev[follows] & 0x03) << 6) | (data[follows] & 0x3F)
+    keep = ~(lead & convert)
+    counts = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(owner[keep], minlength=n) if data.size else np.zeros(n, np.int64), out=counts[1:])
+    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [bitmap, pa.py_buffer(counts),
+                                                                    pa.py_buffer(out[keep])])
+
+
+def _canal_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """One column of canal-json values (text, null for NULL) -> (typed values, rows not taken exactly).
+
+    The typed values are what :func:`~avro_registry_sink.formats.canal_json.convert_canal_value` gives, as
+    Arrow: integers (int64, or decimal(20,0) for BIGINT and wide BIT), float64, bytes for binary-charset
+    columns, ENUM/SET indexes as int64 when they are numbers, text otherwise."""
+    n = len(values)
+    bad = np.zeros(n, bool)
+    kind = col.type
+    if values.null_count == n:
+        return pa.nulls(n, _typed_as(col)), bad
+    if kind in _INT_TYPES:
+        wide = kind is MySQLType.BIGINT or (kind is MySQLType.BIT and (col.length or 1) > 53)
+        ok = pc.match_substring_regex(values, _WIDE_INT_TEXT if wide else _INT_TEXT)
+        bad = ~_np(ok, True)
+        if bad.any():
+            values = pc.if_else(ok, values, pa.scalar(None, pa.string()))
+        return _cast(values, pa.decimal128(20, 0) if wide else pa.int64(), bad)
+    if kind in _FLOAT_TYPES:
+        ok = pc.match_substring_regex(values, _FLOAT_TEXT)
+        bad = ~_np(ok, True)
+        if bad.any():
+            values = pc.if_else(ok, values, pa.scalar(None, pa.string()))
+        return _cast(values, pa.float64(), bad)
+    if kind in (MySQLType.ENUM, MySQLType.SET):
+        encoded = pc.dictionary_encode(values)
+        words = encoded.dictionary.to_pylist()
+        digit = np.array([w.isdigit() for w in words], bool)
+        if not digit.any():
+            return values, bad
+        indexes = encoded.indices
+        if digit.all():
+            try:
+                numbers = pa.array([int(w) for w in words], pa.int64())
+            except ValueError:  # a digit int() does not take (a superscript): the reader refuses it
+                return values, _np(indexes.is_valid(), False) & ~bad
+            return numbers.take(indexes), bad
+        # numbers and names in one column: the numbers are read one by one
+        bad = np.where(_valid(indexes), digit[_np(indexes, 0)], False)
+        return values, bad
+    if _is_binary_column(col):
+        return latin1_bytes(values), bad
+    return values, bad
+
+
+def _typed_as(col: ColumnDef) -> pa.DataType:
+    """The Arrow type :func:`_canal_column` gives a column (ENUM/SET: text, unless every value is a number)."""
+    if col.type in _INT_TYPES:
+        wide = col.type is MySQLType.BIGINT or (col.type is MySQLType.BIT and (col.length or 1) > 53)
+        return pa.decimal128(20, 0) if wide else pa.int64()
+    if col.type in _FLOAT_TYPES:
+        return pa.float64()
+    if col.type not in (MySQLType.ENUM, MySQLType.SET) and _is_binary_column(col):
+        return pa.large_binary()
+    return pa.string()
+
+
+def _cast(values: pa.Array, target: pa.DataType, bad: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """``values`` cast to ``target``; when Arrow refuses one (a number out of its range), every value is read
+    the per-message way."""
+    try:
+        return values.cast(target), bad
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.nulls(len(values), target), _valid(values) | bad
+
+
+def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
+    """Python's ``a == b`` per row for converted values (``None == None``; NaN differs from itself)."""
+    equal = _np(pc.equal(a, b), False)
+    both_null = ~_valid(a) & ~_valid(b)
+    return equal | both_null
+
+
+# --------------------------------------------------------------------------------------------------
+# canal-json
+
+_CANAL_TOP = ("id", "database", "table", "pkNames", "isDdl", "type", "es", "ts", "sql", "sqlType", "mysqlType", "old",
+              "data", "_tidb")
+
+
+def _canal_schema(columns: Sequence[str]) -> pa.Schema:
+    row = pa.struct([pa.field(name, pa.string()) for name in columns])
+    return pa.schema([
+        ("id", pa.int64()), ("database", pa.string()), ("table", pa.string()), ("pkNames", pa.list_(pa.string())),
+        ("isDdl", pa.bool_()), ("type", pa.string()), ("es", pa.int64()), ("ts", pa.int64()), ("sql", pa.string()),
+        ("sqlType", pa.struct([pa.field(name, pa.int64()) for name in columns])),
+        ("mysqlType", pa.struct([pa.field(name, pa.string()) for name in columns])),
+        ("old", pa.list_(row)), ("data", pa.list_(row)),
+        ("_tidb", pa.struct([("commitTs", pa.int64()), ("watermarkTs", pa.int64())])),
+    ])
+
+
+_PEEK_SCHEMA = pa.schema([("database", pa.string()), ("table", pa.string()), ("isDdl", pa.bool_()),
+                          ("type", pa.string()), ("es", pa.int64()), ("_tidb", pa.struct([("commitTs", pa.int64())]))])
+
+#: Above this, ``es << 18`` is not an int64 (the per-message reader takes it as a Python int).
+_ES_LIMIT = (1 << 45) - 1
+
+
+def _canal_commit_ts(parsed: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each message's commit ts (``_tidb.commitTs``, else ``es << 18``) and whether it has one."""
+    tidb = parsed.column("_tidb").combine_chunks()
+    commit = pc.struct_field(tidb, [0])
+    has_commit = _valid(commit)
+    es = parsed.column("es").combine_chunks()
+    es_values = _np(es, 0).astype(np.int64)
+    has_es = _valid(es) & (es_values >= 0) & (es_values <= _ES_LIMIT)
+    ts = np.where(has_commit, _np(commit, 0).astype(np.int64), es_values << 18)
+    return ts, has_commit | has_es
+
+
+def _table_codes(parsed: pa.Table) -> tuple[np.ndarray, list[tuple[str, str] | None]]:
+    """Per message, an index into the list of distinct (database, table) pairs (-1: either is missing)."""
+    db = parsed.column("database").combine_chunks()
+    tb = parsed.column("table").combine_chunks()
+    both = _valid(db) & _valid(tb)
+    joined = pc.binary_join_element_wise(db.fill_null(""), tb.fill_null(""), "\x00")
+    encoded = pc.dictionary_encode(joined)
+    codes = _np(encoded.indices, -1).astype(np.int64)
+    codes[~both] = -1
+    names = [tuple(text.split("\x00", 1)) for text in encoded.dictionary.to_pylist()]
+    return codes, names  # type: ignore[return-value]
+
+
+def _pick(history: Sequence[tuple[int, TableDef]], ts: np.ndarray) -> np.ndarray:
+    """:func:`~avro_registry_sink.tabledef.catalog.pick_version` for every commit ts: indexes into ``history``."""
+    starts = np.array([v for v, _ in history], np.int64)
+    return np.maximum(np.searchsorted(starts, ts, side="right") - 1, 0)
+
+
+def canal_rows(messages: pa.Array, versions: TableVersions) -> Rows:
+    """A batch of canal-json messages (binary or text) -> :class:`Rows` (see the module docs)."""
+    return _rows(messages, versions, _CANAL)
+
+
+def debezium_rows(messages: pa.Array, versions: TableVersions) -> Rows:
+    """A batch of debezium-json messages (binary or text) -> :class:`Rows`: bare payloads (TiCDC's
+    ``debezium-disable-schema=true``, Debezium's ``schemas.enable=false``) on the vectorized path; messages with
+    the Connect envelope (whose field schemas can change a value's unit) are read one by one."""
+    return _rows(messages, versions, _DEBEZIUM)
+
+
+@dataclass(frozen=True)
+class _Format:
+    shape: Any  # TableDef -> the parse shape of its version (versions of one shape are read by one parse)
+    light: Any  # (parsed light table) -> (commit ts, has ts, table codes, table names)
+    light_schema: pa.Schema
+    part: Any  # the reader of one shape
+
+
+def _rows(messages: pa.Array, versions: TableVersions, fmt: _Format) -> Rows:
+    texts, not_utf8 = utf8_messages(messages)
+    n = len(texts)
+    body = Body(texts)
+    slow = not_utf8 | ~_candidates(texts, body)
+    skipped = np.zeros(n, bool)
+    out = Rows()
+    # The table versions this batch can meet, by their parse shape: one parse per distinct shape.
+    shapes: dict[Any, list[PlanKey]] = {}
+    for (schema, table), history in versions.history.items():
+        for version, definition in history:
+            if (schema, table, version) in versions.planned:
+                shapes.setdefault(fmt.shape(definition), []).append((schema, table, version))
+    todo = np.flatnonzero(~slow)
+    if len(shapes) != 1 and todo.size:
+        # several shapes: which message is which table version first (a light parse), then one parse per shape
+        light = _read(texts.take(pa.array(todo)), fmt.light_schema, "ignore")
+        if light is None:
+            slow[todo] = True
+            todo = todo[:0]
+        else:
+            ts, _has_ts, codes, names = fmt.light(light)
+            shape_of = np.full(todo.size, -1, np.int64)
+            shape_list = list(shapes)
+            for code, name in enumerate(names):
+                history = versions.history.get(name) if name is not None else None
+                if not history:
+                    continue
+                rows = np.flatnonzero(codes == code)
+                picked = _pick(history, ts[rows])
+                for i, definition in enumerate(h[1] for h in history):
+                    shape = fmt.shape(definition)
+                    if shape in shapes:
+                        shape_of[rows[picked == i]] = shape_list.index(shape)
+            for k, shape in enumerate(shape_list):
+                part = todo[shape_of == k]
+                if part.size:
+                    fmt.part(texts, body, part, shape, versions, out, slow, skipped)
+            rest = todo[shape_of < 0]  # unknown tables, versions without a plan, no names: one by one
+            slow[rest] = True
+            todo = todo[:0]
+    if todo.size:
+        if shapes:
+            fmt.part(texts, body, todo, next(iter(shapes)), versions, out, slow, skipped)
+        else:
+            slow[todo] = True
+    out.slow = np.flatnonzero(slow)
+    out.skipped = np.flatnonzero(skipped)
+    return out
+
+
+#: A piece of messages Arrow's reader refuses is read again as this many smaller pieces (down to
+#: :data:`_SMALLEST_PIECE` messages), so a bad message sends only its own piece the per-message way.
+_PIECES = 16
+_SMALLEST_PIECE = 64
+
+
+def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[str, ...], versions: TableVersions,
+                out: Rows, slow: np.ndarray, skipped: np.ndarray) -> None:
+    """Read the messages ``todo`` (indexes into ``texts``) whose table versions have the column names ``columns``."""
+    sub = texts.take(pa.array(todo))
+    parsed = _read(sub, _canal_schema(columns)) if columns else None
+    if parsed is None:
+        if columns and todo.size > _SMALLEST_PIECE:
+            for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
+                _canal_part(texts, body, piece, columns, versions, out, slow, skipped)
+        else:
+            slow[todo] = True
+        return
+    m = len(todo)
+    kind = parsed.column("type").combine_chunks()
+    is_ddl = _np(parsed.column("isDdl"), False).astype(bool)
+    watermark = _np(pc.equal(kind, "TIDB_WATERMARK"), False)
+    op = np.full(m, -1, np.int8)
+    for code, word in ((_OP_INSERT, "INSERT"), (_OP_UPDATE, "UPDATE"), (_OP_DELETE, "DELETE")):
+        op[_np(pc.equal(kind, word), False)] = code
+    ts, has_ts = _canal_commit_ts(parsed)
+    codes, names = _table_codes(parsed)
+    # DDLs and watermarks give no rows (the driver applies DDLs, and reports one it cannot read)
+    quiet = watermark | is_ddl
+    reject = ~quiet & ((op < 0) | ~has_ts | (codes < 0))
+    if versions.dml_only:
+        reject |= quiet
+        quiet = np.zeros(m, bool)
+    # Unknown top-level keys holding objects could hide keys of the row objects from the key counts below.
+    for name in parsed.column_names:
+        kind_of = parsed.schema.field(name).type
+        if name not in _CANAL_TOP and (pa.types.is_struct(kind_of) or pa.types.is_list(kind_of)):
+            reject |= _valid(parsed.column(name))
+    # Tables and versions
+    key_code = np.full(m, -1, np.int64)
+    keys: list[PlanKey] = []
+    tables: list[TableDef] = []
+    if versions.strict:
+        for code in np.unique(codes[is_ddl]):
+            if code < 0 or not versions.left_out(names[code]):
+                out.needs = out.needs or "a DDL"
+    for code, name in enumerate(names):
+        mine = codes == code
+        rows = np.flatnonzero(mine & ~quiet & ~reject)
+        if versions.left_out(name):
+            left = rows.size + int(np.count_nonzero(mine & is_ddl & ~watermark))
+            if left:
+                out.filtered[name] = out.filtered.get(name, 0) + left
+            quiet[rows] = True
+            continue
+        if not rows.size:
+            continue
+        history = versions.history.get(name)
+        if not history:
+            if versions.strict:
+                out.needs = out.needs or f"table {name[0]}.{name[1]}"
+            reject[rows] = True  # unknown table: the per-message reader reports it
+            continue
+        picked = _pick(history, ts[rows])
+        for i in np.unique(picked):
+            version, definition = history[int(i)]
+            key = (name[0], name[1], version)
+            chosen = rows[picked == i]
+            if key not in versions.planned:
+                if versions.strict:
+                    out.needs = out.needs or f"version {version} of {name[0]}.{name[1]}"
+                reject[chosen] = True
+                continue
+            if tuple(c.name for c in definition.columns) != columns:
+                reject[chosen] = True
+                continue
+            if versions.strict and name in versions.shapes and not _same_shape(parsed, chosen, versions.shapes[name]):
+                out.needs = out.needs or f"the columns of {name[0]}.{name[1]}"
+                continue
+            if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns)):
+                reject[chosen] = True  # a type change without a name change: rare, one by one
+                continue
+            key_code[chosen] = len(keys)
+            keys.append(key)
+            tables.append(definition)
+    skipped[todo[quiet]] = True
+    live = ~quiet & ~reject
+    if not keys or not live.any():
+        slow[todo[reject]] = True
+        return
+    data = parsed.column("data").combine_chunks()
+    old = parsed.column("old").combine_chunks()
+    data_len = _np(pc.list_value_length(data), 0).astype(np.int64)
+    old_len = _np(pc.list_value_length(old), 0).astype(np.int64)
+    has_old = (op == _OP_UPDATE) & _valid(old)
+    reject |= live & (data_len == 0)  # no rows in data (or no data)
+    reject |= live & has_old & (old_len != data_len)
+    row_type = data.type.value_type
+    flat = pc.list_flatten(data)
+    parent = _np(pc.list_parent_indices(data)).astype(np.int64)
+    old_flat = pc.list_flatten(old)
+    old_parent = _np(pc.list_parent_indices(old)).astype(np.int64)
+    if flat.null_count:
+        reject[np.unique(parent[~_valid(flat)])] = True  # a row that is not an object
+    if old_flat.null_count:
+        hit = np.unique(old_parent[~_valid(old_flat)])
+        reject[hit] |= has_old[hit]
+    extra = [f.name for f in row_type if f.name not in columns]
+    for name in extra:  # keys the definition lacks ("unknown column"), or a column in another case
+        reject[np.unique(parent[_valid(pc.struct_field(flat, [row_type.get_field_index(name)]))])] = True
+        old_type = old_flat.type
+        if old_type.get_field_index(name) >= 0:
+            hit = np.unique(old_parent[_valid(pc.struct_field(old_flat, [old_type.get_field_index(name)]))])
+            reject[hit] |= has_old[hit]
+        candidates = np.flatnonzero(~quiet & ~reject)  # an explicit null for an unknown key: in the text
+        reject[candidates[_key_counts(body, todo[candidates], name) > 0]] = True
+    # Converted values (data rows, then old rows), and the rows that cannot be taken as they are
+    live = ~quiet & ~reject
+    data_rows = live[parent]
+    old_rows = (live & has_old)[old_parent]
+    by_name = {c.name: c for c in tables[0].columns}
+    typed: dict[str, pa.Array] = {}
+    typed_old: dict[str, pa.Array] = {}
+    for name in columns:
+        col = by_name[name]
+        conv, bad = _canal_column(col, pc.struct_field(flat, [row_type.get_field_index(name)]))
+        reject[np.unique(parent[bad & data_rows])] = True
+        typed[name] = conv
+        if old_parent.size:
+            conv_old, bad_old = _canal_column(col, pc.struct_field(old_flat, [old_flat.type.get_field_index(name)]))
+            reject[np.unique(old_parent[bad_old & old_rows])] = True
+            typed_old[name] = conv_old
+    # Nulls: present as null, or missing? Only where it matters (see the module docs).
+    meta = _MetaKeys(parsed)
+    key_names = set(tables[0].handle_key_names() or ())
+    old_rows_n = np.where(has_old, old_len, 0)
+    for name in columns:
+        live = ~quiet & ~reject
+        data_null = ~_valid(typed[name]) & live[parent]
+        if not data_null.any():
+            continue
+        msgs = np.unique(parent[data_null])
+        if name in key_names:
+            reject[msgs[op[msgs] == _OP_DELETE]] = True  # a DELETE without its key: the reader reports it
+        check = msgs[op[msgs] != _OP_DELETE]
+        if not check.size:
+            continue
+        extra_meta, unknown = meta.count(name, check)
+        counts = _key_counts(body, todo[check], name) - extra_meta
+        all_present = counts == data_len[check] + old_rows_n[check]
+        old_valid_n = (np.bincount(old_parent[_valid(typed_old[name]) & old_rows], minlength=m)[check]
+                       if old_parent.size else np.zeros(check.size, np.int64))
+        data_present = np.where(old_valid_n == old_rows_n[check], counts - old_rows_n[check], -1)
+        ok = ~unknown & (all_present | (data_present == data_len[check]))
+        reject[check[~ok]] = True
+    # UPDATEs with old rows: the before image's key is the old value where old has the key, else the new one
+    live = ~quiet & ~reject
+    before_key: dict[str, pa.Array] = {}
+    split = np.zeros(len(flat), bool)
+    if key_names and (live & has_old).any():
+        data_start = np.zeros(m + 1, np.int64)
+        np.cumsum(data_len, out=data_start[1:])
+        old_start = np.zeros(m + 1, np.int64)
+        np.cumsum(old_len, out=old_start[1:])
+        paired_rows = np.flatnonzero(live[parent] & has_old[parent])
+        pair = np.full(len(flat), -1, np.int64)  # data row -> the old row at the same position
+        pair[paired_rows] = old_start[parent[paired_rows]] + (paired_rows - data_start[parent[paired_rows]])
+        has_pair = pair >= 0
+        differs = np.zeros(len(flat), bool)
+        for name in sorted(key_names):
+            new = typed[name]
+            old_values = typed_old[name]
+            if old_values.type != new.type:  # ENUM/SET numbers on one side, names on the other
+                if old_values.null_count == len(old_values):
+                    old_values = pa.nulls(len(old_values), new.type)
+                elif new.null_count == len(new):
+                    new = pa.nulls(len(new), old_values.type)
+                else:
+                    reject[np.unique(parent[has_pair])] = True
+                    continue
+            paired = old_values.take(pa.array(np.maximum(pair, 0)))
+            old_null = ~_valid(paired) & has_pair
+            if old_null.any():
+                msgs = np.unique(parent[old_null])
+                extra_meta, unknown = meta.count(name, msgs)
+                in_old = _key_counts(body, todo[msgs], name) - extra_meta - data_len[msgs]
+                valid_in_old = np.bincount(old_parent[_valid(old_values) & old_rows], minlength=m)[msgs]
+                # every null key in old must be a missing key (the before image keeps the new value)
+                reject[msgs[unknown | (in_old != valid_in_old)]] = True
+                paired = pc.if_else(pa.array(old_null), new, paired)
+            before = pc.if_else(pa.array(has_pair), paired, new)
+            before_key[name] = before
+            differs |= ~_same(before, new)
+        split = differs & has_pair
+    live = ~quiet & ~reject
+    slow[todo[reject]] = True
+    if not live.any():
+        return
+    # Output rows: each data row of a live message; an UPDATE that changes the key becomes DELETE + INSERT
+    base = np.flatnonzero(live[parent])
+    halves = split[base]
+    repeat = np.where(halves, 2, 1)
+    take_rows = np.repeat(base, repeat)
+    first_half = np.zeros(take_rows.size, bool)
+    second_half = np.zeros(take_rows.size, bool)
+    if halves.any():
+        first = (np.cumsum(repeat) - repeat)[halves]
+        first_half[first] = True
+        second_half[first + 1] = True
+    msg = parent[take_rows]
+    row_op = op[msg].astype(np.uint8)
+    row_op[first_half] = _OP_DELETE
+    row_op[second_half] = _OP_INSERT
+    indices = pa.array(take_rows)
+    arrays = []
+    for name in columns:
+        column = typed[name].take(indices)
+        if first_half.any() and name in before_key:
+            column = pc.if_else(pa.array(first_half), before_key[name].take(indices), column)
+        arrays.append(column)
+    batch = pa.RecordBatch.from_arrays(arrays, names=list(columns))
+    groups = key_code[msg]
+    for k, key in enumerate(keys):
+        mine = np.flatnonzero(groups == k)
+        if not mine.size:
+            continue
+        part = batch if mine.size == len(groups) else batch.take(pa.array(mine))
+        out.tables.append(TableRows(key=key, columns=part, op_codes=row_op[mine], commit_ts=ts[msg[mine]],
+                                    message=todo[msg[mine]]))
+
+
+def _same_shape(parsed: pa.Table, rows: np.ndarray, shape: str) -> bool:
+    """Whether the messages ``rows`` list exactly the columns ``shape`` names in ``mysqlType`` (or have none)."""
+    mysql = parsed.column("mysqlType").combine_chunks().take(pa.array(rows))
+    present = _valid(mysql)
+    if not present.any():
+        return True
+    names = []
+    for index, f in enumerate(mysql.type):
+        valid = _valid(pc.struct_field(mysql, [index]))[present]
+        if valid.all():
+            names.append(f.name.lower())
+        elif valid.any():
+            return False  # messages of two column sets (or a null type): the driver decides
+    return ",".join(sorted(names)) == shape
+
+
+def _converts_differently(a: ColumnDef, b: ColumnDef) -> bool:
+    """Whether two columns of one name take a canal-json value to different things (see :func:`_canal_column`)."""
+    return (a.type != b.type or a.unsigned != b.unsigned or _is_binary_column(a) != _is_binary_column(b)
+            or ((a.length or 1) > 53) != ((b.length or 1) > 53))
+
+
+class _MetaKeys:
+    """Keys named like a column outside the row objects (``mysqlType``, ``sqlType``, ``_tidb``, the top level),
+    per message: how many, and whether that cannot be told (a ``null`` there)."""
+
+    def __init__(self, parsed: pa.Table, containers: tuple[str, ...] = ("mysqlType", "sqlType", "_tidb")) -> None:
+        self.parsed = parsed
+        self.containers = containers
+
+    def count(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        total = np.zeros(rows.size, np.int64)
+        unknown = np.zeros(rows.size, bool)
+        idx = pa.array(rows)
+        top = self.parsed.schema.names
+        if name in top:
+            present = _valid(self.parsed.column(name).combine_chunks().take(idx))
+            total += present
+            unknown |= ~present
+        for container in self.containers:
+            if container not in top or not pa.types.is_struct(self.parsed.schema.field(container).type):
+                continue
+            struct = self.parsed.column(container).combine_chunks().take(idx)
+            index = struct.type.get_field_index(name)
+            if index < 0:
+                continue
+            inner = _valid(pc.struct_field(struct, [index]))
+            outer = _valid(struct)
+            total += inner
+            unknown |= outer & ~inner
+        return total, unknown
+
+
+def _canal_light(light: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    ts, has_ts = _canal_commit_ts(light)
+    codes, names = _table_codes(light)
+    return ts, has_ts, codes, names
+
+
+_CANAL = _Format(shape=lambda table: tuple(c.name for c in table.columns), light=_canal_light,
+                 light_schema=_PEEK_SCHEMA, part=_canal_part)
+
+
+# --------------------------------------------------------------------------------------------------
+# debezium-json (bare payloads)
+
+_DEBEZIUM_TOP = ("before", "after", "op", "ts_ms", "source", "transaction")
+_DEBEZIUM_SOURCE = pa.struct([("db", pa.string()), ("table", pa.string()), ("commit_ts", pa.int64()),
+                              ("ts_ms", pa.int64())])
+_DEBEZIUM_LIGHT = pa.schema([("op", pa.string()), ("ts_ms", pa.int64()), ("source", _DEBEZIUM_SOURCE),
+                             ("payload", pa.struct([])), ("schema", pa.struct([]))])
+_EPOCH_DAY_LOW, _EPOCH_DAY_HIGH = -719162, 2932896  # 0001-01-01 .. 9999-12-31, Python's date range
+_DAY_US = 86_400_000_000
+_ZONED = r"^(?P<d>[0-9]{4}-[0-9]{2}-[0-9]{2})T(?P<t>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<f>[0-9]+))?Z$"
+
+
+def _debezium_type(col: ColumnDef) -> pa.DataType:
+    """The JSON type of a column's value in a debezium payload (TiCDC's and Debezium MySQL's encoders)."""
+    kind = col.type
+    if kind is MySQLType.BIT:
+        return pa.bool_() if (col.length or 1) == 1 else pa.string()
+    if kind in _INT_TYPES or kind in (MySQLType.DATE, MySQLType.DATETIME, MySQLType.TIME):
+        return pa.int64()
+    if kind in _FLOAT_TYPES or kind is MySQLType.DECIMAL:
+        return pa.float64()
+    return pa.string()
+
+
+def _debezium_shape(table: TableDef) -> tuple[tuple[str, str], ...]:
+    return tuple((c.name, str(_debezium_type(c))) for c in table.columns)
+
+
+def _debezium_schema(shape: tuple[tuple[str, str], ...], table: TableDef) -> pa.Schema:
+    row = pa.struct([pa.field(c.name, _debezium_type(c)) for c in table.columns])
+    return pa.schema([("before", row), ("after", row), ("op", pa.string()), ("ts_ms", pa.int64()),
+                      ("source", _DEBEZIUM_SOURCE)])
+
+
+def _debezium_commit_ts(parsed: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """``source.commit_ts``, else ``source.ts_ms`` (else the payload's ``ts_ms``) ``<< 18`` when not 0."""
+    source = parsed.column("source").combine_chunks()
+    commit = pc.struct_field(source, [2])
+    has_commit = _valid(commit)
+    src_ms = _np(pc.struct_field(source, [3]), 0).astype(np.int64)
+    top_ms = _np(parsed.column("ts_ms"), 0).astype(np.int64)
+    ms = np.where(src_ms != 0, src_ms, top_ms)
+    has_ms = (ms != 0) & (ms >= 0) & (ms <= _ES_LIMIT)
+    return np.where(has_commit, _np(commit, 0).astype(np.int64), ms << 18), has_commit | has_ms
+
+
+def _debezium_codes(parsed: pa.Table) -> tuple[np.ndarray, list[Any]]:
+    source = parsed.column("source").combine_chunks()
+    db, tb = pc.struct_field(source, [0]), pc.struct_field(source, [1])
+    ok = _valid(db) & _valid(tb) & _np(pc.greater(pc.utf8_length(tb), 0), False)
+    joined = pc.binary_join_element_wise(db.fill_null(""), tb.fill_null(""), "\x00")
+    encoded = pc.dictionary_encode(joined)
+    codes = _np(encoded.indices, -1).astype(np.int64)
+    codes[~ok] = -1
+    return codes, [tuple(text.split("\x00", 1)) for text in encoded.dictionary.to_pylist()]
+
+
+def _debezium_light(light: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    ts, has_ts = _debezium_commit_ts(light)
+    codes, names = _debezium_codes(light)
+    envelope = _valid(light.column("payload")) | _valid(light.column("schema"))
+    codes[envelope] = -1
+    return ts, has_ts, codes, names
+
+
+def _digits_text(values: np.ndarray, width: int) -> pa.Array:
+    return pc.utf8_lpad(pa.array(values, pa.int64()).cast(pa.string()), width=width, padding="0")
+
+
+def _fraction_text(micros: np.ndarray, fsp: int | None, unit_digits: int) -> pa.Array:
+    """``debezium_json._fraction``: ``"." + f"{micros:06d}"[:digits]`` (empty for fsp 0; fsp None: the unit's
+    digits, and empty when the fraction is 0)."""
+    six = _digits_text(micros, 6)
+    if fsp is None:
+        cut = pc.utf8_slice_codeunits(six, 0, min(unit_digits, 6))
+        return pc.if_else(pa.array(micros == 0), "", pc.binary_join_element_wise(".", cut, ""))
+    if fsp <= 0:
+        return pa.array([""] * len(micros), pa.string())
+    return pc.binary_join_element_wise(".", pc.utf8_slice_codeunits(six, 0, fsp), "")
+
+
+def _debezium_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """One column of debezium values -> (what ``convert_debezium_value(value, col)`` gives, typed; rows not
+    taken exactly)."""
+    from avro_registry_sink.columnar import decode_base64
+
+    n = len(values)
+    bad = np.zeros(n, bool)
+    kind = col.type
+    valid = _valid(values)
+    if not valid.any():
+        return pa.nulls(n, _typed_as_debezium(col)), bad
+    if kind is MySQLType.BIT:
+        if pa.types.is_boolean(values.type):
+            return values.cast(pa.int64()), bad
+        raw = decode_base64(values)
+        if raw is None:
+            return pa.nulls(n, pa.int64()), valid
+        offsets, data = _offsets_and_data(raw)
+        lens = np.diff(offsets)
+        bad = valid & (lens > 8)
+        number = np.zeros(n, np.uint64)
+        for k in range(8):
+            has = (lens > k) & ~bad
+            number[has] |= data[offsets[:-1][has] + k].astype(np.uint64) << np.uint64(8 * k)
+        return pa.array(number, pa.uint64(), mask=~valid), bad
+    if kind in _INT_TYPES:
+        if col.unsigned:
+            numbers = _np(values, 0).astype(np.int64).view(np.uint64)
+            return pa.array(numbers, pa.uint64(), mask=~valid), bad
+        return values, bad
+    if kind in _FLOAT_TYPES:
+        return values, bad
+    if kind is MySQLType.DECIMAL:
+        scale = col.scale
+        if scale is None:
+            return pa.nulls(n, pa.string()), valid
+        text = values.cast(pa.string())  # the shortest digits of the double, as repr() gives them
+        exponent = _np(pc.match_substring(text, "e"), False)
+        point = _np(pc.find_substring(text, "."), -1)
+        length = _np(pc.utf8_length(text), 0)
+        negative = _np(pc.starts_with(text, "-"), False)
+        frac_digits = np.where(point >= 0, length - point - 1, 0)
+        int_digits = np.where(point >= 0, point, length) - negative
+        zero = _np(pc.equal(values, 0.0), False)
+        # more fractional digits than the scale (rounding), past Decimal's 28 digits, or -0: one by one
+        bad = valid & (exponent | (frac_digits > scale) | (int_digits + scale > 28) | (negative & zero))
+        if bad.any():
+            text = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), text)
+        number, bad = _cast(text, pa.decimal128(38, scale), bad)
+        if bad.all():
+            return pa.nulls(n, pa.string()), bad
+        from avro_registry_sink.columnar import _fixed_point_text
+
+        # the text the reader hands on: the value at the column's scale (a key's partition hashes this text)
+        return _fixed_point_text(number, scale), bad
+    if _is_binary_column(col):
+        raw = decode_base64(values)
+        if raw is None:
+            return pa.nulls(n, pa.large_binary()), valid
+        return raw, bad
+    if kind is MySQLType.DATE:
+        days = _np(values, 0).astype(np.int64)
+        bad = valid & ((days < _EPOCH_DAY_LOW) | (days > _EPOCH_DAY_HIGH))
+        days = np.where(bad | ~valid, 0, days)
+        text = pa.array(days.astype(np.int32), pa.int32()).cast(pa.date32()).cast(pa.string())
+        return pc.if_else(pa.array(valid & ~bad), text, pa.scalar(None, pa.string())), bad
+    if kind is MySQLType.DATETIME:
+        fsp = col.fsp
+        unit_ms = (fsp or 0) <= 3
+        raw = _np(values, 0).astype(np.int64)
+        limit = (_EPOCH_DAY_HIGH + 1) * (_DAY_US // 1000 if unit_ms else _DAY_US)
+        low = _EPOCH_DAY_LOW * (_DAY_US // 1000 if unit_ms else _DAY_US)
+        bad = valid & ((raw < low) | (raw >= limit))
+        micros = np.where(bad | ~valid, 0, raw) * (1000 if unit_ms else 1)
+        days = np.floor_divide(micros, _DAY_US)
+        rest = micros - days * _DAY_US
+        seconds, frac = np.divmod(rest, 1_000_000)
+        hours, rest_s = np.divmod(seconds, 3600)
+        minutes, secs = np.divmod(rest_s, 60)
+        date = pa.array(days.astype(np.int32), pa.int32()).cast(pa.date32()).cast(pa.string())
+        text = pc.binary_join_element_wise(date, " ", _digits_text(hours, 2), ":", _digits_text(minutes, 2), ":",
+                                           _digits_text(secs, 2), "")
+        text = pc.binary_join_element_wise(text, _fraction_text(frac, fsp, 3 if unit_ms else 6), "")
+        return pc.if_else(pa.array(valid & ~bad), text, pa.scalar(None, pa.string())), bad
+    if kind is MySQLType.TIME:
+        fsp = col.fsp
+        raw = _np(values, 0).astype(np.int64)
+        magnitude = np.abs(raw)
+        seconds, frac = np.divmod(magnitude, 1_000_000)
+        hours, rest = np.divmod(seconds, 3600)
+        minutes, secs = np.divmod(rest, 60)
+        sign = pc.if_else(pa.array(raw < 0), "-", "")
+        text = pc.binary_join_element_wise(sign, _digits_text(hours, 2), ":", _digits_text(minutes, 2), ":",
+                                           _digits_text(secs, 2), _fraction_text(frac, fsp, 6), "")
+        return pc.if_else(pa.array(valid), text, pa.scalar(None, pa.string())), bad
+    if kind is MySQLType.TIMESTAMP:
+        found = pc.extract_regex(values, _ZONED)
+        matched = _valid(found)
+        bad = valid & ~matched
+        date, clock, frac = (pc.struct_field(found, [i]) for i in range(3))
+        fsp = col.fsp
+        if fsp is not None:
+            frac = pc.utf8_slice_codeunits(pc.utf8_rpad(frac.fill_null(""), width=max(fsp, 1), padding="0"), 0, fsp) \
+                if fsp > 0 else pa.array([""] * n, pa.string())
+        frac = frac.fill_null("")
+        dotted = pc.if_else(pc.equal(frac, ""), "", pc.binary_join_element_wise(".", frac, ""))
+        text = pc.binary_join_element_wise(date, " ", clock, dotted, "")
+        return pc.if_else(pa.array(matched), text, pa.scalar(None, pa.string())), bad
+    return values, bad
+
+
+def _typed_as_debezium(col: ColumnDef) -> pa.DataType:
+    kind = col.type
+    if kind is MySQLType.BIT:
+        return pa.int64() if (col.length or 1) == 1 else pa.uint64()
+    if kind in _INT_TYPES:
+        return pa.uint64() if col.unsigned else pa.int64()
+    if kind in _FLOAT_TYPES:
+        return pa.float64()
+    if _is_binary_column(col) and kind is not MySQLType.DECIMAL:
+        return pa.large_binary()
+    return pa.string()
+
+
+def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, versions: TableVersions, out: Rows,
+                   slow: np.ndarray, skipped: np.ndarray) -> None:
+    """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``."""
+    tables_of_shape = [d for h in versions.history.values() for _, d in h if _debezium_shape(d) == shape]
+    sub = texts.take(pa.array(todo))
+    parsed = _read(sub, _debezium_schema(shape, tables_of_shape[0])) if tables_of_shape else None
+    if parsed is None:
+        if tables_of_shape and todo.size > _SMALLEST_PIECE:
+            for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
+                _debezium_part(texts, body, piece, shape, versions, out, slow, skipped)
+        else:
+            slow[todo] = True
+        return
+    m = len(todo)
+    columns = tuple(name for name, _ in shape)
+    op_text = parsed.column("op").combine_chunks()
+    op = np.full(m, -1, np.int8)
+    for code, words in ((_OP_INSERT, ("c", "r")), (_OP_UPDATE, ("u",)), (_OP_DELETE, ("d",))):
+        for word in words:
+            op[_np(pc.equal(op_text, word), False)] = code
+    ts, has_ts = _debezium_commit_ts(parsed)
+    codes, names = _debezium_codes(parsed)
+    watermark = _np(pc.equal(op_text, "m"), False) & has_ts
+    quiet = watermark.copy()
+    # an envelope, another op (a DDL, TRUNCATE), or no table or commit ts: read one by one
+    reject = ~quiet & ((op < 0) | ~has_ts | (codes < 0))
+    for name in parsed.column_names:
+        if name in ("payload", "schema"):
+            reject |= ~quiet  # the Connect envelope: field schemas may change units
+        kind_of = parsed.schema.field(name).type
+        if name not in _DEBEZIUM_TOP and (pa.types.is_struct(kind_of) or pa.types.is_list(kind_of)):
+            reject |= _valid(parsed.column(name))
+    key_code = np.full(m, -1, np.int64)
+    keys: list[PlanKey] = []
+    tables: list[TableDef] = []
+    if versions.strict:
+        for i in np.flatnonzero(~watermark & (op < 0) & _valid(op_text)):
+            if op_text[int(i)].as_py() in ("t",) and (codes[i] < 0 or not versions.left_out(names[codes[i]])):
+                out.needs = out.needs or "a DDL"
+    for code, name in enumerate(names):
+        rows = np.flatnonzero((codes == code) & ~quiet & ~reject)
+        if versions.left_out(name):
+            if rows.size:
+                out.filtered[name] = out.filtered.get(name, 0) + int(rows.size)
+            quiet[rows] = True
+            continue
+        if not rows.size:
+            continue
+        history = versions.history.get(name)
+        if not history:
+            if versions.strict:
+                out.needs = out.needs or f"table {name[0]}.{name[1]}"
+            reject[rows] = True
+            continue
+        picked = _pick(history, ts[rows])
+        for i in np.unique(picked):
+            version, definition = history[int(i)]
+            key = (name[0], name[1], version)
+            chosen = rows[picked == i]
+            if key not in versions.planned:
+                if versions.strict:
+                    out.needs = out.needs or f"version {version} of {name[0]}.{name[1]}"
+                reject[chosen] = True
+                continue
+            if _debezium_shape(definition) != shape or (tables and any(
+                    _converts_differently(a, b) or a.fsp != b.fsp or a.scale != b.scale
+                    for a, b in zip(definition.columns, tables[0].columns))):
+                reject[chosen] = True
+                continue
+            key_code[chosen] = len(keys)
+            keys.append(key)
+            tables.append(definition)
+    skipped[todo[quiet]] = True
+    live = ~quiet & ~reject
+    if not keys or not live.any():
+        slow[todo[reject]] = True
+        return
+    before = parsed.column("before").combine_chunks()
+    after = parsed.column("after").combine_chunks()
+    has_before, has_after = _valid(before), _valid(after)
+    is_delete = op == _OP_DELETE
+    reject |= live & ~is_delete & ~has_after  # an insert/update without after
+    reject |= live & is_delete & ~has_before  # a delete without before
+    row_type = after.type
+    extra = {f.name for f in row_type if f.name not in columns} | {f.name for f in before.type if f.name not in columns}
+    for name in sorted(extra):  # "unknown column", or another case
+        for image in (after, before):
+            index = image.type.get_field_index(name)
+            if index >= 0:
+                reject |= _valid(pc.struct_field(image, [index]))
+        candidates = np.flatnonzero(~quiet & ~reject)
+        reject[candidates[_key_counts(body, todo[candidates], name) > 0]] = True
+    definition = tables[0]
+    by_name = {c.name: c for c in definition.columns}
+    key_names = set(definition.handle_key_names() or ())
+    typed_after: dict[str, pa.Array] = {}
+    typed_before: dict[str, pa.Array] = {}
+    live = ~quiet & ~reject
+    for name in columns:
+        col = by_name[name]
+        conv, bad = _debezium_column(col, pc.struct_field(after, [row_type.get_field_index(name)]))
+        reject |= bad & live & has_after
+        typed_after[name] = conv
+        conv_b, bad_b = _debezium_column(col, pc.struct_field(before, [before.type.get_field_index(name)]))
+        reject |= bad_b & live & has_before
+        typed_before[name] = conv_b
+    meta = _MetaKeys(parsed, containers=("source", "transaction"))
+    for name in columns:
+        live = ~quiet & ~reject
+        after_null = live & ~is_delete & ~_valid(typed_after[name])
+        before_null = live & has_before & ~_valid(typed_before[name])
+        if name in key_names:  # a key's null (or missing key): the per-message reader decides
+            reject |= (before_null & (is_delete | (op == _OP_UPDATE))) | after_null
+            continue
+        check = np.flatnonzero(after_null)
+        if not check.size:
+            continue
+        extra_meta, unknown = meta.count(name, check)
+        counts = _key_counts(body, todo[check], name) - extra_meta
+        # after has the key (as null) when the key occurs once more than before can hold it
+        ok = ~unknown & (counts == 1 + has_before[check].astype(np.int64))
+        reject[check[~ok]] = True
+    live = ~quiet & ~reject
+    # UPDATEs with a before image: a key change becomes DELETE + INSERT (split_key_change)
+    split = np.zeros(m, bool)
+    if key_names:
+        pair = live & (op == _OP_UPDATE) & has_before
+        differs = np.zeros(m, bool)
+        for name in sorted(key_names):
+            differs |= ~_same(typed_before[name], typed_after[name])
+        split = pair & differs
+    slow[todo[reject]] = True
+    if not live.any():
+        return
+    base = np.flatnonzero(live)
+    halves = split[base]
+    repeat = np.where(halves, 2, 1)
+    take_rows = np.repeat(base, repeat)
+    first_half = np.zeros(take_rows.size, bool)
+    second_half = np.zeros(take_rows.size, bool)
+    if halves.any():
+        first = (np.cumsum(repeat) - repeat)[halves]
+        first_half[first] = True
+        second_half[first + 1] = True
+    row_op = op[take_rows].astype(np.uint8)
+    row_op[first_half] = _OP_DELETE
+    row_op[second_half] = _OP_INSERT
+    use_before = (row_op == _OP_DELETE)
+    indices = pa.array(take_rows)
+    arrays = []
+    for name in columns:
+        column = pc.if_else(pa.array(use_before), typed_before[name].take(indices), typed_after[name].take(indices))
+        arrays.append(column)
+    batch = pa.RecordBatch.from_arrays(arrays, names=list(columns))
+    groups = key_code[take_rows]
+    for k, key in enumerate(keys):
+        mine = np.flatnonzero(groups == k)
+        if not mine.size:
+            continue
+        part = batch if mine.size == len(groups) else batch.take(pa.array(mine))
+        out.tables.append(TableRows(key=key, columns=part, op_codes=row_op[mine], commit_ts=ts[take_rows[mine]],
+                                    message=todo[take_rows[mine]]))
+
+
+_DEBEZIUM = _Format(shape=_debezium_shape, light=_debezium_light, light_schema=_DEBEZIUM_LIGHT, part=_debezium_part)

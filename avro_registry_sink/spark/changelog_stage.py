@@ -1,0 +1,673 @@
+"""The changelog path's executor passes: a batch's messages -> what the driver must know (a summary), and
+messages -> Kafka records in one pass.
+
+A micro-batch of a changelog source (Kafka records, or the lines of changelog files) is read twice, never
+cached:
+
+1. :func:`summarize_changelog`: a light, vectorized look at every message (Arrow's JSON reader takes only
+   ``database``, ``table``, ``type``, ``isDdl`` and the commit ts; ``mysqlType`` is cut out of the text as
+   it is), aggregated where it runs: per table and column set the message count, the commit-ts range and the
+   first message (to describe a table nothing else describes), plus every DDL message. Only that reaches the
+   driver, which applies the DDLs, describes new tables and registers the schemas.
+2. :func:`encode_changelog`: parse -> typed Arrow columns (:mod:`~avro_registry_sink.formats.changelog_arrow`)
+   -> the columnar encoder (:func:`~avro_registry_sink.spark.stage.encode_typed`) -> records
+   (:data:`~avro_registry_sink.spark.sources.ENCODED_DDL`), with no JSON text or Python object per value in
+   between. The messages the vectorized reader does not take (malformed ones, unknown tables, values of an
+   unusual form) are read one by one with the per-message readers
+   (:func:`~avro_registry_sink.spark.sources.peek_message`, :func:`~avro_registry_sink.spark.sources.parse_message`),
+   which dead-letter a bad message on its own; the others stay on the vectorized path.
+
+Every refused row comes out as a complete dead-letter record (with the message's bytes), so the driver
+never has to look the message up again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.accumulators import AccumulatorParam
+
+from avro_registry_sink.table import TableDef
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+    from avro_registry_sink.spark.sources import SourceSpec
+
+__all__ = ["SUMMARY_DDL", "Summary", "encode_changelog", "summarize_changelog"]
+
+#: What :func:`summarize_changelog` hands the driver: per (kind, table, column set) counts and the first message;
+#: one row per DDL.
+SUMMARY_DDL = (
+    "kind STRING, schema STRING, table STRING, shape STRING, mtype STRING, n BIGINT, low BIGINT, high BIGINT, "
+    "first STRING, first_source STRING, first_ts BIGINT, first_file STRING, first_line BIGINT"
+)
+
+#: Messages handled at once (Spark hands Arrow batches of 10,000 rows; a bigger piece keeps per-table work few).
+_CHUNK_ROWS = 131_072
+_CHUNK_BYTES = 64 << 20
+
+
+# --------------------------------------------------------------------------------------------------
+# The batch's messages, from Kafka records or changelog files
+
+
+class _Sources(Sequence[str]):
+    """Each message's location text (``topic/partition@offset`` or ``file:line``), made when asked for."""
+
+    def __init__(self, texts: list[str] | None = None, topics: pa.Array | None = None,
+                 partitions: pa.Array | None = None, offsets: np.ndarray | None = None) -> None:
+        self._texts = texts
+        self._topics, self._partitions, self._offsets = topics, partitions, offsets
+
+    def __len__(self) -> int:
+        return len(self._texts) if self._texts is not None else len(self._offsets)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if self._texts is not None:
+            return self._texts[i]
+        assert self._topics is not None and self._partitions is not None and self._offsets is not None
+        return f"{self._topics[i].as_py()}/{self._partitions[i].as_py()}@{int(self._offsets[i])}"
+
+    def take(self, rows: np.ndarray) -> _Sources:
+        if self._texts is not None:
+            return _Sources([self._texts[int(i)] for i in rows])
+        assert self._topics is not None and self._partitions is not None and self._offsets is not None
+        index = pa.array(rows)
+        return _Sources(None, self._topics.take(index), self._partitions.take(index), self._offsets[rows])
+
+
+@dataclass
+class _Chunk:
+    """Messages with where they come from: ``order_file``/``order_line`` order the output, ``errors`` holds a
+    dead-letter record for lines that are bad before parsing (invalid UTF-8 in a file)."""
+
+    messages: pa.Array  # binary or string
+    order_file: pa.Array
+    order_line: np.ndarray
+    sources: _Sources
+    errors: pa.Array | None = None
+
+
+def _input_frame(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
+    if spec.is_kafka:
+        return batch_df.select("value", "topic", "partition", "offset")
+    return batch_df.select("path", "content")
+
+
+def _kafka_chunk(batches: list[pa.RecordBatch]) -> _Chunk:
+    table = pa.Table.from_batches(batches)
+    topic = table.column("topic").combine_chunks()
+    partition = table.column("partition").combine_chunks()
+    joined = pc.binary_join_element_wise(topic.cast(pa.string()), partition.cast(pa.string()), "\x00")
+    encoded = pc.dictionary_encode(joined)
+    files = [f"{t}/{int(p):010d}" for t, p in (text.split("\x00") for text in encoded.dictionary.to_pylist())]
+    order_file = pa.array(files, pa.string()).take(encoded.indices)
+    offsets = table.column("offset").combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
+    sources = _Sources(None, topic, partition, offsets)
+    return _Chunk(table.column("value").combine_chunks(), order_file, offsets, sources)
+
+
+def _file_chunk(batches: list[pa.RecordBatch], spec: SourceSpec) -> _Chunk:
+    from avro_registry_sink.errors import ConfigError
+    from avro_registry_sink.spark.sources import _error_json, _split_messages
+    from avro_registry_sink.storage_fs import parse_storage_uri
+
+    location = spec.location or parse_storage_uri(spec.path or ".")
+    messages: list[str | None] = []
+    sources: list[str] = []
+    files: list[str] = []
+    lines: list[int] = []
+    errors: list[str | None] = []
+    for batch in batches:
+        for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            try:
+                name = location.relative(uri)
+            except ConfigError:
+                name = uri
+            text = bytes(content).decode("utf-8", "surrogateescape")
+            for line, message in _split_messages(text):
+                source = f"{name}:{line}"
+                error = None
+                if any("\udc80" <= ch <= "\udcff" for ch in message):
+                    error = _error_json(source, "invalid UTF-8", f"{source}: invalid UTF-8 bytes in the message.",
+                                        fmt=spec.kind, raw=message.encode("utf-8", "surrogateescape"))
+                    message = None  # type: ignore[assignment]
+                messages.append(message)
+                sources.append(source)
+                files.append(name)
+                lines.append(line)
+                errors.append(error)
+    return _Chunk(pa.array(messages, pa.string()), pa.array(files, pa.string()), np.asarray(lines, np.int64),
+                  _Sources(sources), pa.array(errors, pa.string()) if any(e is not None for e in errors) else None)
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], spec: SourceSpec) -> Iterator[_Chunk]:
+    """The task's messages in pieces of at most :data:`_CHUNK_ROWS` messages or :data:`_CHUNK_BYTES` bytes."""
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+
+    def flush() -> _Chunk:
+        return _kafka_chunk(pending) if spec.is_kafka else _file_chunk(pending, spec)
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= _CHUNK_ROWS or size >= _CHUNK_BYTES or not spec.is_kafka:
+            yield flush()
+            pending, rows, size = [], 0, 0
+    if pending:
+        yield flush()
+
+
+def _text(messages: pa.Array, i: int) -> tuple[str | None, bool]:
+    """Message ``i`` as text, and whether it is valid UTF-8."""
+    value = messages[i].as_py()
+    if value is None or isinstance(value, str):
+        return value, True
+    try:
+        return value.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return value.decode("utf-8", "surrogateescape"), False
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. The summary
+
+
+@dataclass
+class Summary:
+    """What the driver learns of a batch (:func:`summarize_changelog`): the message count, per (kind, schema,
+    table, shape) rows with ``n``, ``low``, ``high``, ``first``, ``first_source`` (DMLs), and the DDL messages
+    in commit order."""
+
+    inputs: int
+    groups: list[dict[str, Any]]
+    ddls: list[dict[str, Any]]
+
+
+def _mysql_types(body: Any, rows: np.ndarray) -> tuple[list[str | None], np.ndarray]:
+    """The ``mysqlType`` object of each message ``rows`` (of a :class:`~avro_registry_sink.formats.changelog_arrow.Body`)
+    as its text (``None``: none, or ``null``), cut out of the message as it is; and the messages where the cut is
+    unsure (read one by one instead).
+
+    A cut ends at the first ``}``: every distinct cut is checked to be a JSON object, so a ``}`` inside a type
+    text (which leaves the cut unterminated) is caught."""
+    text = body.bytes
+    find, starts, ends = text.find, body.starts, body.ends
+    out: list[str | None] = []
+    unsure = np.zeros(rows.size, bool)
+    checked: dict[bytes, str | None] = {}
+    key, key_null = b'"mysqlType":{', b'"mysqlType":null'
+    for j, i in enumerate(rows.tolist()):
+        start, end = starts[i], ends[i]
+        at = find(key, start, end)
+        if at >= 0 and find(b'"mysqlType"', start, at) < 0:
+            close = find(b"}", at, end)
+            cut = text[at + 12: close + 1] if close >= 0 else b""
+        elif find(b'"mysqlType"', start, end) < 0:
+            out.append(None)
+            continue
+        elif find(key_null, start, end) >= 0 and find(b'"mysqlType"', start, find(key_null, start, end)) < 0:
+            out.append(None)
+            continue
+        else:  # spaces around the colon, or the key elsewhere first: the cut of the general form
+            cut = _general_cut(text, start, end)
+            if cut is None:
+                out.append(None)
+                continue
+        good = checked.get(cut, "?")
+        if good == "?":
+            try:
+                good = cut.decode("utf-8") if isinstance(json.loads(cut), dict) else None
+            except ValueError:
+                good = None
+            checked[cut] = good
+        if good is None:
+            unsure[j] = True
+        out.append(good)
+    return out, unsure
+
+
+def _general_cut(text: bytes, start: int, end: int) -> bytes | None:
+    """The ``mysqlType`` cut with spaces around the colon (``None``: the key holds ``null``); an empty cut
+    (refused by the check) when it is something else."""
+    at = text.find(b'"mysqlType"', start, end) + len(b'"mysqlType"')
+    while at < end and text[at] in b" \t":
+        at += 1
+    if at >= end or text[at] != 0x3A:  # ':'
+        return b""
+    at += 1
+    while at < end and text[at] in b" \t":
+        at += 1
+    if text.startswith(b"null", at):
+        return None
+    close = text.find(b"}", at, end) if at < end and text[at] == 0x7B else -1
+    return text[at: close + 1] if close >= 0 else b""
+
+
+def _canal_light(texts: pa.Array, body: Any, rows: np.ndarray) -> dict[str, Any] | None:
+    """The light parse of canal-json messages ``rows``: kind (0 dml, 1 ddl, 2 watermark, -1 per message),
+    schema, table, commit ts and the ``mysqlType`` text of each."""
+    from avro_registry_sink.formats.changelog_arrow import _PEEK_SCHEMA, _canal_commit_ts, _np, _read, _valid
+
+    sub = texts.take(pa.array(rows))
+    parsed = _read(sub, _PEEK_SCHEMA, "ignore")
+    if parsed is None:
+        return None
+    kind_text = parsed.column("type").combine_chunks()
+    watermark = _np(pc.equal(kind_text, "TIDB_WATERMARK"), False)
+    ddl = _np(parsed.column("isDdl"), False).astype(bool) & ~watermark
+    ts, has_ts = _canal_commit_ts(parsed)
+    schema = parsed.column("database").combine_chunks()
+    table = parsed.column("table").combine_chunks()
+    named = _valid(schema) & _valid(table)
+    kind = np.where(watermark, 2, np.where(ddl, 1, np.where(named & has_ts, 0, -1)))
+    dml = np.flatnonzero(kind == 0)
+    cuts, unsure = _mysql_types(body, rows[dml])
+    kind[dml[unsure]] = -1  # a mysqlType the cut cannot take: the whole message is read
+    mtype = pa.array(_spread(cuts, dml, len(sub)), pa.string())
+    return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts, "mtype": mtype, "sub": sub}
+
+
+def _debezium_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
+    """The light parse of bare debezium payloads ``rows``: kind (0 dml, 2 watermark, -1 per message: envelopes,
+    DDLs, anything else), schema, table and commit ts."""
+    from avro_registry_sink.formats.changelog_arrow import _DEBEZIUM_LIGHT, _debezium_commit_ts, _np, _read, _valid
+
+    sub = texts.take(pa.array(rows))
+    parsed = _read(sub, _DEBEZIUM_LIGHT, "ignore")
+    if parsed is None:
+        return None
+    op = parsed.column("op").combine_chunks()
+    ts, has_ts = _debezium_commit_ts(parsed)
+    source = parsed.column("source").combine_chunks()
+    schema, table = pc.struct_field(source, [0]), pc.struct_field(source, [1])
+    named = _valid(schema) & _valid(table) & _np(pc.greater(pc.utf8_length(table), 0), False)
+    dml = _np(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
+    envelope = _valid(parsed.column("payload")) | _valid(parsed.column("schema"))
+    kind = np.where(envelope, -1, np.where(dml & named & has_ts, 0,
+                                           np.where(_np(pc.equal(op, "m"), False) & has_ts, 2, -1)))
+    return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts,
+            "mtype": pa.nulls(len(sub), pa.string()), "sub": sub}
+
+
+def _spread(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
+    out: list[Any] = [None] * n
+    for value, row in zip(values, rows.tolist()):
+        out[row] = value
+    return out
+
+
+def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list[Any]], ddls: list[dict[str, Any]],
+                     counts: dict[str, int]) -> None:
+    from avro_registry_sink.formats.changelog_arrow import Body, _candidates, utf8_messages
+    from avro_registry_sink.spark.sources import peek_message
+
+    n = len(chunk.messages)
+    counts["n"] += n
+    texts, not_utf8 = utf8_messages(chunk.messages)
+    pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
+    body = Body(texts)
+    fast = _candidates(texts, body) & ~not_utf8 & ~pre
+    one_by_one = np.flatnonzero(~fast & ~pre)
+    order_file = chunk.order_file.to_pylist()
+    rows = np.flatnonzero(fast)
+    light = None
+    if rows.size:
+        light = _canal_light(texts, body, rows) if fmt == "canal-json" else _debezium_light(texts, rows)
+    if light is None:
+        one_by_one = np.flatnonzero(~pre)
+    else:
+        kind = light["kind"]
+        one_by_one = np.sort(np.concatenate([one_by_one, rows[kind < 0]]))
+        ts = light["ts"]
+        for i in np.flatnonzero(kind == 1):
+            r = int(rows[i])
+            ddls.append({"schema": light["schema"][i].as_py(), "table": light["table"][i].as_py(),
+                         "commit_ts": int(ts[i]) if light["has_ts"][i] else None,
+                         "message": light["sub"][i].as_py(), "source": chunk.sources[r], "order_file": order_file[r],
+                         "order_line": int(chunk.order_line[r])})
+        dml = np.flatnonzero(kind == 0)
+        if dml.size:
+            key = pc.binary_join_element_wise(light["schema"].take(pa.array(dml)), light["table"].take(pa.array(dml)),
+                                              light["mtype"].take(pa.array(dml)).fill_null("\x01"), "\x00")
+            encoded = pc.dictionary_encode(key)
+            codes = encoded.indices.to_numpy(zero_copy_only=False)
+            for code, text in enumerate(encoded.dictionary.to_pylist()):
+                members = dml[codes == code]
+                schema, table, mtype = text.split("\x00", 2)
+                _add_group(groups, ("dml", schema, table, None, None if mtype == "\x01" else mtype), members, ts,
+                           rows, chunk, light["sub"], order_file)
+    for r in one_by_one:
+        r = int(r)
+        text, utf8 = _text(chunk.messages, r)
+        if not utf8:
+            counts["error"] += 1
+            continue
+        kind_text, schema, table, commit_ts, message, _error, shape = peek_message(text, chunk.sources[r], fmt)
+        if kind_text == "ddl":
+            ddls.append({"schema": schema, "table": table, "commit_ts": commit_ts, "message": message,
+                         "source": chunk.sources[r], "order_file": order_file[r], "order_line": int(chunk.order_line[r])})
+        elif kind_text == "dml":
+            _add_group(groups, ("dml", schema, table, shape, None), np.array([0]), np.array([commit_ts], np.int64),
+                       np.array([r]), chunk, pa.array([message], pa.string()), order_file)
+        else:
+            counts[kind_text] = counts.get(kind_text, 0) + 1
+    counts["error"] += int(pre.sum())
+
+
+def _add_group(groups: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...], members: np.ndarray, ts: np.ndarray,
+               rows: np.ndarray, chunk: _Chunk, texts: pa.Array, order_file: list[str]) -> None:
+    """Fold messages (``members``: indexes into ``ts``/``rows``/``texts``) into the group ``key``:
+    ``[n, low, high, (first order), first message, first source]``."""
+    member_ts = ts[members]
+    lines = chunk.order_line[rows[members]]
+    files = [order_file[int(rows[i])] for i in members] if members.size < 64 else None
+    if files is None:
+        file_arr = np.asarray(order_file, object)[rows[members]]
+        best = np.lexsort((lines, file_arr, member_ts))[0]
+    else:
+        best = min(range(members.size), key=lambda j: (int(member_ts[j]), files[j], int(lines[j])))  # type: ignore[index]
+    i = int(members[best])
+    r = int(rows[i])
+    order = (int(ts[i]), order_file[r], int(chunk.order_line[r]))
+    have = groups.get(key)
+    if have is None:
+        groups[key] = [int(members.size), int(member_ts.min()), int(member_ts.max()), order, texts[i].as_py(),
+                       chunk.sources[r]]
+        return
+    have[0] += int(members.size)
+    have[1] = min(have[1], int(member_ts.min()))
+    have[2] = max(have[2], int(member_ts.max()))
+    if order < have[3]:
+        have[3], have[4], have[5] = order, texts[i].as_py(), chunk.sources[r]
+
+
+def summarize_changelog(batch_df: DataFrame, spec: SourceSpec) -> Summary:
+    """Executor pass 1 (see the module docs), collected on the driver."""
+    fmt = spec.kind
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        groups: dict[tuple[Any, ...], list[Any]] = {}
+        ddls: list[dict[str, Any]] = []
+        counts = {"n": 0, "error": 0}
+        for chunk in _chunks(batches, spec):
+            _summarize_chunk(chunk, fmt, groups, ddls, counts)
+        out: list[dict[str, Any]] = [{"kind": "count", "n": counts["n"]}]
+        for (kind, schema, table, shape, mtype), (n, low, high, order, first, source) in groups.items():
+            out.append({"kind": kind, "schema": schema, "table": table, "shape": shape, "mtype": mtype, "n": n,
+                        "low": low, "high": high, "first": first, "first_source": source, "first_ts": order[0],
+                        "first_file": order[1], "first_line": order[2]})
+        for ddl in ddls:
+            out.append({"kind": "ddl", "schema": ddl["schema"], "table": ddl["table"], "n": 1, "low": ddl["commit_ts"],
+                        "high": ddl["commit_ts"], "first": ddl["message"], "first_source": ddl["source"],
+                        "first_ts": ddl["commit_ts"], "first_file": ddl["order_file"], "first_line": ddl["order_line"]})
+        for kind in ("error", "skip", "watermark"):
+            if counts.get(kind):
+                out.append({"kind": kind, "n": counts[kind]})
+        from avro_registry_sink.spark.sources import _arrow_schema
+
+        yield pa.RecordBatch.from_pylist(out, schema=_arrow_schema(SUMMARY_DDL))
+
+    rows = _input_frame(batch_df, spec).mapInArrow(run, SUMMARY_DDL).collect()
+    return _merge_summary([r.asDict() for r in rows], fmt)
+
+
+def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:
+    from avro_registry_sink.spark.sources import _shape
+
+    inputs = sum(int(r["n"] or 0) for r in rows if r["kind"] == "count")
+    shapes: dict[str, str | None] = {}
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] != "dml":
+            continue
+        shape = r["shape"]
+        if r["mtype"] is not None:
+            if r["mtype"] not in shapes:
+                try:
+                    shapes[r["mtype"]] = _shape({"mysqlType": json.loads(r["mtype"])})
+                except ValueError:
+                    shapes[r["mtype"]] = None
+            shape = shapes[r["mtype"]]
+        key = (r["schema"], r["table"], shape if fmt == "canal-json" else None)
+        order = (r["first_ts"], r["first_file"], r["first_line"])
+        have = merged.get(key)
+        if have is None:
+            merged[key] = {"kind": "dml", "schema": r["schema"], "table": r["table"], "shape": key[2], "n": r["n"],
+                           "low": r["low"], "high": r["high"], "first": r["first"], "first_source": r["first_source"],
+                           "order": order}
+            continue
+        have["n"] += r["n"]
+        have["low"], have["high"] = min(have["low"], r["low"]), max(have["high"], r["high"])
+        if order < have["order"]:
+            have["order"], have["first"], have["first_source"] = order, r["first"], r["first_source"]
+    ddls = sorted((r for r in rows if r["kind"] == "ddl"),
+                  key=lambda r: (r["low"] or 0, r["first_file"] or "", r["first_line"] or 0))
+    ddl_rows = [{"kind": "ddl", "schema": r["schema"], "table": r["table"], "n": 1, "message": r["first"],
+                 "source": r["first_source"], "commit_ts": r["low"]} for r in ddls]
+    return Summary(inputs=inputs, groups=list(merged.values()), ddls=ddl_rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. Messages -> records
+
+
+def _encoded_schema() -> pa.Schema:
+    from avro_registry_sink.spark.sources import _arrow_schema_of_encoded
+
+    return _arrow_schema_of_encoded()
+
+
+def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
+    """The encode stage's error (source, reason, message, table...) as a complete dead-letter record."""
+    from avro_registry_sink.formats.dead_letter import dead_letter_json
+    from avro_registry_sink.spark.sources import location_of
+
+    record = json.loads(error)
+    if "raw_base64" in record:
+        return error
+    source = str(record.get("source"))
+    fields = {k: v for k, v in record.items() if k not in ("source", "reason", "message")}
+    fields.update(location_of(source))
+    return dead_letter_json(fmt=fmt, source=source, reason=str(record.get("reason")), message=str(record.get("message")),
+                            raw=raw, **fields)
+
+
+def _finish(records: pa.RecordBatch, order_version: np.ndarray, order_file: pa.Array, order_line: np.ndarray,
+            errors: pa.Array) -> pa.RecordBatch:
+    from avro_registry_sink.spark.stage import KAFKA_SCHEMA
+
+    return pa.RecordBatch.from_arrays(
+        [*records.select(KAFKA_SCHEMA.names).columns, pa.array(order_version, pa.int64()), order_file,
+         pa.array(order_line, pa.int64()), errors], schema=_encoded_schema())
+
+
+def _with_raw(errors: pa.Array, raw_of: Any, fmt: str) -> pa.Array:
+    """The records' ``error`` column with the message bytes added to each refused row (``raw_of(row)``)."""
+    if errors.null_count == len(errors):
+        return errors
+    values = errors.to_pylist()
+    return pa.array([None if e is None else _dead_letter(e, fmt, raw_of(i)) for i, e in enumerate(values)], pa.string())
+
+
+#: In the text of the exception a strict pass raises (see :class:`NeedsSummary`).
+NEEDS_SUMMARY = "AVRO_SINK_NEEDS_SUMMARY"
+
+
+class NeedsSummary(Exception):
+    """Raised by a strict pass (see :func:`encode_changelog`): the batch holds something the driver must see
+    before anything is encoded. It fails the Spark job before any record is handed on (the encode stage ends
+    in a shuffle, or is counted before the write), and the job reads the batch again with its summary."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{NEEDS_SUMMARY}: {why}")
+
+
+class CountsParam(AccumulatorParam):  # type: ignore[type-arg]
+    """A Spark accumulator of what a strict pass saw: ``{"n": messages, "filtered": {"schema.table": n}}``."""
+
+    def zero(self, value: dict[str, Any]) -> dict[str, Any]:
+        return {"n": 0, "filtered": {}}
+
+    def addInPlace(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        a["n"] += b.get("n", 0)
+        for name, count in b.get("filtered", {}).items():
+            a["filtered"][name] = a["filtered"].get(name, 0) + count
+        return a
+
+
+def _check_message(versions: Any, kind: str, schema: Any, table: Any, commit_ts: Any, shape: str | None,
+                   filtered: dict[tuple[str, str], int]) -> bool:
+    """A message read one by one, in a strict pass: whether it is left out (counted), or raise
+    :class:`NeedsSummary` when the driver must see it first."""
+    from avro_registry_sink.tabledef.catalog import pick_version
+
+    if kind not in ("dml", "ddl"):
+        return False
+    name = (schema, table)
+    if schema is not None and table is not None and versions.left_out(name):
+        filtered[name] = filtered.get(name, 0) + 1
+        return True
+    if not versions.strict:
+        return False
+    if kind == "ddl":
+        raise NeedsSummary("a DDL")
+    history = versions.history.get(name)
+    if not history:
+        raise NeedsSummary(f"table {schema}.{table}")
+    version = pick_version(list(history), commit_ts).version
+    if (schema, table, version) not in versions.planned:
+        raise NeedsSummary(f"version {version} of {schema}.{table}")
+    if shape is not None and name in versions.shapes and shape != versions.shapes[name]:
+        raise NeedsSummary(f"the columns of {schema}.{table}")
+    return False
+
+
+def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[str, str, int], Any],
+                  history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
+                  excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
+                  ) -> Iterator[pa.RecordBatch]:
+    from avro_registry_sink.formats.changelog_arrow import canal_rows, debezium_rows
+    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+
+    n = len(chunk.messages)
+    pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
+    filtered = {} if filtered is None else filtered
+    read = canal_rows if fmt == "canal-json" else debezium_rows
+    found = read(chunk.messages if not pre.any() else pc.if_else(pa.array(pre), pa.scalar(None, chunk.messages.type),
+                                                                chunk.messages), versions)
+    if found.needs is not None:
+        raise NeedsSummary(found.needs)
+    tables, slow = found.tables, found.slow
+    for name, count in found.filtered.items():
+        filtered[name] = filtered.get(name, 0) + count
+    messages = chunk.messages
+    for rows in tables:
+        plan = plans[rows.key]
+        records = encode_typed(rows.columns, rows.op_codes, rows.commit_ts, plan, chunk.sources.take(rows.message))
+        errors = _with_raw(records.column("error"), lambda i, rows=rows: messages[int(rows.message[i])].as_py(), fmt)
+        yield _finish(records, rows.commit_ts, chunk.order_file.take(pa.array(rows.message)),
+                      chunk.order_line[rows.message], errors)
+    # The messages read one by one: the per-message readers, then the same encoder
+    from avro_registry_sink.spark.sources import _error_json, parse_message, peek_message
+
+    slow = np.union1d(slow, np.flatnonzero(pre)).astype(np.int64)
+    if not slow.size:
+        return
+    order_file = chunk.order_file.to_pylist()
+    parsed: list[tuple[Any, ...]] = []
+    raw: list[str | None] = []
+    failed: list[tuple[str, int, str]] = []  # error JSON, row, order_file
+    failed_ts: list[Any] = []
+    for r in slow:
+        r = int(r)
+        source = chunk.sources[r]
+        if pre[r]:
+            failed.append((chunk.errors[r].as_py(), r, order_file[r]))  # type: ignore[index]
+            failed_ts.append(None)
+            continue
+        text, utf8 = _text(messages, r)
+        if not utf8:
+            failed.append((_error_json(source, "invalid UTF-8", f"{source}: invalid UTF-8 bytes in the message.", fmt=fmt,
+                                       raw=(text or "").encode("utf-8", "surrogateescape")), r, order_file[r]))
+            failed_ts.append(None)
+            continue
+        kind, schema, table, commit_ts, message, error, shape = peek_message(text, source, fmt)
+        if kind == "error":
+            failed.append((error or "{}", r, order_file[r]))
+            failed_ts.append(None)
+            continue
+        if _check_message(versions, kind, schema, table, commit_ts, shape, filtered) or kind != "dml":
+            continue
+        order = (commit_ts, order_file[r], int(chunk.order_line[r]))
+        for row in parse_message(message or "", source, fmt, schema or "", table or "", commit_ts or 0, order, history):
+            if row[-1] is not None:
+                failed.append((row[-1], r, order_file[r]))
+                failed_ts.append(commit_ts)
+            else:
+                parsed.append(row)
+                raw.append(message)
+    if parsed:
+        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, row[:8])) for row in parsed],
+                                           schema=CHANGE_SCHEMA)
+        records = encode_change_batch(batch, plans, isolate=True)
+        errors = _with_raw(records.column("error"), lambda i: raw[i], fmt)
+        yield _finish(records, np.array([row[8] for row in parsed], np.int64), pa.array([row[9] for row in parsed],
+                                                                                          pa.string()),
+                      np.array([row[10] for row in parsed], np.int64), errors)
+    if failed:
+        k = len(failed)
+        empty = pa.RecordBatch.from_arrays([pa.nulls(k, f.type) for f in KAFKA_SCHEMA], schema=KAFKA_SCHEMA)
+        yield _finish(empty, np.array([ts if ts is not None else 0 for ts in failed_ts], np.int64),
+                      pa.array([f[2] for f in failed], pa.string()),
+                      np.array([int(chunk.order_line[f[1]]) for f in failed], np.int64),
+                      pa.array([f[0] for f in failed], pa.string()))
+
+
+def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
+                     plans: Mapping[tuple[str, str, int], Any], excluded: frozenset[tuple[str, str]] = frozenset(),
+                     output: Any = None, *, strict: bool = False, shapes: Mapping[tuple[str, str], str] | None = None,
+                     table_filter: Any = None, counts: Any = None) -> DataFrame:
+    """Executor pass 2 (see the module docs): the batch's messages -> :data:`~avro_registry_sink.spark.sources.ENCODED_DDL`.
+
+    ``history`` holds each table's versions (a message is read with the newest version at or before its commit
+    ts), ``plans`` the :class:`~avro_registry_sink.spark.stage.StagePlan` of every version the batch uses,
+    ``excluded`` the tables ``[filter] rules`` leave out; ``output`` a
+    :class:`~avro_registry_sink.spark.tally.StageOutput`.
+
+    ``strict``: the batch was not summarized (the plans are those of earlier batches): a message the driver
+    must see first (a DDL, a table or version without a plan, canal-json columns other than ``shapes`` names)
+    raises :class:`NeedsSummary`; ``table_filter`` leaves tables out, counted with the messages in ``counts``
+    (an accumulator of :class:`CountsParam`).
+    """
+    from avro_registry_sink.formats.changelog_arrow import TableVersions
+    from avro_registry_sink.spark.sources import ENCODED_DDL
+    from avro_registry_sink.spark.tally import StageOutput
+
+    fmt = spec.kind
+    history = {key: list(versions) for key, versions in history.items()}
+    plans = dict(plans)
+    excluded = frozenset(excluded)
+    versions = TableVersions(history=history, planned=frozenset(plans), excluded=excluded, strict=strict,
+                             shapes=dict(shapes or {}), table_filter=table_filter)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for chunk in _chunks(batches, spec):
+            seen: dict[tuple[str, str], int] = {}
+            yield from _encode_chunk(chunk, fmt, versions, plans, history, excluded, seen)
+            if counts is not None:
+                counts.add({"n": len(chunk.messages), "filtered": {f"{s}.{t}": k for (s, t), k in seen.items()}})
+
+    return _input_frame(batch_df, spec).mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL))
