@@ -475,6 +475,7 @@ CsvOpt = Annotated[Optional[list[str]], typer.Option("--csv", help="A TiCDC sink
 ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|none: live display on a terminal, JSON log lines otherwise.")]
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
 ProducerOpt = Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")]
+DeliveryOpt = Annotated[Optional[str], typer.Option("--delivery", help="at-least-once (default) | exactly-once: Kafka transactions with commit tokens, so a read_committed consumer sees each source row once whatever fails (also the TOML key delivery, AVRO_SINK_DELIVERY).")]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -487,19 +488,22 @@ class _JobArgs(_TiCDCArgs):
     tables: TablesOpt = None
     csv: CsvOpt = None
     producer: ProducerOpt = "auto"
+    delivery: DeliveryOpt = None
     progress: ProgressOpt = "auto"
     state_dir: StateDirOpt = None
 
     def job_options(self, **job: Any):
         """The job's ``JobOptions`` (``job``: the command's own fields of it); the source is checked (a bad
         URI, missing credentials, an unreachable store) before Spark starts."""
-        from avro_registry_sink.config import default_state_dir
+        from avro_registry_sink.config import default_state_dir, settings_from_mapping
         from avro_registry_sink.redact import remember
         from avro_registry_sink.spark.job import JobOptions
         from avro_registry_sink.spark.sources import parse_source
 
         state = self.state_dir or default_state_dir()
         cfg = self.sink_config(self.registry)
+        if self.delivery is not None:  # the flag wins over the sink URI, AVRO_SINK_DELIVERY and the TOML file
+            cfg = settings_from_mapping({"delivery": self.delivery}, cfg)
         if cfg.scheme == "file" and not cfg.path:
             cfg = cfg.model_copy(update={"path": str(state / "output")})
         if cfg.registry.is_embedded and cfg.registry.embedded_data is None:

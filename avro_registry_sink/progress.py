@@ -81,10 +81,14 @@ class BatchReport:
     warnings: list[str] = field(default_factory=list)
     filtered: dict[str, int] = field(default_factory=dict)  # per table: inputs left out by [filter] rules
     missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
+    #: exactly-once delivery: per table, the highest commit ts whose rows are all delivered (the control topic's)
+    resolved_ts: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["new_schemas"] = [asdict(s) for s in self.new_schemas]
+        if not self.resolved_ts:
+            out.pop("resolved_ts")
         return out
 
 
@@ -108,6 +112,7 @@ class JobTotals:
     filtered: dict[str, int] = field(default_factory=dict)  # per table: files/messages left out by [filter] rules
     dead_letter_files: list[str] = field(default_factory=list)
     missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
+    resolved_ts: dict[str, int] = field(default_factory=dict)  # exactly once: after the last batch
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
@@ -131,6 +136,8 @@ class JobTotals:
         self.missing_files.extend(report.missing_files)
         if report.dead_letter and report.dead_letter not in self.dead_letter_files:
             self.dead_letter_files.append(report.dead_letter)
+        if report.resolved_ts:
+            self.resolved_ts = dict(report.resolved_ts)
 
     @property
     def elapsed(self) -> float:
@@ -160,6 +167,7 @@ class JobTotals:
             "max_commit_ts": self.max_commit_ts,
             "warnings": list(self.warnings),
             "elapsed_seconds": round(self.elapsed, 3),
+            **({"resolved_ts": dict(sorted(self.resolved_ts.items()))} if self.resolved_ts else {}),
         }
 
 
@@ -272,6 +280,8 @@ class RichProgress:
             grid = Table(show_edge=False, expand=False)
             grid.add_column("table")
             grid.add_column("rows", justify="right")
+            if totals.resolved_ts:  # exactly once: every row up to this commit ts is delivered
+                grid.add_column("resolved ts (lag)", justify="right")
             grid.add_column("schemas registered")
             by_table: dict[str, list[str]] = {}
             for schema in totals.schemas:
@@ -279,7 +289,10 @@ class RichProgress:
                     f"{schema.subject} v{schema.version if schema.version is not None else '?'} (id {schema.schema_id})"
                 )
             for name in sorted(set(totals.per_table) | set(by_table)):
-                grid.add_row(name, str(totals.per_table.get(name, 0)), ", ".join(by_table.get(name, [])))
+                resolved = totals.resolved_ts.get(name)
+                shown = ([f"{resolved} ({_format_lag(lag_seconds(resolved))})" if resolved else "-"]
+                         if totals.resolved_ts else [])
+                grid.add_row(name, str(totals.per_table.get(name, 0)), *shown, ", ".join(by_table.get(name, [])))
             return Group(header, stats, grid)
 
     def start(self, info: Mapping[str, Any]) -> None:

@@ -113,7 +113,7 @@ _OAUTH = ("sasl-oauth-client-id", "sasl-oauth-client-secret", "sasl-oauth-token-
 
 #: This product's own settings-file keys (top level or under ``[sink]``), beside TiCDC's.
 PRODUCT_KEYS = ("sink-uri", "schema-registry", "protocol", "subject-naming", "partition-num", "max-message-bytes",
-                *(name for name, *_ in _CODEC))
+                "delivery", "control-topic", "transaction-timeout", *(name for name, *_ in _CODEC))
 
 KEYS: tuple[TiCDCKey, ...] = (
     # -- sink URI (kafka:// and this product's file://) ------------------------------------------------
