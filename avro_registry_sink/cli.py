@@ -624,7 +624,10 @@ def _job_session(options, stores: set[str]):
     from avro_registry_sink.spark.job import job_session
     from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
 
-    spark = job_session(kafka=options.source.is_kafka or options.sink.scheme == "kafka", stores=stores)
+    # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink (exactly once writes with confluent-kafka)
+    spark_sink = options.sink.scheme == "kafka" and options.sink.delivery != "exactly-once" and \
+        options.kafka_producer != "confluent"
+    spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
     missing = missing_store_classes(spark, stores)
     if missing:
         packages = ",".join(store_packages(missing, hadoop_version(spark))) or "the store's Hadoop connector"

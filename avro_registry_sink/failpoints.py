@@ -6,8 +6,14 @@ points: ``name=kill`` (SIGKILL on the first pass), ``name=kill@3`` (on the third
 by commas. Actions: ``kill`` (this process), ``kill-driver`` (the driver's process, from an executor's
 Python worker: the driver records its pid in ``AVRO_SINK_FAILPOINT_DRIVER`` when this module is first
 imported there, and Spark's workers inherit it), ``raise`` (a :class:`FailpointError`: a failed task,
-which Spark may retry). Passes are counted per process (a Python worker counts its own). Unset (always,
-outside tests), :func:`failpoint` costs one dictionary look-up.
+which Spark may retry), ``pause`` (writes ``<name>.paused`` into the counts directory below and sleeps
+``AVRO_SINK_FAILPOINT_PAUSE`` seconds, default 3: a window for the test to act, e.g. restart a broker).
+Passes are counted per process (a Python worker counts its own), or across all processes with
+``AVRO_SINK_FAILPOINT_COUNTS=<dir>`` (one file per point, a byte appended per pass: ``kill@1`` then kills
+once, not once per retried task's fresh worker). ``@/path`` instead
+of a spec reads the spec from that file at every pass, so a test can change the points of a running Spark
+(whose Python workers keep the environment they started with); the counts start again when it changes.
+Unset (always, outside tests), :func:`failpoint` costs one dictionary look-up.
 
 >>> failpoint("job.after-sink-write")  # no AVRO_SINK_FAILPOINTS: nothing happens
 """
@@ -17,10 +23,13 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["DRIVER_ENV", "ENV", "EXACTLY_ONCE_POINTS", "FailpointError", "POINTS", "WORKER_POINTS", "failpoint"]
+__all__ = ["COUNTS_ENV", "DRIVER_ENV", "ENV", "EXACTLY_ONCE_POINTS", "FailpointError", "PAUSE_ENV", "POINTS",
+           "WORKER_POINTS", "failpoint", "passes"]
 
 ENV = "AVRO_SINK_FAILPOINTS"
 DRIVER_ENV = "AVRO_SINK_FAILPOINT_DRIVER"
+COUNTS_ENV = "AVRO_SINK_FAILPOINT_COUNTS"
+PAUSE_ENV = "AVRO_SINK_FAILPOINT_PAUSE"
 #: The points the job passes, in order, in a batch.
 POINTS = (
     "job.after-side-read",  # the batch's inputs and state are known, nothing written
@@ -42,6 +51,7 @@ WORKER_POINTS = (
     "eos.after-commit",  # the slice's transaction committed, the task not finished
 )
 _hits: dict[str, int] = {}
+_spec_seen: list[str] = [""]  # the spec the counts belong to
 
 if os.environ.get(ENV) and DRIVER_ENV not in os.environ:  # the first importer is the driver
     os.environ[DRIVER_ENV] = str(os.getpid())
@@ -56,17 +66,59 @@ def failpoint(name: str) -> None:
     spec = os.environ.get(ENV)
     if not spec:
         return
-    _hits[name] = _hits.get(name, 0) + 1
+    if spec.startswith("@"):
+        try:
+            with open(spec[1:], encoding="utf-8") as fh:
+                spec = fh.read().strip()
+        except OSError:
+            spec = ""
+        if spec != _spec_seen[0]:
+            _spec_seen[0] = spec
+            _hits.clear()
+        if not spec:
+            return
+    if not any(item.strip().partition("=")[0] == name for item in spec.split(",")):
+        return
+    count = _count(name)
     for item in spec.split(","):
         point, _, action = item.strip().partition("=")
         if point != name:
             continue
         kind, _, nth = action.partition("@")
-        if _hits[name] != int(nth or 1):
+        if count != int(nth or 1):
             continue
-        if kind == "kill":
+        if kind == "pause":
+            import time
+
+            counts = os.environ.get(COUNTS_ENV)
+            if counts:
+                with open(os.path.join(counts, f"{name}.paused"), "w", encoding="utf-8") as fh:
+                    fh.write(str(os.getpid()))
+            time.sleep(float(os.environ.get(PAUSE_ENV) or 3))
+        elif kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         elif kind == "kill-driver":
             os.kill(int(os.environ.get(DRIVER_ENV) or os.getpid()), signal.SIGKILL)
         elif kind == "raise":
-            raise FailpointError(f"failpoint {name} (pass {_hits[name]})")
+            raise FailpointError(f"failpoint {name} (pass {count})")
+
+
+def _count(name: str) -> int:
+    """This pass's number: across processes with ``AVRO_SINK_FAILPOINT_COUNTS``, else in this process."""
+    counts = os.environ.get(COUNTS_ENV)
+    if counts:
+        fd = os.open(os.path.join(counts, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b".")
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+    _hits[name] = _hits.get(name, 0) + 1
+    return _hits[name]
+
+
+def passes(name: str) -> int:
+    """How often ``name`` was passed, counted in the ``AVRO_SINK_FAILPOINT_COUNTS`` directory (tests)."""
+    counts = os.environ.get(COUNTS_ENV)
+    path = os.path.join(counts, name) if counts else ""
+    return os.path.getsize(path) if path and os.path.exists(path) else 0
