@@ -69,6 +69,7 @@ __all__ = [
     "STATE_FILE",
     "Token",
     "TransactionalWriter",
+    "query_of",
     "resolved_key",
     "resolved_record",
     "resolved_ts",
@@ -250,7 +251,7 @@ def resolved_ts(bootstrap: str | Iterable[str], control_topic: str, query: str, 
     from its newest resolved record in ``control_topic`` (read committed); ``{}`` before its first batch.
 
     ``bootstrap``: the brokers; ``kafka``: their TLS/SASL settings; ``options``: extra librdkafka settings.
-    The query id is in the checkpoint (``delivery.json``) and in the job's progress output.
+    The query id is in the checkpoint (:func:`query_of`) and in the job's ``start`` progress event.
 
     >>> # resolved_ts("127.0.0.1:9092", "_avro_registry_sink_commits", "0f3a9c...")  -> {"shop.orders": 4496...}
     """
@@ -262,6 +263,18 @@ def resolved_ts(bootstrap: str | Iterable[str], control_topic: str, query: str, 
         if value is not None:
             return {table: int(ts) for table, ts in json.loads(value)["tables"].items()}
     return {}
+
+
+def query_of(checkpoint: Any) -> str | None:
+    """The query id of an exactly-once job's ``checkpoint`` (a directory, a storage URI or a
+    :class:`~avro_registry_sink.storage_fs.StorageURI`), from its ``delivery.json``; ``None`` if it has none."""
+    from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
+
+    uri = checkpoint if isinstance(checkpoint, StorageURI) else parse_storage_uri(str(checkpoint), option="checkpoint")
+    store = StoreFS(uri, option="checkpoint")
+    if not store.exists(STATE_FILE):
+        return None
+    return str(json.loads(store.read_text(STATE_FILE))["query"])
 
 
 # --------------------------------------------------------------------------------------------------
