@@ -42,6 +42,7 @@ Executors receive only plain data (dicts, strings); producers and consumers are 
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -295,16 +296,35 @@ def _partition_input(order_file: Any, input_chars: int | None) -> Any:
     return pc.utf8_slice_codeunits(order_file.fill_null(""), 0, input_chars)
 
 
-def _headers_of(column: Any) -> list[Any]:
-    """Each row's headers as confluent-kafka takes them (a list of (key, value)), ``None`` for none."""
+def _headers_of(column: Any) -> Iterator[Any]:
+    """Each row's headers as confluent-kafka takes them (a list of (key, value)), ``None`` for none; made row by
+    row, as they are produced (a batch's worth kept alive at once makes Python's garbage collector the cost).
+
+    The stage gives every record the same header keys in the same order (``op``, ``commit_ts``): then the
+    values are taken column by column, without a Python object per header until the pairs themselves."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     n = len(column)
     if n == 0 or column.null_count == n:
-        return [None] * n
-    offsets = column.offsets.to_pylist()
+        return itertools.repeat(None, n)
+    offsets = column.offsets.to_numpy(zero_copy_only=False)
     flat = column.flatten()
-    pairs = list(zip(flat.field("key").to_pylist(), flat.field("value").to_pylist()))
-    base = offsets[0]
-    return [pairs[offsets[i] - base:offsets[i + 1] - base] or None for i in range(n)]
+    keys, values = flat.field("key"), flat.field("value")
+    lengths = np.diff(offsets)
+    width = int(lengths[0])
+    if column.null_count == 0 and width and bool((lengths == width).all()):
+        names = keys.slice(0, width).to_pylist()
+        if all(pc.all(pc.equal(pc.take(keys, np.arange(j, len(keys), width)), names[j])).as_py()
+               for j in range(width)):
+            per_key = [pc.take(values, np.arange(j, len(values), width)).to_pylist() for j in range(width)]
+            if width == 2:
+                k0, k1 = names
+                return ([(k0, a), (k1, b)] for a, b in zip(per_key[0], per_key[1]))
+            return (list(zip(names, row)) for row in zip(*per_key))
+    pairs = list(zip(keys.to_pylist(), values.to_pylist()))
+    starts = (offsets - offsets[0]).tolist()
+    return (pairs[starts[i]:starts[i + 1]] or None for i in range(n))
 
 
 def _kafka_error(exc: BaseException) -> Any:
@@ -356,8 +376,18 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
 
 
 def _write_slice(spec: Mapping[str, Any], writer: int, first: Any, rest: Iterator[Any]) -> tuple[str, str | None]:
-    import itertools
+    import gc
 
+    # Millions of short-lived tuples (headers) would make the cyclic collector run and rescan again and again
+    gc.disable()
+    try:
+        return _write_slice_gc_off(spec, writer, first, rest)
+    finally:
+        gc.enable()
+
+
+def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, first: Any,
+                        rest: Iterator[Any]) -> tuple[str, str | None]:
     from confluent_kafka import KafkaException, Producer
 
     query, stream, batch, topic = spec["query"], spec["stream"], int(spec["batch"]), spec["control_topic"]

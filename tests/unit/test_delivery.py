@@ -98,9 +98,14 @@ def test_resolved_is_the_lowest_input_of_each_table():
 def test_headers_of_a_list_of_structs():
     kind = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
     column = pa.array([[{"key": "op", "value": b"c"}, {"key": "commit_ts", "value": b"9"}], None, []], kind)
-    assert _headers_of(column) == [[("op", b"c"), ("commit_ts", b"9")], None, None]
-    assert _headers_of(column.slice(1)) == [None, None]
-    assert _headers_of(pa.nulls(2, kind)) == [None, None]
+    assert list(_headers_of(column)) == [[("op", b"c"), ("commit_ts", b"9")], None, None]
+    assert list(_headers_of(column.slice(1))) == [None, None]
+    assert list(_headers_of(pa.nulls(2, kind))) == [None, None]
+    same = pa.array([[{"key": "op", "value": b"c"}, {"key": "commit_ts", "value": str(i).encode()}] for i in range(3)],
+                    kind)
+    assert list(_headers_of(same.slice(1))) == [[("op", b"c"), ("commit_ts", b"1")], [("op", b"c"), ("commit_ts", b"2")]]
+    one = pa.array([[{"key": "op", "value": b"d"}]] * 2, kind)
+    assert list(_headers_of(one)) == [[("op", b"d")], [("op", b"d")]]
 
 
 def test_inputs_of_rows():
