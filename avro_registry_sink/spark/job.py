@@ -467,6 +467,7 @@ class _BatchProcessor:
         self._catalog_changed = False
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
+        self._verdict_topics: list[str] = []  # exactly once: the topics a verdict row may stop
         self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
@@ -654,31 +655,39 @@ class _BatchProcessor:
         return {"tables": tables, "slices": max(1, slices)}
 
     def _sink_records(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan]) -> DataFrame:
-        """:func:`_records`, and for an exactly-once sink the batch's misconfiguration verdict on the way: each
-        row the stage refused as a misconfiguration goes, with its ``error``, to every Kafka partition of its
-        topic (of every topic of the batch when the row names none), so that every slice writing any of them
-        sees it and aborts instead of committing (Kafka takes no write back, and the rerun with the corrected
-        settings must find those partitions uncommitted). One pass: the rows are not read twice."""
+        """:func:`_records`, and for an exactly-once sink the batch's misconfiguration verdict on the way: the
+        rows the stage refused as a misconfiguration stay, with their ``error``, and reach every slice that
+        writes a partition of their topic (see :meth:`_verdict_everywhere`), which then aborts instead of
+        committing (Kafka takes no write back, and the rerun with the corrected settings must find those
+        partitions uncommitted)."""
         if not self._exactly_once() or "error" not in encoded.columns:
             return _records(encoded)
         from pyspark.sql import functions as F
 
-        topics = sorted({plan.route.topic for plan in plans.values()})
-        pair = F.struct(F.col("topic").alias("t"), F.col("partition").alias("p"))
+        self._verdict_topics = sorted({plan.route.topic for plan in plans.values()})
+        misconfigured = F.get_json_object("error", "$.reason") == "misconfiguration"
+        return encoded.filter(F.col("error").isNull() | misconfigured)
 
-        def pairs(topic: str) -> Any:
+    def _verdict_everywhere(self, records: DataFrame) -> DataFrame:
+        """Before the shuffle of an exactly-once write: each verdict row (an ``error``) once for every Kafka
+        partition of its topic (of every topic of the batch when the row names none), so that every slice
+        holding one of them sees it. One pass: the rows are not read twice. (Without a shuffle a verdict row is
+        already in the task of its topic's only data file.)"""
+        from pyspark.sql import functions as F
+
+        topics = self._verdict_topics
+
+        def pairs(topic: str) -> list[Any]:
             return [F.struct(F.lit(topic).alias("t"), F.lit(p).cast("int").alias("p"))
                     for p in range(self._partitions.get(topic, 1))]
 
-        everywhere = F.array(*[s for topic in topics for s in pairs(topic)])
-        targets = F.when(F.col("error").isNull(), F.array(pair))
+        targets = F.when(F.col("error").isNull(), F.array(F.struct(F.col("topic").alias("t"),
+                                                                   F.col("partition").alias("p"))))
         for topic in topics:
             targets = targets.when(F.col("topic") == topic, F.array(*pairs(topic)))
-        targets = targets.otherwise(everywhere)
-        misconfigured = F.get_json_object("error", "$.reason") == "misconfiguration"
-        others = [c for c in encoded.columns if c not in ("topic", "partition")]
-        return (encoded.filter(F.col("error").isNull() | misconfigured)
-                .select(F.explode(targets).alias("_to"), *others)
+        targets = targets.otherwise(F.array(*[s for topic in topics for s in pairs(topic)]))
+        others = [c for c in records.columns if c not in ("topic", "partition")]
+        return (records.select(F.explode(targets).alias("_to"), *others)
                 .select(F.col("_to.t").alias("topic"), F.col("_to.p").alias("partition"), *others))
 
     def _for_sink(self, records: DataFrame, spark: SparkSession) -> DataFrame:
@@ -695,6 +704,8 @@ class _BatchProcessor:
         order = ("order_line",) if self.options.source.is_storage else RECORD_ORDER
         if self._single_input:  # every topic's rows come from one data file, read whole by one task: in place
             return records.sortWithinPartitions(*order)
+        if "error" in records.columns:  # exactly once: verdict rows
+            records = self._verdict_everywhere(records)
         return records.repartition(self._spark_partitions(spark), "topic", "partition").sortWithinPartitions(*order)
 
     def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
