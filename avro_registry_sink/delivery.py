@@ -714,6 +714,8 @@ class TransactionalWriter:
         if stream == RUN:
             failpoint("eos.before-resolved")
             self._publish_resolved(batch_id, tables or {})
+        for key in [k for k in self._tokens if k[0] == stream and k[1] < batch_id]:  # never written again
+            del self._tokens[key]
 
     def _end_offset(self) -> int:
         from confluent_kafka import Consumer
