@@ -370,6 +370,8 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
         if first is None:  # nothing of the batch in this slice: no transaction at all
             return
         status, token = _write_slice(spec, writer, first, batches)
+        for _ in batches:  # a slice committed before, or refused, leaves input unread: Spark's worker wants it read
+            pass
         yield pa.RecordBatch.from_pylist([{"writer": writer, "status": status, "token": token}], schema=schema)
 
     return write
