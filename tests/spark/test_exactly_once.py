@@ -520,3 +520,50 @@ def test_a_broker_restart_while_producing(spark, own_broker, registry_url, fault
     source.add_wave()
     assert scenario.here("") == "ok", faults.log
     _assert_exactly_once(scenario, scenario.received())
+
+
+# --------------------------------------------------------------------------------------------------
+# A verdict before a shuffle, and the rerun that skips what committed (the sink alone)
+
+
+def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spark, bootstrap, control_topic, tmp_path):
+
+    from avro_registry_sink.delivery import DeliveryError
+    from avro_registry_sink.spark.job import _BatchProcessor
+    from avro_registry_sink.spark.sinks import KafkaSink
+    from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
+
+    prefix = "v" + uuid.uuid4().hex[:8]
+    good, bad = f"{prefix}_good", f"{prefix}_bad"
+    sink = KafkaSink([bootstrap], delivery="exactly-once", control_topic=control_topic,
+                     checkpoint=StoreFS(parse_storage_uri(str(tmp_path / "ck"))))
+    sink.check()
+    partitions = sink.prepare({good: 3, bad: 3})
+    rows = [(topic, p, i.to_bytes(5, "big") + bytes([i]), b"v", [("commit_ts", str(V1 + i).encode())], V1 + i,
+             f"{0:020d}//{1:020d}", i, None)
+            for i, (topic, p) in enumerate((t, p) for t in (good, bad) for p in range(3) for _ in range(4))]
+    ddl = ("topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
+           "commit_ts BIGINT, order_file STRING, order_line BIGINT, error STRING")
+    verdict = (bad, None, None, None, None, None, "", 0, '{"reason": "misconfiguration", "message": "wrong"}')
+    stub = type("Stub", (), {"_partitions": partitions, "_verdict_topics": [good, bad]})()
+
+    def batch(with_verdict: bool):
+        df = spark.createDataFrame(rows + ([verdict] if with_verdict else []), ddl)
+        spread = _BatchProcessor._verdict_everywhere(stub, df)
+        return spread.repartition(6, "topic", "partition").sortWithinPartitions("order_line")
+
+    spread = _BatchProcessor._verdict_everywhere(stub, spark.createDataFrame([verdict], ddl))
+    assert sorted((r["topic"], r["partition"]) for r in spread.collect()) == [(bad, p) for p in range(3)]
+    with pytest.raises(DeliveryError, match="refused while it was encoded"):
+        sink.write(batch(True), 0, tables={good: "s.good", bad: "s.bad"}, slices=6)
+    first = committed_records(bootstrap, [good, bad])
+    assert not [k for k in first if k[0] == bad]  # every slice with a partition of the refused topic aborted
+    committed = sink.transactions.committed(0)
+    assert set(committed) <= {good} and len(first) == 4 * len(committed.get(good, []))
+    sink.write(batch(False), 0, tables={good: "s.good", bad: "s.bad"}, slices=6)  # the rerun, fixed
+    sink.close()
+    again = committed_records(bootstrap, [good, bad])
+    assert len(again) == len(rows) and set(again.values()) == {1}, (committed, again)
+    assert {t for t, _, _ in again} == {good, bad}
+    received = {(t, ts) for t, _, ts in again}
+    assert received == {(t, ts) for t, _, _, _, _, ts, _, _, _ in rows}
