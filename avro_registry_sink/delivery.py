@@ -42,6 +42,7 @@ Executors receive only plain data (dicts, strings); producers and consumers are 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -86,6 +87,9 @@ STATE_FILE = "delivery.json"
 RUN, REPLAY = "w", "r"
 #: Spark's output of a slice writer: one row per slice that had records.
 RESULT_DDL = "writer INT, status STRING, token STRING"
+#: A slice writer's local queue: librdkafka's default of 100,000 messages made a writer wait for deliveries
+#: again and again (a slice is usually larger); bounded by bytes instead (sink options override it).
+WRITER_QUEUE = {"queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 262_144}
 #: How long a reader waits for open transactions (of other queries) on the control topic to end.
 READ_TIMEOUT = 120.0
 
@@ -198,7 +202,7 @@ def _consume(consumer: Any, topic: str, start: int, end: int, match: Callable[[s
                     continue
                 raise DeliveryError(f"Reading the control topic {topic!r} failed: {msg.error()}")
             key = (msg.key() or b"").decode("utf-8", "replace")
-            if msg.offset() < end and match(key):
+            if start <= msg.offset() < end and match(key):  # (a reused consumer may hold older fetches)
                 out.append((msg.offset(), key, msg.value()))
         got = consumer.position([TopicPartition(topic, CONTROL_PARTITION)])[0].offset
         if got is not None and got >= 0:
@@ -216,21 +220,15 @@ def read_committed(conf: Mapping[str, Any], topic: str, match: Callable[[str], b
     the candidates' range is read again with ``read_committed``: aborted records are not returned.
     ``conf``: librdkafka client settings (``bootstrap.servers``, security).
     """
-    from confluent_kafka import Consumer
-
     deadline = time.monotonic() + timeout
-    plain = Consumer(_consumer_conf(conf, "read_uncommitted"))
-    try:
+    with _consumer(conf, "read_uncommitted") as plain:
         low, high = _watermarks(plain, topic)
         start = max(start, low)
         candidates = _consume(plain, topic, start, high, match, deadline) if high > start else []
-    finally:
-        plain.close()
     if not candidates:
         return []
     first, last = candidates[0][0], candidates[-1][0]
-    isolated = Consumer(_consumer_conf(conf, "read_committed"))
-    try:
+    with _consumer(conf, "read_committed") as isolated:
         while True:
             _, stable = _watermarks(isolated, topic)
             if stable > last:
@@ -241,8 +239,45 @@ def read_committed(conf: Mapping[str, Any], topic: str, match: Callable[[str], b
                     f"below {last + 1}): another writer died within its transaction.timeout.ms. Retry later.")
             time.sleep(0.05)
         return _consume(isolated, topic, first, stable, match, deadline)
-    finally:
-        isolated.close()
+
+
+#: Consumers of the control topic kept by this process (a Python worker reads it in every slice it writes):
+#: (settings, isolation) -> idle consumers.
+_IDLE: dict[tuple[str, str], list[Any]] = {}
+_IDLE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _consumer(conf: Mapping[str, Any], isolation: str) -> Iterator[Any]:
+    """A consumer of ``conf`` with ``isolation``, from this process's idle ones or new; kept for the next
+    read unless it failed."""
+    from confluent_kafka import Consumer
+
+    key = (json.dumps({k: str(v) for k, v in conf.items() if k != "logger"}, sort_keys=True), isolation)
+    with _IDLE_LOCK:
+        idle = _IDLE.setdefault(key, [])
+        consumer = idle.pop() if idle else None
+    if consumer is None:
+        consumer = Consumer(_consumer_conf(conf, isolation))
+    try:
+        yield consumer
+    except BaseException:
+        consumer.close()
+        raise
+    with contextlib.suppress(Exception):
+        consumer.unassign()
+    with _IDLE_LOCK:
+        _IDLE.setdefault(key, []).append(consumer)
+
+
+def close_consumers() -> None:
+    """Close the idle consumers this process keeps."""
+    with _IDLE_LOCK:
+        consumers = [c for idle in _IDLE.values() for c in idle]
+        _IDLE.clear()
+    for consumer in consumers:
+        with contextlib.suppress(Exception):
+            consumer.close()
 
 
 def resolved_ts(bootstrap: str | Iterable[str], control_topic: str, query: str, *,
@@ -365,11 +400,18 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
         ctx = TaskContext.get()
         writer = ctx.partitionId() if ctx is not None else 0
         schema = pa.schema([("writer", pa.int32()), ("status", pa.string()), ("token", pa.string())])
+        # The producer's round trips (initialising its transactions, looking for an earlier attempt's token)
+        # overlap the computing of the task's input, which pulling the first Arrow batch starts.
+        start = _SliceStart(spec, writer)
         batches = iter(batches)
         first = next((b for b in batches if b.num_rows), None)
+        producer, before = start.result()
         if first is None:  # nothing of the batch in this slice: no transaction at all
             return
-        status, token = _write_slice(spec, writer, first, batches)
+        if before is not None:
+            status, token = "committed-before", before
+        else:
+            status, token = _write_slice(spec, writer, producer, start.failures, first, batches)
         for _ in batches:  # a slice committed before, or refused, leaves input unread: Spark's worker wants it read
             pass
         yield pa.RecordBatch.from_pylist([{"writer": writer, "status": status, "token": token}], schema=schema)
@@ -377,31 +419,46 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
     return write
 
 
-def _write_slice(spec: Mapping[str, Any], writer: int, first: Any, rest: Iterator[Any]) -> tuple[str, str | None]:
-    import gc
+class _SliceStart:
+    """A slice's transactional producer, initialised, and whether an earlier attempt of its task committed the
+    slice (its token), made in a thread started with the task."""
 
-    # Millions of short-lived tuples (headers) would make the cyclic collector run and rescan again and again
-    gc.disable()
-    try:
-        return _write_slice_gc_off(spec, writer, first, rest)
-    finally:
-        gc.enable()
+    def __init__(self, spec: Mapping[str, Any], writer: int) -> None:
+        self.spec, self.writer = spec, writer
+        self.failures: list[str] = []
+        self._out: tuple[Any, str | None] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"slice-{writer}-start", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._out = _start_slice(self.spec, self.writer, self.failures)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the task's thread
+            self._error = exc
+
+    def result(self) -> tuple[Any, str | None]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
 
 
-def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, first: Any,
-                        rest: Iterator[Any]) -> tuple[str, str | None]:
+def _start_slice(spec: Mapping[str, Any], writer: int, failures: list[str]) -> tuple[Any, str | None]:
+    """The slice's producer with its transactions initialised (which aborts what an earlier attempt left open
+    and fences it), and the token of an earlier attempt of this task that committed the slice, if any."""
     from confluent_kafka import KafkaException, Producer
 
     query, stream, batch, topic = spec["query"], spec["stream"], int(spec["batch"]), spec["control_topic"]
     secrets = secret_values(spec["producer"])
-    failures: list[str] = []
 
     def delivered(err: Any, msg: Any) -> None:  # only failed deliveries are reported (delivery.report.only.error)
         if err is not None and len(failures) < 5:
             failures.append(redact_text(f"{msg.topic()}[{msg.partition()}]: {err}", secrets))
 
     timeout = float(spec["timeout"])
-    conf = {**spec["producer"], "transactional.id": transactional_id(query, stream, writer),
+    conf = {**WRITER_QUEUE, **spec["producer"], "transactional.id": transactional_id(query, stream, writer),
             "transaction.timeout.ms": int(timeout * 1000), "delivery.report.only.error": True,
             "on_delivery": delivered}
     conf["logger"] = kafka_logger(conf=conf)
@@ -422,7 +479,30 @@ def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, first: Any,
     for _, _, value in reversed(read_committed(spec["consumer"], topic, lambda k: k == key,
                                                start=int(spec["start_offset"]))):
         if value is not None and Token.from_json(value).batch == batch:
-            return "committed-before", value.decode("utf-8")
+            return producer, value.decode("utf-8")
+    return producer, None
+
+
+def _write_slice(spec: Mapping[str, Any], writer: int, producer: Any, failures: list[str], first: Any,
+                 rest: Iterator[Any]) -> tuple[str, str | None]:
+    import gc
+
+    # Millions of short-lived tuples (headers) would make the cyclic collector run and rescan again and again
+    gc.disable()
+    try:
+        return _write_slice_gc_off(spec, writer, producer, failures, first, rest)
+    finally:
+        gc.enable()
+
+
+def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, producer: Any, failures: list[str], first: Any,
+                        rest: Iterator[Any]) -> tuple[str, str | None]:
+    from confluent_kafka import KafkaException
+
+    query, stream, batch, topic = spec["query"], spec["stream"], int(spec["batch"]), spec["control_topic"]
+    secrets = secret_values(spec["producer"])
+    timeout = float(spec["timeout"])
+    deadline = time.monotonic() + 2 * timeout
     producer.begin_transaction()
     parts: dict[str, set[int]] = {}
     newest: dict[tuple[str, str], int] = {}
@@ -447,13 +527,13 @@ def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, first: Any,
             values = record_batch.column("value").to_pylist()
             headers = _headers_of(record_batch.column("headers"))
             for t, p, k, v, h in zip(topics, partitions, keys, values, headers):
-                try:
-                    produce(t, v, k, p, headers=h)
+                try:  # positional: topic, value, key, partition, callback, on_delivery, timestamp, headers
+                    produce(t, v, k, p, None, None, 0, h)
                 except BufferError:  # the local queue is full: let deliveries drain
                     while True:
-                        poll(0.05)
+                        poll(0.005)
                         try:
-                            produce(t, v, k, p, headers=h)
+                            produce(t, v, k, p, None, None, 0, h)
                             break
                         except BufferError:
                             continue
@@ -720,13 +800,8 @@ class TransactionalWriter:
             del self._tokens[key]
 
     def _end_offset(self) -> int:
-        from confluent_kafka import Consumer
-
-        consumer = Consumer(_consumer_conf(self.consumer_conf, "read_uncommitted"))
-        try:
+        with _consumer(self.consumer_conf, "read_uncommitted") as consumer:
             return _watermarks(consumer, self.control_topic)[1]
-        finally:
-            consumer.close()
 
     def _publish_resolved(self, batch_id: int, tables: Mapping[str, str]) -> None:
         """Merge the batch's tokens into the per-table inputs; write the query's resolved record."""
@@ -755,6 +830,7 @@ class TransactionalWriter:
         if self._producer is not None:
             self._producer.flush(self.admin_timeout)
             self._producer = None
+        close_consumers()
 
 
 def _stream(batch_id: int) -> str:
