@@ -16,7 +16,8 @@
 
 A batch that raises (registry incompatibility or unavailability, an unreachable broker) is not
 committed: the query stops with the error, and the next run resumes from the checkpoint with that
-batch. Bad lines and messages do not fail a batch: they are written, with their location and reason,
+batch (to Kafka with ``delivery = "exactly-once"``, skipping the Kafka partitions an earlier attempt
+committed: :mod:`avro_registry_sink.delivery`). Bad lines and messages do not fail a batch: they are written, with their location and reason,
 to ``<checkpoint>/dead-letter/batch-<id>.jsonl`` and counted. Executors receive only plain data
 (plans, table definitions, options); the registry client, the manager and the sink's admin client
 stay on the driver.

@@ -13,7 +13,10 @@ sink orders each topic's rows itself (:data:`FILE_ORDER`), with no shuffle.
   flushed before the task ends; both idempotent with ``acks=all`` under the default ``required-acks=-1``,
   and both given the same TLS/SASL/compression settings (:mod:`avro_registry_sink.kafka_options`). The
   connection is checked once before the first batch (:meth:`KafkaSink.check`). A delivery failure fails
-  the task, so the batch is not committed and is replayed on restart.
+  the task, so the batch is not committed and is replayed on restart (at least once). With
+  ``delivery="exactly-once"`` the records go through confluent-kafka's transactional producer, one transaction
+  per Spark partition of the write with a commit token in the control topic
+  (:class:`~avro_registry_sink.delivery.TransactionalWriter`): a rerun skips the Kafka partitions committed.
 * :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
   one file per (topic, batch, table version, input file or partition), numbered in input order:
   ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
