@@ -693,6 +693,7 @@ AutoRegisterOpt = Annotated[Optional[bool], typer.Option("--auto-register/--no-a
 StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
 ProducerOpt = Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")]
 OnIncompatibleOpt = Annotated[Optional[str], typer.Option("--on-incompatible", help="stop|new-major: a schema change the registry's compatibility level refuses stops the job (default), or is registered as the subject's next major version with JSONata migration rules for consumers pinned to a major (needs a registry with data contracts). Also the on-incompatible TOML key and AVRO_SINK_ON_INCOMPATIBLE.")]
+DeliveryOpt = Annotated[Optional[str], typer.Option("--delivery", help="at-least-once (default) | exactly-once: Kafka transactions with commit tokens, so a read_committed consumer sees each source row once whatever fails (also the TOML key delivery, AVRO_SINK_DELIVERY).")]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -705,6 +706,7 @@ class _JobArgs(_TiCDCArgs):
     tables: TablesOpt = None
     csv: CsvOpt = None
     producer: ProducerOpt = "auto"
+    delivery: DeliveryOpt = None
     progress: ProgressOpt = "auto"
     state_dir: StateDirOpt = None
     auto_register: AutoRegisterOpt = None
@@ -713,7 +715,7 @@ class _JobArgs(_TiCDCArgs):
     def job_options(self, **job: Any):
         """The job's ``JobOptions`` (``job``: the command's own fields of it); the source is checked (a bad
         URI, missing credentials, an unreachable store) before Spark starts."""
-        from avro_registry_sink.config import default_state_dir
+        from avro_registry_sink.config import default_state_dir, settings_from_mapping
         from avro_registry_sink.redact import remember
         from avro_registry_sink.spark.job import JobOptions
         from avro_registry_sink.spark.sources import parse_source
@@ -724,6 +726,8 @@ class _JobArgs(_TiCDCArgs):
             from avro_registry_sink.config import settings_from_mapping
 
             cfg = settings_from_mapping({"on-incompatible": self.on_incompatible}, cfg)
+        if self.delivery is not None:  # the flag wins over the sink URI, AVRO_SINK_DELIVERY and the TOML file
+            cfg = settings_from_mapping({"delivery": self.delivery}, cfg)
         if cfg.scheme == "file" and not cfg.path:
             cfg = cfg.model_copy(update={"path": str(state / "output")})
         if self.auto_register is not None:
@@ -847,7 +851,10 @@ def _job_session(options, stores: set[str]):
     from avro_registry_sink.spark.job import job_session
     from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
 
-    spark = job_session(kafka=options.source.is_kafka or options.sink.scheme == "kafka", stores=stores)
+    # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink (exactly once writes with confluent-kafka)
+    spark_sink = options.sink.scheme == "kafka" and options.sink.delivery != "exactly-once" and \
+        options.kafka_producer != "confluent"
+    spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
     from avro_registry_sink.spark.submit import worker_python_problem
 
     problem = worker_python_problem(spark.sparkContext.master, spark.sparkContext.pythonExec)

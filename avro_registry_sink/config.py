@@ -194,6 +194,19 @@ class SinkConfig(BaseModel):
     column_selectors: tuple[ColumnSelector, ...] = ()
     #: ``on-incompatible``: a schema change the registry refuses stops the job, or becomes a new major version.
     on_incompatible: OnIncompatible = OnIncompatible.STOP
+    #: ``delivery`` (``--delivery``, ``AVRO_SINK_DELIVERY``): ``at-least-once`` or ``exactly-once`` (Kafka
+    #: transactions and commit tokens, :mod:`avro_registry_sink.delivery`); the file sink is exactly once either way.
+    delivery: str = "at-least-once"
+    #: ``control-topic``: the compacted topic of the commit tokens (exactly-once delivery).
+    control_topic: str = "_avro_registry_sink_commits"
+    #: ``transaction-timeout`` (seconds): the producers' ``transaction.timeout.ms`` (exactly-once delivery).
+    transaction_timeout: float = 60.0
+
+
+#: ``delivery``: what a ``read_committed`` consumer of a Kafka sink sees of each source row.
+DELIVERY_MODES = ("at-least-once", "exactly-once")
+#: The broker's default ``transaction.max.timeout.ms`` (15 min): a longer ``transaction-timeout`` is refused by it.
+MAX_TRANSACTION_TIMEOUT = 900.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -575,6 +588,12 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     if "column-selectors" in flat:
         update["column_selectors"] = tuple(_column_selector(raw) for raw in
                                            _tables_of(flat["column-selectors"], "column-selectors"))
+    if flat.get("delivery") is not None:
+        update["delivery"] = parse_delivery(str(flat["delivery"]))
+    if flat.get("control-topic") is not None:
+        update["control_topic"] = parse_topic_name("control-topic", str(flat["control-topic"]))
+    if flat.get("transaction-timeout") is not None:
+        update["transaction_timeout"] = parse_transaction_timeout(flat["transaction-timeout"])
     filter_table = flat.get("filter")
     if isinstance(filter_table, Mapping) and "rules" in filter_table:
         rules = filter_table["rules"]
@@ -582,6 +601,50 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
         TableFilter.parse(rules, option="filter.rules")  # syntax errors now, not mid-run
         update["filter_rules"] = tuple(rules)
     return config.model_copy(update=update)
+
+
+def parse_delivery(value: str) -> str:
+    """``delivery``: one of :data:`DELIVERY_MODES` (case-sensitive, ``_`` taken for ``-``).
+
+    >>> parse_delivery("exactly_once")
+    'exactly-once'
+    """
+    text = value.strip().replace("_", "-")
+    if text not in DELIVERY_MODES:
+        raise ConfigError(f"Invalid value {value!r} for option 'delivery': valid values are "
+                          + " or ".join(DELIVERY_MODES) + ".", option="delivery", value=value,
+                          choices=list(DELIVERY_MODES))
+    return text
+
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def parse_topic_name(option: str, value: str) -> str:
+    """A Kafka topic name (Kafka's rule: 1-249 of ``[A-Za-z0-9._-]``, not ``.`` or ``..``)."""
+    if not _TOPIC_NAME.fullmatch(value) or value in (".", ".."):
+        raise ConfigError(f"Invalid value {value!r} for option {option!r}: a Kafka topic name is 1-249 characters "
+                          "of A-Z a-z 0-9 . _ -.", option=option, value=value)
+    return value
+
+
+def parse_transaction_timeout(value: Any) -> float:
+    """``transaction-timeout``: a Go duration (``60s``, ``2m``) or milliseconds, 1 s to 15 min (the broker's
+    default ``transaction.max.timeout.ms``; a longer one needs the broker's setting raised first, and is refused
+    here).
+
+    >>> parse_transaction_timeout("2m"), parse_transaction_timeout(30000)
+    (120.0, 30.0)
+    """
+    from avro_registry_sink.kafka_options import _duration
+
+    text = str(value).strip()
+    seconds = int(text) / 1000 if text.isdigit() else _duration("transaction-timeout", text)
+    if not 1.0 <= seconds <= MAX_TRANSACTION_TIMEOUT:
+        raise ConfigError(f"Invalid value {value!r} for option 'transaction-timeout': between 1s and 15m (the "
+                          "broker's default transaction.max.timeout.ms); a transaction holds one task's write, "
+                          "not a trigger interval.", option="transaction-timeout", value=str(value))
+    return seconds
 
 
 #: ``[sink.kafka-config]`` keys that are not Kafka-client settings (the rest are ``KAFKA_KEYS``).

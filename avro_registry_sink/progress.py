@@ -82,10 +82,14 @@ class BatchReport:
     filtered: dict[str, int] = field(default_factory=dict)  # per table: inputs left out by [filter] rules
     missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
     new_majors: list[dict[str, Any]] = field(default_factory=list)  # --on-incompatible new-major: NewMajor.to_json()
+    #: exactly-once delivery: per table, the highest commit ts whose rows are all delivered (the control topic's)
+    resolved_ts: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["new_schemas"] = [asdict(s) for s in self.new_schemas]
+        if not self.resolved_ts:
+            out.pop("resolved_ts")
         return out
 
 
@@ -110,6 +114,7 @@ class JobTotals:
     dead_letter_files: list[str] = field(default_factory=list)
     missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
     new_majors: list[dict[str, Any]] = field(default_factory=list)  # breaking changes registered as new majors
+    resolved_ts: dict[str, int] = field(default_factory=dict)  # exactly once: after the last batch
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
@@ -134,6 +139,8 @@ class JobTotals:
         self.new_majors.extend(report.new_majors)
         if report.dead_letter and report.dead_letter not in self.dead_letter_files:
             self.dead_letter_files.append(report.dead_letter)
+        if report.resolved_ts:
+            self.resolved_ts = dict(report.resolved_ts)
 
     @property
     def elapsed(self) -> float:
@@ -165,6 +172,7 @@ class JobTotals:
             "max_commit_ts": self.max_commit_ts,
             "warnings": list(self.warnings),
             "elapsed_seconds": round(self.elapsed, 3),
+            **({"resolved_ts": dict(sorted(self.resolved_ts.items()))} if self.resolved_ts else {}),
         }
 
 
@@ -277,6 +285,8 @@ class RichProgress:
             grid = Table(show_edge=False, expand=False)
             grid.add_column("table")
             grid.add_column("rows", justify="right")
+            if totals.resolved_ts:  # exactly once: every row up to this commit ts is delivered
+                grid.add_column("resolved ts (lag)", justify="right")
             grid.add_column("schemas registered")
             by_table: dict[str, list[str]] = {}
             for schema in totals.schemas:
@@ -284,7 +294,10 @@ class RichProgress:
                     f"{schema.subject} v{schema.version if schema.version is not None else '?'} (id {schema.schema_id})"
                 )
             for name in sorted(set(totals.per_table) | set(by_table)):
-                grid.add_row(name, str(totals.per_table.get(name, 0)), ", ".join(by_table.get(name, [])))
+                resolved = totals.resolved_ts.get(name)
+                shown = ([f"{resolved} ({_format_lag(lag_seconds(resolved))})" if resolved else "-"]
+                         if totals.resolved_ts else [])
+                grid.add_row(name, str(totals.per_table.get(name, 0)), *shown, ", ".join(by_table.get(name, [])))
             return Group(header, stats, grid)
 
     def start(self, info: Mapping[str, Any]) -> None:

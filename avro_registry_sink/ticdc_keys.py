@@ -115,6 +115,7 @@ _OAUTH = ("sasl-oauth-client-id", "sasl-oauth-client-secret", "sasl-oauth-token-
 PRODUCT_KEYS = ("sink-uri", "schema-registry", "protocol", "subject-naming", "partition-num", "max-message-bytes",
                 "auto-register",
                 "on-incompatible",
+                "delivery", "control-topic", "transaction-timeout",
                 *(name for name, *_ in _CODEC))
 
 KEYS: tuple[TiCDCKey, ...] = (

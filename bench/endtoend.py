@@ -42,7 +42,7 @@ from bench.tree import Tree, storage_tree
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["bench_big", "bench_end_to_end", "bench_session", "kafka_bootstrap"]
+__all__ = ["bench_big", "bench_end_to_end", "bench_exactly_once", "bench_session", "kafka_bootstrap"]
 
 TOPIC_RULE = "{schema}_{table}"
 
@@ -163,8 +163,10 @@ class _Kafka:
 
 
 def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, registry_url: str,
-                    kafka: _Kafka | None, log: list[dict[str, Any]]) -> dict[str, Callable[[], Any]]:
-    """The two candidates of one configuration as argument-less callables (each run writes a log entry)."""
+                    kafka: _Kafka | None, log: list[dict[str, Any]],
+                    deliveries: tuple[str, ...] = ("at-least-once",)) -> dict[str, Callable[[], Any]]:
+    """The candidates of one configuration as argument-less callables (each run writes a log entry): the anchor,
+    and the product once per delivery of ``deliveries`` (Kafka; files are exactly once anyway)."""
     from bench.anchor import anchor_job
 
     partitions = _partitions()
@@ -193,7 +195,7 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
                     "prefix": f"a{counter['n']}_", "start": start, "end": time.time()})
         return tree.rows
 
-    def product() -> int:
+    def product(delivery: str = "at-least-once") -> int:
         place = fresh("product")
         prefix = f"p{counter['n']}_"
         if sink == "file":
@@ -203,6 +205,8 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
             assert kafka is not None
             uri = f"kafka://{kafka.bootstrap}/?protocol=avro&partition-num={partitions}"
             args = _product_args(tree, place / "state", uri) + ["--topic-rule", prefix + TOPIC_RULE]
+            if delivery != "at-least-once":
+                args += ["--delivery", delivery]
         start = time.time()
         error = None
         with ProcessTreeSampler() as sampler:
@@ -211,11 +215,20 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
             except Exception as exc:  # noqa: BLE001 - a failed run is a result (reported in the table)
                 result, error = {}, " ".join(f"{type(exc).__name__}: {exc}".split())
         rows = int(result.get("rows", 0))
-        log.append({"name": "product", "cpu": sampler.cpu_seconds, "rows": rows, "place": place, "prefix": prefix,
+        name = "product" if delivery == "at-least-once" else f"product {delivery}"
+        log.append({"name": name, "cpu": sampler.cpu_seconds, "rows": rows, "place": place, "prefix": prefix,
                     "result": result, "start": start, "end": time.time(), "error": error})
         return rows
 
-    return {"pure-JVM anchor": anchor, "product run --available-now": product}
+    out: dict[str, Callable[[], Any]] = {"pure-JVM anchor": anchor}
+    for delivery in deliveries:
+        out[PRODUCT if delivery == "at-least-once" else f"{PRODUCT} --delivery {delivery}"] = \
+            (lambda d=delivery: product(d))
+    return out
+
+
+PRODUCT = "product run --available-now"
+EXACTLY_ONCE = f"{PRODUCT} --delivery exactly-once"
 
 
 def _cleanup(log: list[dict[str, Any]], kafka: _Kafka | None, keep: bool = False) -> None:
@@ -375,6 +388,92 @@ def bench_end_to_end(ctx: Context) -> Section:
         "rows or partitions, `InMemoryTableScan` a read of a cached batch, `Exchange` a shuffle (the sort by topic "
         "and partition follows it), `Scan csv`/`Scan binaryFile` file reads, `WriteFiles` Spark's file writer; "
         "a stage that ends in a shuffle-read only (`Exchange`) is the sort plus the write to Kafka:", "", *breakdown,
+    ]
+    return section
+
+
+# --------------------------------------------------------------------------------------------------
+# Exactly-once delivery: its cost against at-least-once, and against the pure-JVM job
+
+
+def bench_exactly_once(ctx: Context) -> Section:
+    """``--delivery exactly-once`` against the default (at-least-once, Spark's Kafka sink) and the pure-JVM anchor,
+    the three in the same rounds, same trees, same session, Kafka only."""
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+
+    section = Section("Exactly-once delivery: `run --delivery exactly-once` vs at-least-once vs the pure-JVM job (Kafka)")
+    opts = ctx.options
+    rounds = opts.get("e2e_rounds") or (1 if ctx.quick else 3)
+    configs = [c for c in (opts.get("e2e_configs") or ([(20_000, 2, "kafka")] if ctx.quick else
+                                                       [(10**6, 1, "kafka"), (10**6, 10, "kafka")])) if c[2] == "kafka"]
+    bootstrap = kafka_bootstrap()
+    if bootstrap is None:
+        section.lines.append("Skipped: no broker at `KAFKA_BOOTSTRAP` (start one with `scripts/kafka.sh`).")
+        return section
+    kafka = _Kafka(bootstrap)
+    spark = bench_session()
+    work = Path(tempfile.mkdtemp(prefix="bench-eos-"))
+    registry = EmbeddedRegistry()
+    registry_url = registry.start()
+    ctx.cleanup.append(registry.stop)
+    lines = ["| rows | tables | anchor rows/s | at-least-once rows/s | exactly-once rows/s | exactly-once / "
+             "at-least-once per round | target | exactly-once / anchor per round | target | CPU s per 1M rows: "
+             "anchor / at-least-once / exactly-once |", "|---|---|---|---|---|---|---|---|---|---|"]
+    breakdown = ["| rows | tables | exactly-once: wall, then the share of each Spark stage kind | at-least-once: the "
+                 "same |", "|---|---|---|---|"]
+    try:
+        warm = storage_tree(20_000, 2)
+        log: list[dict[str, Any]] = []
+        for fn in _run_candidates(spark, warm, "kafka", work, registry_url, kafka, log,
+                                  ("at-least-once", "exactly-once")).values():
+            fn()
+            _cleanup(log, kafka)
+        for rows, tables, _ in configs:
+            tree = storage_tree(rows, tables)
+            log = []
+            candidates = _run_candidates(spark, tree, "kafka", work, registry_url, kafka, log,
+                                         ("at-least-once", "exactly-once"))
+            timings = interleaved(candidates, rounds, warmup=False, between=lambda _n, lg=log: _cleanup(lg, kafka))
+            anchor_t, alo_t, eos_t = timings["pure-JVM anchor"], timings[PRODUCT], timings[EXACTLY_ONCE]
+            vs_alo = per_round_ratios(eos_t, rows, alo_t, rows)
+            vs_anchor = per_round_ratios(eos_t, rows, anchor_t, rows)
+            cpu = {name: statistics.median([e["cpu"] for e in log if e["name"] == name] or [float("nan")])
+                   for name in ("anchor", "product", "product exactly-once")}
+            failures = [e["error"] for e in log if e.get("error")]
+            delivered = {e["rows"] for e in log if e["name"].startswith("product")}
+            note = "" if delivered == {rows} else f" (delivered {sorted(delivered)} rows)"
+            if failures:
+                note += f" **failed**: {failures[0][:300]}"
+            med_alo = statistics.median(vs_alo) if vs_alo else float("nan")
+            med_anchor = statistics.median(vs_anchor) if vs_anchor else float("nan")
+            ok_alo, ok_anchor = med_alo >= 0.85 and not failures, med_anchor >= 1.0 and not failures
+            a_row, l_row, e_row = Row.of(anchor_t, rows), Row.of(alo_t, rows), Row.of(eos_t, rows)
+            lines.append(
+                f"| {rows:,} | {tables} | {a_row.rows_per_s:,.0f} ({a_row.spread or '-'}) | {l_row.rows_per_s:,.0f} "
+                f"({l_row.spread or '-'}) | {e_row.rows_per_s:,.0f} ({e_row.spread or '-'}){note} | {fmt_ratio(vs_alo)} "
+                f"| >= 0.85x | {'yes' if ok_alo else '**no**'} | {fmt_ratio(vs_anchor)} | >= 1.0x | "
+                f"{'yes' if ok_anchor else '**no**'} | {cpu['anchor'] / rows * 1e6:,.0f} / "
+                f"{cpu['product'] / rows * 1e6:,.0f} / {cpu['product exactly-once'] / rows * 1e6:,.0f} |")
+            print(lines[-1], flush=True)
+            last = {e["name"]: e for e in log}
+            with contextlib.suppress(Exception):
+                breakdown.append(f"| {rows:,} | {tables} | {_where_time_goes(last['product exactly-once'])} | "
+                                 f"{_where_time_goes(last['product'])} |")
+            ctx.summary.append(
+                f"exactly-once / at-least-once, {rows:,} rows x {tables} tables to Kafka: **{med_alo:.2f}x** "
+                f"(target >= 0.85x: {'met' if ok_alo else 'not met'}); exactly-once / pure-JVM anchor: "
+                f"**{med_anchor:.2f}x** (target >= 1.0x: {'met' if ok_anchor else 'not met'})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    section.lines = [
+        *lines, "",
+        f"{rounds} round(s) per configuration, in each round the anchor, the product with the default delivery "
+        "(at-least-once: Spark's Kafka sink), then the product with `--delivery exactly-once` (confluent-kafka's "
+        "transactional producer in the executors, one transaction per Spark partition of the write, a commit token "
+        "per transaction in the control topic, the committed tokens read and the writers' open transactions aborted "
+        "at start). Each product run has a fresh checkpoint (so a new query id); topics of "
+        f"{_partitions()} partitions, deleted after each run. Rows/s as in the end-to-end section.",
+        "", "Where the time goes (last round):", "", *breakdown,
     ]
     return section
 

@@ -20,6 +20,8 @@ returning a :class:`~bench.harness.Section`):
 * ``manager``: the schema manager's cost per batch with no schema change (1..1000 tables);
 * ``e2e``: the product's ``run --available-now`` against the pure-JVM anchor job (:mod:`bench.anchor`) on
   generated TiCDC storage trees (:mod:`bench.tree`), files and Kafka (:mod:`bench.endtoend`); target >= 1.0x;
+* ``eos``: ``run --delivery exactly-once`` against the default at-least-once run and the pure-JVM anchor, the
+  three in the same rounds (Kafka only; ``--e2e-configs``/``--e2e-rounds`` as for ``e2e``).
 * ``big``: a 5x10^7-row tree through the CLI with default settings; peak memory per million rows.
 
 Each comparison runs its candidates one after the other within every round, and reports medians, the
@@ -52,7 +54,7 @@ from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import TableDef
 from bench.changelog import bench_changelog
 from bench.data import generate, plan_for, reference_table
-from bench.endtoend import bench_big, bench_end_to_end, bench_session
+from bench.endtoend import bench_big, bench_end_to_end, bench_exactly_once, bench_session
 from bench.harness import (
     Context,
     Row,
@@ -639,6 +641,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "spark": bench_spark,
     "manager": bench_manager,
     "e2e": bench_end_to_end,
+    "eos": bench_exactly_once,
     "big": bench_big,
     "changelog": bench_changelog,
 }

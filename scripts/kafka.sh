@@ -4,6 +4,7 @@
 #   scripts/kafka.sh start    fetch the jars if needed, start a fresh broker, print 127.0.0.1:<port>
 #   scripts/kafka.sh stop     stop it (TERM, then KILL after KAFKA_STOP_TIMEOUT) and wait
 #   scripts/kafka.sh status   exit 0 (and print the address) if it runs, else exit 1
+#   scripts/kafka.sh restart  stop it and start it again on the same data (a broker restart, for fault tests)
 #
 # Besides the plaintext listener the broker has a TLS listener (KAFKA_PORT+2; client certificates
 # required) and a SASL_PLAINTEXT listener (KAFKA_PORT+3; PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512). Each
@@ -209,6 +210,22 @@ start() {
   local t0=$SECONDS
   wait_ready "$pid"
   log "ready after $((SECONDS - t0))s (pid $pid)"
+  cat "$ADDR_FILE"
+}
+
+# A broker restart: the same configuration, certificates and data (start makes a fresh broker).
+restart() {
+  local pid
+  [ -f "$RUN/server.properties" ] && [ -f "$ADDR_FILE" ] || die "no broker to restart in $RUN (start one first)"
+  KAFKA_PORT="$(sed 's/.*://' "$ADDR_FILE")"
+  stop
+  [ -f "$LOG" ] && mv "$LOG" "$LOG.before-restart"
+  nohup "${JVM[@]}" kafka.Kafka "$RUN/server.properties" </dev/null >>"$LOG" 2>&1 9>&- &
+  pid=$!
+  echo "$pid" >"$PID_FILE"
+  local t0=$SECONDS
+  wait_ready "$pid"
+  log "restarted after $((SECONDS - t0))s (pid $pid)"
   cat "$ADDR_FILE"
 }
 

@@ -16,7 +16,8 @@
 
 A batch that raises (registry incompatibility or unavailability, an unreachable broker) is not
 committed: the query stops with the error, and the next run resumes from the checkpoint with that
-batch. Bad lines and messages do not fail a batch: they are written, with their location and reason,
+batch (to Kafka with ``delivery = "exactly-once"``, skipping the Kafka partitions an earlier attempt
+committed: :mod:`avro_registry_sink.delivery`). Bad lines and messages do not fail a batch: they are written, with their location and reason,
 to ``<checkpoint>/dead-letter/batch-<id>.jsonl`` and counted. Executors receive only plain data
 (plans, table definitions, options); the registry client, the manager and the sink's admin client
 stay on the driver.
@@ -286,11 +287,14 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
 
 
 def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
-               default_dir: Path | None = None) -> Sink:
-    """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://``."""
+               default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> Sink:
+    """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://``. ``checkpoint``
+    keeps an exactly-once Kafka sink's query id and writer ids (``delivery.json``)."""
     if config.scheme == "kafka":
         return KafkaSink(config.brokers, partitions=config.partition_num, kafka=config.kafka, producer=producer,
-                         spark=spark, max_message_bytes=config.max_message_bytes)
+                         spark=spark, max_message_bytes=config.max_message_bytes, delivery=config.delivery,
+                         control_topic=config.control_topic, transaction_timeout=config.transaction_timeout,
+                         checkpoint=checkpoint)
     path = config.path or (str(default_dir) if default_dir is not None else None)
     if not path:
         raise ConfigError("The file sink needs a directory: file:///path/to/dir?protocol=avro.", option="sink-uri")
@@ -442,6 +446,7 @@ class _BatchProcessor:
         self.explicit_files: list[tuple[str, str, bool]] | None = None
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
+        self._verdict_topics: list[str] = []  # exactly once: the topics a verdict row may stop
         self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
@@ -596,12 +601,14 @@ class _BatchProcessor:
                     cleanup.append(encoded)
                     failed = self._count(encoded, plans, report)
                     check(failed, report.rows)
-                    self.sink.write(self._for_sink(_records(encoded), spark), batch_id)
+                    self.sink.write(self._for_sink(_records(encoded), spark), batch_id, **self._write_plan(plans, spark))
                 else:  # one Spark job: encoded, counted on the way, written; checked before it is published
                     def verdict() -> None:
                         check(self._counted(tally.value, plans, report), report.rows)
 
-                    self.sink.write(self._for_sink(_records(encoded), spark), batch_id, check=verdict)
+                    self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
+                                    check=verdict, **self._write_plan(plans, spark))
+                report.resolved_ts = dict(getattr(self.sink, "resolved", None) or {})
                 report.new_schemas = self._new_schemas(plans)
                 majors = self.manager.take_majors()
                 report.new_majors = [m.to_json() for m in majors]
@@ -651,6 +658,54 @@ class _BatchProcessor:
         budget = self.options.max_bad_rows is not None or self.options.max_bad_ratio is not None
         return budget and not getattr(self.sink, "staged", False)
 
+    def _exactly_once(self) -> bool:
+        return bool(getattr(self.sink, "exactly_once", False))
+
+    def _write_plan(self, plans: Mapping[PlanKey, TablePlan], spark: SparkSession) -> dict[str, Any]:
+        """What an exactly-once sink needs besides the records: each topic's table, and an upper bound of the
+        Spark partitions of the write (its writer ids; see :meth:`_for_sink`)."""
+        if not self._exactly_once():
+            return {}
+        tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
+        slices = len(set(tables)) if self._single_input else self._spark_partitions(spark)
+        return {"tables": tables, "slices": max(1, slices)}
+
+    def _sink_records(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan]) -> DataFrame:
+        """:func:`_records`, and for an exactly-once sink the batch's misconfiguration verdict on the way: the
+        rows the stage refused as a misconfiguration stay, with their ``error``, and reach every slice that
+        writes a partition of their topic (see :meth:`_verdict_everywhere`), which then aborts instead of
+        committing (Kafka takes no write back, and the rerun with the corrected settings must find those
+        partitions uncommitted)."""
+        if not self._exactly_once() or "error" not in encoded.columns:
+            return _records(encoded)
+        from pyspark.sql import functions as F
+
+        self._verdict_topics = sorted({plan.route.topic for plan in plans.values()})
+        misconfigured = F.get_json_object("error", "$.reason") == "misconfiguration"
+        return encoded.filter(F.col("error").isNull() | misconfigured)
+
+    def _verdict_everywhere(self, records: DataFrame) -> DataFrame:
+        """Before the shuffle of an exactly-once write: each verdict row (an ``error``) once for every Kafka
+        partition of its topic (of every topic of the batch when the row names none), so that every slice
+        holding one of them sees it. One pass: the rows are not read twice. (Without a shuffle a verdict row is
+        already in the task of its topic's only data file.)"""
+        from pyspark.sql import functions as F
+
+        topics = self._verdict_topics
+
+        def pairs(topic: str) -> list[Any]:
+            return [F.struct(F.lit(topic).alias("t"), F.lit(p).cast("int").alias("p"))
+                    for p in range(self._partitions.get(topic, 1))]
+
+        targets = F.when(F.col("error").isNull(), F.array(F.struct(F.col("topic").alias("t"),
+                                                                   F.col("partition").alias("p"))))
+        for topic in topics:
+            targets = targets.when(F.col("topic") == topic, F.array(*pairs(topic)))
+        targets = targets.otherwise(F.array(*[s for topic in topics for s in pairs(topic)]))
+        others = [c for c in records.columns if c not in ("topic", "partition")]
+        return (records.select(F.explode(targets).alias("_to"), *others)
+                .select(F.col("_to.t").alias("topic"), F.col("_to.p").alias("partition"), *others))
+
     def _for_sink(self, records: DataFrame, spark: SparkSession) -> DataFrame:
         """The records as the sink takes them. Kafka: each Kafka partition's rows gathered in one Spark
         partition and sorted into input order (one writer per Kafka partition keeps its order): a storage
@@ -665,6 +720,8 @@ class _BatchProcessor:
         order = ("order_line",) if self.options.source.is_storage else RECORD_ORDER
         if self._single_input:  # every topic's rows come from one data file, read whole by one task: in place
             return records.sortWithinPartitions(*order)
+        if "error" in records.columns:  # exactly once: verdict rows
+            records = self._verdict_everywhere(records)
         return records.repartition(self._spark_partitions(spark), "topic", "partition").sortWithinPartitions(*order)
 
     def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
@@ -1232,8 +1289,14 @@ def _registry_for(options: JobOptions, registry: Any) -> Iterator[Any]:
 def _sink_for(spark: SparkSession, options: JobOptions) -> Sink:
     """The sink of ``options.sink``; a file sink without a path writes beside a local checkpoint."""
     checkpoint = options.checkpoint_uri
-    return build_sink(options.sink, spark, producer=options.kafka_producer,
-                      default_dir=Path(checkpoint.parent().child("output").path) if checkpoint.is_local else None)
+    sink = build_sink(options.sink, spark, producer=options.kafka_producer,
+                      default_dir=Path(checkpoint.parent().child("output").path) if checkpoint.is_local else None,
+                      checkpoint=StoreFS(checkpoint, option="checkpoint"))
+    transactions = getattr(sink, "transactions", None)
+    if transactions is not None:  # how a record's order_file names its input (see delivery._partition_input)
+        spec = options.source
+        transactions.input_chars = 20 if spec.is_storage else None if spec.is_kafka else 0
+    return sink
 
 
 def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, sink: Sink,
@@ -1366,7 +1429,8 @@ def run_job(
     guard_loggers("py4j.clientserver", "py4j.java_gateway")  # their debug records carry the Kafka settings
     progress = progress or NullProgress()
     router = router or build_router(options.sink, options.topic_rule)
-    if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
+    if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark") and \
+            options.sink.delivery != "exactly-once":
         ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
     checkpoint = options.checkpoint_uri
     from avro_registry_sink.spark.session import apply_hadoop_conf, list_on_driver, spread_file_partitions
@@ -1392,8 +1456,12 @@ def run_job(
             writer = writer.queryName(options.query_name)
         writer = writer.trigger(availableNow=True) if options.available_now else writer.trigger(
             processingTime=parse_trigger_interval(options.trigger_interval))
-        progress.start({"source": options.source.describe(), "sink": getattr(sink, "description", ""),
-                        "checkpoint": str(checkpoint), "available_now": options.available_now})
+        info = {"source": options.source.describe(), "sink": getattr(sink, "description", ""),
+                "checkpoint": str(checkpoint), "available_now": options.available_now}
+        if getattr(sink, "exactly_once", False):  # what resolved_ts() and a verify command need
+            info.update(delivery="exactly-once", control_topic=options.sink.control_topic,
+                        query=getattr(sink, "query", None))
+        progress.start(info)
         error: BaseException | None = None
         stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
         query = None

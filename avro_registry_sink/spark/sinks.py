@@ -13,7 +13,10 @@ sink orders each topic's rows itself (:data:`FILE_ORDER`), with no shuffle.
   flushed before the task ends; both idempotent with ``acks=all`` under the default ``required-acks=-1``,
   and both given the same TLS/SASL/compression settings (:mod:`avro_registry_sink.kafka_options`). The
   connection is checked once before the first batch (:meth:`KafkaSink.check`). A delivery failure fails
-  the task, so the batch is not committed and is replayed on restart.
+  the task, so the batch is not committed and is replayed on restart (at least once). With
+  ``delivery="exactly-once"`` the records go through confluent-kafka's transactional producer, one transaction
+  per Spark partition of the write with a commit token in the control topic
+  (:class:`~avro_registry_sink.delivery.TransactionalWriter`): a rerun skips the Kafka partitions committed.
 * :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
   one file per (topic, batch, table version, input file or partition), numbered in input order:
   ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol
 
+from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
@@ -45,6 +49,9 @@ from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
+
+    from avro_registry_sink.delivery import TransactionalWriter
+    from avro_registry_sink.storage_fs import StoreFS
 
 __all__ = [
     "FileRecord",
@@ -75,10 +82,12 @@ class Sink(Protocol):
         """Make sure the topics exist; returns the partition count of each (wanted count when new)."""
         ...
 
-    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None) -> None:
+    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
+              tables: Mapping[str, str] | None = None, slices: int | None = None) -> None:
         """Write one batch's records; raise to fail the batch. ``check`` (the batch's verdict, which may
         raise) is called once the records are written and before they are published, where the sink can
-        hold them back (:attr:`FileSink.staged`)."""
+        hold them back (:attr:`FileSink.staged`). ``tables`` (topic -> table) and ``slices`` (an upper bound
+        of the Spark partitions of ``records``) serve exactly-once Kafka writes."""
         ...
 
     def close(self) -> None: ...
@@ -180,7 +189,8 @@ class FileSink:
     #: A batch is written to a staging directory and published after its verdict (``write``'s ``check``).
     staged = True
 
-    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None) -> None:
+    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
+              tables: Mapping[str, str] | None = None, slices: int | None = None) -> None:
         from avro_registry_sink.spark.session import apply_hadoop_conf
 
         spark = records.sparkSession
@@ -416,6 +426,10 @@ class KafkaSink:
         spark: SparkSession | None = None,
         admin_timeout: float = 30.0,
         max_message_bytes: int | None = None,
+        delivery: str = "at-least-once",
+        control_topic: str = "_avro_registry_sink_commits",
+        transaction_timeout: float = 60.0,
+        checkpoint: StoreFS | None = None,
     ) -> None:
         self.brokers = ",".join(brokers)
         if not self.brokers:
@@ -425,9 +439,25 @@ class KafkaSink:
                 f"Invalid Kafka producer {producer!r}: valid values are auto, spark or confluent.",
                 option="producer", value=producer,
             )
+        if delivery not in DELIVERY_MODES:
+            raise ConfigError(f"Invalid delivery {delivery!r}: valid values are " + " or ".join(DELIVERY_MODES) + ".",
+                              option="delivery", value=delivery)
+        if delivery == "exactly-once":
+            if producer == "spark":
+                raise ConfigError(
+                    "--delivery exactly-once writes with confluent-kafka's transactional producer: Spark's Kafka sink "
+                    "cannot write transactions (SPARK-28908 was abandoned). Drop --producer spark (auto and "
+                    "confluent both work).", option="producer", value=producer)
+            if not kafka.is_idempotent:
+                raise ConfigError(
+                    f"--delivery exactly-once needs required-acks=-1 (Kafka transactions need idempotent producers); "
+                    f"the sink has required-acks={kafka.required_acks}.", option="required-acks",
+                    value=str(kafka.required_acks))
+            producer = "confluent"
         if producer == "auto":
             producer = "spark" if spark is not None and has_spark_kafka(spark) else "confluent"
         self.producer = producer
+        self.delivery = delivery
         self.partitions = partitions
         self.options = dict(options or {})
         self.kafka = kafka
@@ -436,6 +466,16 @@ class KafkaSink:
         # sink creates get room for the record batch framing and headers on top.
         self.max_request = (max_message_bytes + _FRAMING_ROOM) if max_message_bytes else None
         self.description = f"kafka://{self.brokers} ({'Spark Kafka sink' if producer == 'spark' else 'confluent-kafka producer'})"
+        self.transactions: TransactionalWriter | None = None
+        if delivery == "exactly-once":
+            from avro_registry_sink.delivery import TransactionalWriter
+
+            self.transactions = TransactionalWriter(self.brokers, kafka, self._producer_conf(),
+                                                    control_topic=control_topic,
+                                                    transaction_timeout=transaction_timeout, store=checkpoint,
+                                                    admin_timeout=admin_timeout)
+            self.description = (f"kafka://{self.brokers} (confluent-kafka transactional producer, exactly once, "
+                                f"control topic {control_topic})")
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -482,15 +522,46 @@ class KafkaSink:
         raise KafkaSinkError(f"Topics {sorted(set(topics) - set(counts))} did not appear on {self.brokers}.")
 
     def check(self) -> None:
-        """Connect once (before any batch): wrong credentials or an untrusted CA fail here, within seconds."""
+        """Connect once (before any batch): wrong credentials or an untrusted CA fail here, within seconds.
+        Exactly once: then the transactions a stopped run left open are aborted and the commit tokens read
+        (:meth:`~avro_registry_sink.delivery.TransactionalWriter.start`)."""
         connect(self.brokers, self.kafka)
+        if self.transactions is not None:
+            self.transactions.start()
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.transactions is not None
+
+    @property
+    def resolved(self) -> dict[str, int]:
+        """Exactly once: per table, the highest commit ts whose rows are all delivered (else empty)."""
+        return dict(self.transactions.resolved) if self.transactions is not None else {}
+
+    @property
+    def query(self) -> str | None:
+        """Exactly once: the query id of the transactional ids and tokens (``delivery.json`` in the checkpoint)."""
+        return self.transactions.query if self.transactions is not None else None
 
     # -- records --------------------------------------------------------------------------------
 
-    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None) -> None:
-        self._write(records, batch_id)
+    def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
+              tables: Mapping[str, str] | None = None, slices: int | None = None) -> None:
+        if self.transactions is not None:  # verdict rows abort their slices; check() raises the verdict
+            self.transactions.write(records, batch_id, slices=slices, check=check, tables=tables)
+            return
+        self._write(records.drop("error") if "error" in records.columns else records, batch_id)
         if check is not None:  # Kafka takes no write back: a batch failing here is delivered, not committed
             check()
+
+    def _producer_conf(self) -> dict[str, Any]:
+        """The confluent-kafka producer settings (without the logger, which does not travel)."""
+        conf: dict[str, Any] = {**client_conf(self.brokers, self.kafka, "producer"), **ORDERED_PRODUCER}
+        conf.pop("logger")  # executors make their own (a logger does not travel)
+        if self.max_request:
+            conf["message.max.bytes"] = self.max_request
+        conf.update(self.options)
+        return conf
 
     def _write(self, records: DataFrame, batch_id: int) -> None:
         if self.producer == "spark":
@@ -515,12 +586,8 @@ class KafkaSink:
                     "not committed; a restart retries it.", secret_values(self.kafka)), brokers=self.brokers,
                 ) from None
         else:
-            conf: dict[str, Any] = {**client_conf(self.brokers, self.kafka, "producer"), **ORDERED_PRODUCER}
-            conf.pop("logger")  # executors make their own (a logger does not travel)
-            if self.max_request:
-                conf["message.max.bytes"] = self.max_request
-            conf.update(self.options)
-            records.foreachPartition(_produce_partition(conf))
+            records.foreachPartition(_produce_partition(self._producer_conf()))
 
     def close(self) -> None:
-        pass
+        if self.transactions is not None:
+            self.transactions.close()

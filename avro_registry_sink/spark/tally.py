@@ -113,13 +113,15 @@ class StageOutput:
 
 
 def tallied(encode: Callable[[Iterator[Any]], Iterator[Any]], accumulator: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """``encode`` (a ``mapInArrow`` function) adding a :func:`tally_of` each batch it yields to ``accumulator``."""
-    if accumulator is None:
-        return encode
+    """``encode`` (a ``mapInArrow`` function) adding a :func:`tally_of` each batch it yields to ``accumulator``
+    (and passing the ``stage.encoded`` failpoint, :mod:`~avro_registry_sink.failpoints`, with each)."""
+    from avro_registry_sink.failpoints import failpoint
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for out in encode(batches):
-            accumulator.add(tally_of(out))
+            if accumulator is not None:
+                accumulator.add(tally_of(out))
+            failpoint("stage.encoded")
             yield out
 
     return run

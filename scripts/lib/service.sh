@@ -182,6 +182,7 @@ service_main() {
     start) start ;;
     stop) stop ;;
     status) status ;;
+    restart) if declare -F restart >/dev/null; then restart; else echo "usage: $0 start|stop|status" >&2; exit 2; fi ;;
     *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
   esac
 }
