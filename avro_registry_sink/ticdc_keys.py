@@ -10,7 +10,7 @@ One table, :data:`KEYS`: each key is
 * **refused** - a :class:`ConfigError` naming the key and the reason.
 
 Keys that are in no row are refused too, with the closest valid name (``enable-tidb-extention`` ->
-``enable-tidb-extension``): TiCDC ignores unknown URI parameters silently, which hides typos. The README's
+``enable-tidb-extension``): TiCDC ignores unknown URI parameters silently, which hides typos. The documentation's (docs/settings.md)
 key table is generated from this one (``python -m avro_registry_sink.ticdc_keys``) and a test keeps them equal.
 
 >>> closest("enable-tidb-extention", Place.URI)
@@ -278,7 +278,7 @@ def _unknown(kind: str, name: str, place: Place, candidates: Iterable[str] | Non
     near = closest(name, place, candidates)
     hint = f"did you mean {near!r}? " if near else ""
     return ConfigError(
-        f"Unknown {kind} {name!r}{where}: {hint}(the README's table of TiCDC keys lists every valid one).",
+        f"Unknown {kind} {name!r}{where}: {hint}(docs/settings.md lists every valid one).",
         option=name, suggestion=near,
     )
 
@@ -349,7 +349,7 @@ def refused_flag(flag: str) -> TiCDCKey | None:
 
 
 def markdown_table() -> str:
-    """The README's table of keys (kept equal to it by a test)."""
+    """The documentation's (docs/settings.md) table of keys (kept equal to it by a test)."""
     lines = ["| where | key | status | what this product does |", "| --- | --- | --- | --- |"]
     for key in KEYS:
         note = key.note

@@ -25,7 +25,7 @@ from avro_registry_sink.config import (
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.ticdc_keys import KEYS, Place, Status, check_toml, lookup, markdown_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 
 
 def test_readme_key_table_is_the_data_table():
