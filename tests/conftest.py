@@ -3,10 +3,18 @@ partitions, Arrow on), created only when a test asks for it."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Iterator
 
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests on fixed examples (the same on every run: a failure there is reproducible, not luck);
+# a developer's run explores new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
