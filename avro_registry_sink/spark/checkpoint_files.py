@@ -258,7 +258,10 @@ def _spark_logs(state: StoreFS, checkpoint: StorageURI) -> None:
         log = _ids(files, directory)
         compacted = [n for n, p in log.items() if p.endswith(".compact")]
         for number in sorted(n for n in log if n >= max(compacted, default=0)):
-            problem = _log_problem(_read(state, log[number]) or b"", "sources")
+            data = _read(state, log[number]) or b""
+            if data.startswith(b"\x00"):  # Kafka's initial offsets: a zero byte before 'v1' (SPARK-19517)
+                data = data[1:]
+            problem = _log_problem(data, "sources")
             if problem is None:
                 continue
             if log[number].endswith(".compact") or number <= _source_offset(state, offsets, index):

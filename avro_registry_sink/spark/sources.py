@@ -544,9 +544,10 @@ def encode_storage_files(
         import numpy as np
         import pyarrow as pa
 
+        from avro_registry_sink.errors import EncodingError
         from avro_registry_sink.formats.csv import read_columns
         from avro_registry_sink.sources.storage import StorageLayout
-        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, stage_for
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -582,10 +583,17 @@ def encode_storage_files(
                     omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
                     if omitted:  # left out by a column selector
                         values = values.select([n for n in values.schema.names if n.lower() not in omitted])
-                    # a row the encoder refuses is set aside alone (named by its line); the others stay here
-                    records = encode_typed(values, columns.op_codes, columns.commit_ts, plan,
-                                           _LineSources(relpath, columns.lines))
-                    taken.append(finish(records, order, columns.lines, records.column("error"), rank))
+                    # A row the encoder refuses sends the file to the reference path, which names the row by the
+                    # line it starts on (the vectorized reader's line numbers name an UPDATE written as two rows
+                    # by its first row, one line before the one the dead letter must name).
+                    try:
+                        records, oversize = stage_for(plan).encode_checked(values, columns.op_codes,
+                                                                           columns.commit_ts)
+                    except EncodingError:
+                        return False
+                    if oversize:
+                        return False
+                    taken.append(finish(records, order, columns.lines, pa.nulls(records.num_rows, pa.string()), rank))
                     return True
 
                 data_file = _data_file(layout, relpath)
