@@ -460,11 +460,10 @@ def test_at_least_once_shows_the_duplicates(spark, bootstrap, registry_url, faul
     scenario = Scenario(spark, source, bootstrap, registry_url, "at-least-once", faults, control_topic,
                         _tables_sql(tmp_path))
     source.add_wave()
-    done = scenario.cli("job.after-sink-write=kill")
-    assert done.returncode == -9, done.stderr[-3000:]
+    assert scenario.here("job.after-sink-write=raise").startswith("failed")  # between Kafka's commit and Spark's
     source.add_wave()
     assert scenario.here("job.after-side-write=raise").startswith("failed")
-    chaos(scenario, rng, cli_runs=0, here_runs=2, storage=False)
+    chaos(scenario, rng, cli_runs=0, here_runs=1, storage=False)
     received = scenario.received()
     assert set(received) == source.expected  # nothing lost ...
     assert sum(n - 1 for n in received.values()) > 0  # ... but delivered again: at least once
