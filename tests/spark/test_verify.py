@@ -285,3 +285,19 @@ def test_completeness_from_resolved_ts():
         "crm.events": {"resolved_ts": 250, "complete": True, "first_missing_ts": None, "max_delivered_ts": 250},
     }
     assert not completeness(report, {"shop.orders": 200})["shop.orders"]["complete"]
+
+
+@pytest.mark.parametrize("kind", [None, "wrong_schema_id", "unknown_schema_id"])
+def test_decode_all_decodes_every_record_and_counts_the_same(run, tmp_path, kind):
+    out = tmp_path / "out"
+    shutil.copytree(run.base / "out", out)
+    if kind is not None:
+        tamper_file_sink(out, "shop_orders", kind, run.client)
+
+    code, report = run.verify(out, "--decode-all")
+
+    assert code == (0 if kind is None else 1)
+    for table in TABLES:
+        assert report["tables"][table]["decoded"] == _total(run.manifest, table)
+    want = FAULTS[kind] if kind is not None else {}
+    assert _counts(report, "shop.orders") == {k: want.get(k, 0) for k in DISCREPANCIES}
