@@ -761,7 +761,9 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
         return out
 
     def read() -> DataFrame:
-        text = spark.read.option("wholetext", "true").text([location.spark_path(f) for f in files])
+        # whole files (one row each), so that a line's number is its place: text()'s own wholetext argument
+        # (False by default) would override an .option("wholetext") and give every line number 1
+        text = spark.read.text([location.spark_path(f) for f in files], wholetext=True)
         name = F.element_at(F.split(F.input_file_name(), "/"), -1)
         topic_dir = F.element_at(F.split(F.input_file_name(), "/"), -2)
         lines = text.select(
