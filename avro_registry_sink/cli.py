@@ -1079,6 +1079,7 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (default: a table on a terminal, JSON otherwise).")] = False,
     sample: Annotated[int, typer.Option("--sample", min=0, help="Discrepancies shown, at most.")] = 20,
     read_topic: Annotated[Optional[list[str]], typer.Option("--read-topic", help="TOPIC=OTHER: read the Kafka sink's TOPIC from OTHER (a copy, a mirror); repeatable.")] = None,
+    decode_all: Annotated[bool, typer.Option("--decode-all", help="Decode every delivered record with the registry's schemas (default: the records that differ from what their source rows encode to; the others decode by construction).")] = False,
 ) -> None:
     """Prove what a run delivered: read its sink, decode every record through the registry and reconcile it
     with the run's committed source (the same options as run: the same checkpoint).
@@ -1105,7 +1106,7 @@ def verify(
     _quiet_spark_warnings()
     spark = _job_session(options, stores)
     try:
-        report = verify_run(spark, options, read_topics=topics, sample=sample)
+        report = verify_run(spark, options, read_topics=topics, sample=sample, decode_all=decode_all)
     except (VerifyError, ConfigError) as exc:
         raise _fail(str(exc)) from None
     except AvroSinkError as exc:

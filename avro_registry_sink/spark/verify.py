@@ -761,7 +761,9 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
         return out
 
     def read() -> DataFrame:
-        text = spark.read.option("wholetext", "true").text([location.spark_path(f) for f in files])
+        # whole files (one row each), so that a line's number is its place: text()'s own wholetext argument
+        # (False by default) would override an .option("wholetext") and give every line number 1
+        text = spark.read.text([location.spark_path(f) for f in files], wholetext=True)
         name = F.element_at(F.split(F.input_file_name(), "/"), -1)
         topic_dir = F.element_at(F.split(F.input_file_name(), "/"), -2)
         lines = text.select(
@@ -1030,10 +1032,12 @@ def _decode_records(schemas: Mapping[int, str | None], shown: set[tuple[str, byt
 
 
 def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None,
-               read_topics: Mapping[str, str] | None = None, sample: int = _DEFAULT_SAMPLE) -> VerifyReport:
+               read_topics: Mapping[str, str] | None = None, sample: int = _DEFAULT_SAMPLE,
+               decode_all: bool = False) -> VerifyReport:
     """Reconcile what the run of ``options`` (its source, settings and checkpoint) delivered to its sink with
     its source (see the module docs). ``registry``: a registry client (default: the sink config's);
-    ``read_topics``: read a Kafka topic from another (``{topic: copy}``)."""
+    ``read_topics``: read a Kafka topic from another (``{topic: copy}``); ``decode_all``: decode every
+    delivered record with fastavro, not only those that differ from what their source rows encode to."""
     import time
 
     from avro_registry_sink.spark.job import _registry_for, _sink_location, check_checkpoint
@@ -1091,8 +1095,15 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
             summary = _summary(compared)
             errors = [json.loads(e) for e in (expected.tally.value["errors"] if expected.tally is not None else [])]
             _fill(report, summary, topic_tables, expected, letters, errors)
+            if decode_all and delivered.raw is not None:
+                for topic, states in _decode_all(delivered, client).items():
+                    counts = report.table(topic_tables.get(topic, f"topic {topic}"))
+                    counts["unknown_schema_id"] += states.get("unknown", 0)
+                    counts["undecodable"] += states.get("undecodable", 0)
+                    counts["decoded"] = sum(states.values())
             if any(int(r["bad_keys"] or 0) for r in summary):
-                _second_look(spark, report, compared, delivered, expected, client, topic_tables, sample)
+                _second_look(spark, report, compared, delivered, expected, client, topic_tables, sample,
+                             count_states=not decode_all)
         finally:
             _restore_conf(spark, previous)
     resolved = resolved_ts_per_table(options)
@@ -1140,10 +1151,40 @@ def _fill(report: VerifyReport, summary: list[Any], topic_tables: Mapping[str, s
                                              + str(error.get("message"))[:300]})
 
 
+def _registry_schemas(client: Any, ids: Iterable[int]) -> dict[int, str | None]:
+    """The schema text of each id (``None``: the registry does not know it)."""
+    schemas: dict[int, str | None] = {}
+    for sid in ids:
+        try:
+            schemas[sid] = client.get_schema(sid).schema
+        except SchemaNotFound:
+            schemas[sid] = None
+    return schemas
+
+
+def _decode_all(delivered: Delivered, client: Any) -> dict[str, dict[str, int]]:
+    """``--decode-all``: every delivered record decoded through the registry (fastavro on the executors); per
+    topic the records that are ``ok``, ``unknown`` or ``undecodable``."""
+    from pyspark.sql import functions as F
+
+    shaped = _shape(delivered.raw()).select("topic", "kbody", "ts", "pos", "key", "value", "ksid", "vsid")
+    ids = shaped.select(F.explode(F.array("ksid", "vsid")).alias("sid")).where("sid IS NOT NULL AND sid >= 0").distinct()
+    schemas = _registry_schemas(client, sorted(int(r["sid"]) for r in ids.collect()))
+    decoded = shaped.drop("ksid", "vsid").mapInArrow(
+        _decode_records(schemas, set()),
+        "topic string, kbody binary, ts bigint, pos " + _pos_type(shaped) + ", state string, decoded string")
+    out: dict[str, dict[str, int]] = {}
+    for row in decoded.groupBy("topic", "state").count().collect():
+        out.setdefault(row["topic"], {})[row["state"]] = int(row["count"])
+    return out
+
+
 def _second_look(spark: SparkSession, report: VerifyReport, compared: DataFrame, delivered: Delivered,
-                 expected: Expected, client: Any, topic_tables: Mapping[str, str], sample: int) -> None:
+                 expected: Expected, client: Any, topic_tables: Mapping[str, str], sample: int, *,
+                 count_states: bool = True) -> None:
     """Keys with a discrepancy: decode their delivered records through the registry (unknown ids, bytes that
-    do not decode) and take a bounded sample, with decoded keys and values."""
+    do not decode; counted unless ``count_states`` is false: every record was decoded already) and take a
+    bounded sample, with decoded keys and values."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -1158,15 +1199,9 @@ def _second_look(spark: SparkSession, report: VerifyReport, compared: DataFrame,
             looked = _shape(delivered.raw()).join(keys, on=list(_KEY), how="inner").select(
                 "topic", "kbody", "ts", "pos", "key", "value", "ksid", "vsid").persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                schemas: dict[int, str | None] = {}
                 ids = looked.select(F.explode(F.array("ksid", "vsid")).alias("sid")).where(
                     "sid IS NOT NULL AND sid >= 0").distinct()
-                for row in ids.collect():
-                    sid = int(row["sid"])
-                    try:
-                        schemas[sid] = client.get_schema(sid).schema
-                    except SchemaNotFound:
-                        schemas[sid] = None
+                schemas = _registry_schemas(client, sorted(int(r["sid"]) for r in ids.collect()))
                 shown = {(r["topic"], bytes(r["kbody"])) for r in rows}
                 decoded = looked.drop("ksid", "vsid").mapInArrow(
                     _decode_records(schemas, shown),
@@ -1195,8 +1230,9 @@ def _second_look(spark: SparkSession, report: VerifyReport, compared: DataFrame,
                     per_topic.setdefault(row["topic"], {})["wrong_unknown"] = int(row["count"])
             for topic, states in per_topic.items():
                 counts = report.table(topic_tables.get(topic, f"topic {topic}"))
-                counts["unknown_schema_id"] += states.get("unknown", 0)
-                counts["undecodable"] += states.get("undecodable", 0)
+                if count_states:
+                    counts["unknown_schema_id"] += states.get("unknown", 0)
+                    counts["undecodable"] += states.get("undecodable", 0)
                 counts["wrong_schema_id"] -= states.get("wrong_unknown", 0)
         _samples(report, rows, delivered, expected, client, topic_tables, looks, sample)
     finally:

@@ -100,18 +100,16 @@ FAULTS = {
 }
 
 
-#: Known defect (issue 18, left open): since the demo generator was made linear, the swapped pair of one key's
-#: records in the file sink is not counted out of order (the same swap in Kafka is); strict, so a fix shows.
-FILE_SINK_KINDS = [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="file-sink swap not counted out of "
-                                                             "order (known defect, issue 18)"))
-                   if k == "swap" else k for k in sorted(FAULTS)]
-
-
-@pytest.mark.parametrize("kind", FILE_SINK_KINDS)
+@pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_a_fault_injected_into_the_file_sink_is_found(run, tmp_path, kind):
     out = tmp_path / "out"
     shutil.copytree(run.base / "out", out)
     tamper_file_sink(out, "shop_orders", kind, run.client)
+    changed = {}
+    if kind == "decimal":  # the tampered line, as written
+        changed = next({**r, "value": bytes.fromhex(r["value"])} for p in sorted((out / "shop_orders").glob("*.jsonl"))
+                       for r in map(json.loads, p.read_text().splitlines())
+                       if r["value"] and r["value"] not in (run.base / "out" / "shop_orders" / p.name).read_text())
 
     code, report = run.verify(out)
 
@@ -131,6 +129,36 @@ def test_a_fault_injected_into_the_file_sink_is_found(run, tmp_path, kind):
         sample = next(s for s in report["samples"] if s["kind"] == "value_mismatch")
         assert sample["differs"] == ["amount"]
         assert sample["source"].startswith("shop/orders/") and sample["sink"].startswith("shop_orders/batch-")
+        file, _, line = sample["sink"].rpartition(":")  # the sink location is the very line
+        record = json.loads((out / file).read_text().splitlines()[int(line) - 1])
+        assert record["value"] == changed["value"].hex()
+
+
+def test_a_swap_within_one_file_is_out_of_order(run, tmp_path):
+    """A topic's records all in one file (in their order: still clean), then two changes of one key swapped in it:
+    the order within a file is its lines' order."""
+    out = tmp_path / "out"
+    shutil.copytree(run.base / "out", out)
+    files = sorted((out / "shop_orders").glob("batch-*.jsonl"))
+    last = max(int(p.name.split("-")[1]) for p in files)
+    records = [json.loads(line) for p in files for line in p.read_text().splitlines()]
+    for p in files:
+        p.unlink()
+    (out / "shop_orders" / f"batch-{last:010d}-part-00000.jsonl").write_text(
+        "".join(json.dumps({**r, "batch": last}) + "\n" for r in records))
+    code, report = run.verify(out)
+    assert code == 0, report
+
+    tamper_file_sink(out, "shop_orders", "swap", run.client)
+    code, report = run.verify(out)
+
+    assert code == 1
+    assert _counts(report, "shop.orders") == {k: int(k == "out_of_order") for k in DISCREPANCIES}
+    sample = next(s for s in report["samples"] if s["kind"] == "out_of_order")
+    lines = [int(d["sink"].rpartition(":")[2]) for d in sample["delivered"]]
+    assert len(set(lines)) == len(lines) and lines == sorted(lines)  # each record at its own line, in file order
+    stamps = [d["commit_ts"] for d in sample["delivered"]]
+    assert stamps != sorted(stamps)
 
 
 def test_staged_and_uncommitted_batches_are_not_compared(run, tmp_path):
@@ -292,3 +320,19 @@ def test_completeness_from_resolved_ts():
         "crm.events": {"resolved_ts": 250, "complete": True, "first_missing_ts": None, "max_delivered_ts": 250},
     }
     assert not completeness(report, {"shop.orders": 200})["shop.orders"]["complete"]
+
+
+@pytest.mark.parametrize("kind", [None, "wrong_schema_id", "unknown_schema_id"])
+def test_decode_all_decodes_every_record_and_counts_the_same(run, tmp_path, kind):
+    out = tmp_path / "out"
+    shutil.copytree(run.base / "out", out)
+    if kind is not None:
+        tamper_file_sink(out, "shop_orders", kind, run.client)
+
+    code, report = run.verify(out, "--decode-all")
+
+    assert code == (0 if kind is None else 1)
+    for table in TABLES:
+        assert report["tables"][table]["decoded"] == _total(run.manifest, table)
+    want = FAULTS[kind] if kind is not None else {}
+    assert _counts(report, "shop.orders") == {k: want.get(k, 0) for k in DISCREPANCIES}
