@@ -38,6 +38,7 @@ import pytest
 
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from tests.support.servers import (
+    REPO,
     ServerUnavailable,
     ensure_apicurio,
     start_apicurio_in_background,
@@ -163,6 +164,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("every_registry") and "registry_target" in metafunc.fixturenames:
         names = ["embedded", "apicurio"] + (["external"] if os.environ.get(REGISTRY_URL_ENV) else [])
         metafunc.parametrize("registry_target", names, indirect=True, ids=names)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test that failed on the session's Apicurio gets the tail of Apicurio's log in its report (CI keeps no
+    other trace of what the registry was doing)."""
+    report = yield
+    callspec = getattr(item, "callspec", None)
+    if report.failed and callspec is not None and callspec.params.get("registry_target") == APICURIO:
+        log = REPO / ".cache" / "apicurio" / "run" / "apicurio.log"
+        if log.is_file():
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+            report.sections.append(("Apicurio log (last 40 lines)", "\n".join(tail)))
+    return report
 
 
 def apicurio_disabled() -> bool:

@@ -603,3 +603,17 @@ def test_serve_command_warns_when_exposed_without_auth() -> None:
             server.terminate()
             server.communicate(timeout=30)
     assert first.startswith("warning: the registry listens on 0.0.0.0 without authentication")
+
+
+def test_a_deep_body_is_refused_whatever_the_recursion_limit(guarded: EmbeddedRegistry) -> None:
+    # another library of the process may raise the limit (the whole suite did): the depth is counted, not caught
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(20_000)
+    try:
+        with httpx.Client(base_url=guarded.url or "", auth=(USER, PASSWORD), timeout=60) as client:
+            response = client.post(REG, content='{"schema": "\\"string\\"", "metadata": %s}' % DEEP_JSON,
+                                   headers={"Content-Type": "application/json"})
+    finally:
+        sys.setrecursionlimit(previous)
+    assert (response.status_code, response.json()["error_code"]) == (400, 400), response.text[:300]
+    assert "deeper than 1000 levels" in response.json()["message"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -168,9 +169,11 @@ def test_files_taken_out_of_order_are_reported(tmp_path):
     manifest = generate_demo(tmp_path / "in", rows_per_table=6)
     layout = StorageLayout(tmp_path / "in")
     orders = [f for f in manifest.data_files if f.startswith("shop/orders/")]
+    manager = SimpleNamespace()  # the processor hooks the history recorder onto it
     processor = _BatchProcessor(JobOptions(source=parse_source(str(tmp_path / "in")), checkpoint=tmp_path / "ck"),
-                                None, None, None, None, None)  # type: ignore[arg-type]
+                                manager, None, None, None, None)  # type: ignore[arg-type]
     uri = f"file:{tmp_path / 'in'}/"
+    assert manager.on_register == processor.history.registered
     assert processor._late_files(resolve_storage_files(layout, [uri + orders[1]])) == []
     processor._end_side(0)
     late = processor._late_files(resolve_storage_files(layout, [uri + orders[0]]))

@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from avro_registry_sink.errors import RegistryError, StateError
+from avro_registry_sink.registry.embedded.canonical import json_depth
 from avro_registry_sink.registry.embedded.contracts import CONFIG_CONTRACT_FIELDS
 from avro_registry_sink.registry.embedded.guard import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -60,6 +61,9 @@ _ACCEPT_ANY = frozenset({"*/*", "application/*"})
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 # Bodies and answers larger than this are decoded/encoded in a worker thread rather than on the event loop.
 _THREAD_JSON_BYTES = 64 * 1024
+#: container levels of a request body, as Jackson's default StreamReadConstraints (Confluent's registry refuses
+#: deeper bodies with a 400); checked by counting, since the recursion limit depends on what else runs here
+_MAX_BODY_DEPTH = 1000
 
 
 class _SubjectConvertor(Convertor[str]):
@@ -153,12 +157,16 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _decode(raw: bytes) -> Any:
+    too_deep = _HttpError(400, f"Unrecognized JSON in request body: nested deeper than {_MAX_BODY_DEPTH} levels")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except RecursionError:
-        raise _HttpError(400, "Unrecognized JSON in request body: nested too deeply") from None
+        raise too_deep from None
     except ValueError as exc:  # includes bodies that are not UTF-8
         raise _HttpError(400, f"Unrecognized JSON in request body: {exc}") from None
+    if raw.count(b"[") + raw.count(b"{") > _MAX_BODY_DEPTH and json_depth(body) > _MAX_BODY_DEPTH:
+        raise too_deep
+    return body
 
 
 def _optional_int(body: dict[str, Any], key: str) -> int | None:
