@@ -30,9 +30,9 @@ the same partition dispatch), with schema ids looked up in the registry (verify 
 are compared without their 5-byte frame (so a wrong key schema id is a wrong id, not a missing row),
 values by a digest of their Avro body, schema ids apart.
 
-:func:`resolved_ts_per_table` is the hook for the exactly-once control topic (commit tokens with the
-per-table max commit ts): once it returns the resolved ts per table, :func:`completeness` tells per table
-whether everything up to it was delivered.
+:func:`resolved_ts_per_table` reads an exactly-once run's resolved ts per table from its control topic;
+:func:`completeness` tells per table whether everything up to it was delivered (the ``resolved ts`` and
+``complete`` columns).
 
 >>> # report = verify_run(spark, options)        # options: the run's JobOptions
 >>> # report.ok, report.to_json()["tables"]
@@ -132,12 +132,20 @@ class VerifyReport:
 
 
 def resolved_ts_per_table(options: JobOptions) -> Mapping[str, int] | None:
-    """The per-table resolved commit ts the run's delivery has committed (``schema.table`` -> ts), or ``None``.
+    """The per-table resolved commit ts the run's delivery has committed (``schema.table`` -> ts), or ``None``
+    when the run does not deliver exactly once to Kafka (nothing records one) or has not started yet.
 
-    Hook for exactly-once delivery: its compacted control topic holds commit tokens (query, batch id,
-    writer slice, per-table max commit ts); reading the newest token per table gives what this returns.
-    Until that lands there is nothing to read, and verify reports no completeness."""
-    return None
+    Read from the exactly-once control topic (:func:`avro_registry_sink.delivery.resolved_ts`, read committed),
+    under the query id that the checkpoint's ``delivery.json`` keeps."""
+    from avro_registry_sink.delivery import query_of, resolved_ts
+
+    sink = options.sink
+    if sink.scheme != "kafka" or sink.delivery != "exactly-once":
+        return None
+    query = query_of(options.checkpoint_uri)
+    if query is None:
+        return None
+    return resolved_ts(sink.brokers, sink.control_topic, query, kafka=sink.kafka)
 
 
 def completeness(report: VerifyReport, resolved_ts: Mapping[str, int]) -> dict[str, dict[str, Any]]:
@@ -1410,12 +1418,20 @@ def print_report(report: VerifyReport, console: Any) -> None:
     grid.add_column("table")
     for name in shown:
         grid.add_column(name.replace("_", " "), justify="right")
+    resolved = any("completeness" in counts for counts in report.tables.values())
+    if resolved:  # exactly once: what the control topic says is complete, and whether the sink agrees
+        grid.add_column("resolved ts", justify="right")
+        grid.add_column("complete", justify="center")
     for name in sorted(report.tables):
         counts = report.tables[name]
         cells = []
         for key in shown:
             value = int(counts.get(key) or 0)
             cells.append(f"[red]{value}[/red]" if key in DISCREPANCIES and value else str(value))
+        if resolved:
+            state = counts.get("completeness")
+            cells += ([str(state["resolved_ts"]), "yes" if state["complete"] else "[red]no[/red]"] if state
+                      else ["-", "-"])
         grid.add_row(name, *cells)
     console.print(grid)
     for entry in report.samples:

@@ -46,6 +46,7 @@ from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.verify import verify_run
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
 from tests.support.job import canal_dml
@@ -445,13 +446,25 @@ def test_exactly_once_under_kills(spark, bootstrap, registry_url, faults, contro
     scenario = Scenario(spark, source, bootstrap, registry_url, "exactly-once", faults, control_topic,
                         _tables_sql(tmp_path))
     chaos(scenario, rng, cli_runs=2, here_runs=4, storage=kind == "storage")
-    _assert_exactly_once(scenario, scenario.received())
+    received = scenario.received()
+    _assert_exactly_once(scenario, received)
     print("\n".join(faults.log))
     assert faults.kills >= 15, faults.log
     from avro_registry_sink.delivery import resolved_ts
 
     query = json.loads((scenario.checkpoint / "delivery.json").read_text())["query"]
     assert resolved_ts(bootstrap, control_topic, query) == source.resolved()
+    # the product's own proof agrees with the plain consumer: nothing missing, twice or unexpected, and each
+    # table complete up to the resolved ts its control topic records
+    report = verify_run(spark, scenario.options())
+    assert report.ok, report.to_json()
+    assert {k: report.totals[k] for k in ("missing", "duplicated", "unexpected")} == \
+        {"missing": 0, "duplicated": 0, "unexpected": 0}
+    assert report.totals["delivered"] == sum(received.values()) == len(source.expected), report.to_json()
+    assert {name: state["completeness"] for name, state in report.tables.items()} == {
+        name: {"resolved_ts": ts, "complete": True, "first_missing_ts": None,
+               "max_delivered_ts": report.tables[name]["max_delivered_ts"]}
+        for name, ts in source.resolved().items()}
 
 
 def test_at_least_once_shows_the_duplicates(spark, bootstrap, registry_url, faults, control_topic, tmp_path):
@@ -466,7 +479,12 @@ def test_at_least_once_shows_the_duplicates(spark, bootstrap, registry_url, faul
     chaos(scenario, rng, cli_runs=0, here_runs=1, storage=False)
     received = scenario.received()
     assert set(received) == source.expected  # nothing lost ...
-    assert sum(n - 1 for n in received.values()) > 0  # ... but delivered again: at least once
+    again = sum(n - 1 for n in received.values())
+    assert again > 0  # ... but delivered again: at least once
+    report = verify_run(spark, scenario.options())  # and verify says so, with no resolved ts to lean on
+    assert not report.ok and report.totals["duplicated"] == again and report.totals["missing"] == 0, \
+        report.to_json()
+    assert not any("completeness" in counts for counts in report.tables.values())
 
 
 # --------------------------------------------------------------------------------------------------
