@@ -689,6 +689,7 @@ class TransactionalWriter:
             self.query = str(state["query"])
             self._writers = {s: int(n) for s, n in state.get("writers", {}).items()}
             self._ensure_topic()
+            self._resolved_producer()
             self._abort(self._writers)
             failpoint("eos.after-abort")
             prefix = self.query + "/"
@@ -861,17 +862,23 @@ class TransactionalWriter:
         record = resolved_record(self.query or "", max(batch_id, self._resolved_batch), self._inputs)
         self.resolved = dict(record["tables"])
         self._resolved_batch = record["batch"]
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            conf = {**self.producer_conf}
-            conf["logger"] = kafka_logger(conf=conf)
-            self._producer = Producer(conf)
-        self._producer.produce(self.control_topic, json.dumps(record, separators=(",", ":")).encode("utf-8"),
+        self._resolved_producer().produce(self.control_topic, json.dumps(record, separators=(",", ":")).encode("utf-8"),
                                resolved_key(self.query or "").encode("utf-8"), CONTROL_PARTITION)
         if self._producer.flush(self.admin_timeout):
             raise DeliveryError(f"The resolved record of batch {batch_id} was not delivered to "
                                 f"{self.control_topic!r} within {self.admin_timeout:g} s.")
+
+    def _resolved_producer(self) -> Any:
+        """The driver's producer of resolved records (idempotent, no transactions), made when the run starts so
+        that it has its producer id by the end of the first batch."""
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            conf = {**self.producer_conf, "linger.ms": 0}
+            conf["logger"] = kafka_logger(conf=conf)
+            self._producer = Producer(conf)
+            self._producer.poll(0)
+        return self._producer
 
     def close(self) -> None:
         if self._producer is not None:
