@@ -447,6 +447,7 @@ class _BatchProcessor:
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
         self._verdict_topics: list[str] = []  # exactly once: the topics a verdict row may stop
+        self._fused: dict[str, Any] | None = None  # exactly once: this batch is written by its encode stage
         self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
@@ -557,6 +558,7 @@ class _BatchProcessor:
         tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
         self._single_input = False  # set by _prepare_storage for this batch
+        self._fused = None
         self._begin_side(batch_id)
         missing: list[dict[str, Any]] = []
         if self.options.source.is_storage:
@@ -606,8 +608,12 @@ class _BatchProcessor:
                     def verdict() -> None:
                         check(self._counted(tally.value, plans, report), report.rows)
 
-                    self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
-                                    check=verdict, **self._write_plan(plans, spark))
+                    if self._fused is not None:  # exactly once: the encode stage wrote the records itself
+                        self.sink.transactions.finish(encoded, batch_id, check=verdict,  # type: ignore[attr-defined]
+                                                      tables=self._fused["tables"])
+                    else:
+                        self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
+                                        check=verdict, **self._write_plan(plans, spark))
                 report.resolved_ts = dict(getattr(self.sink, "resolved", None) or {})
                 report.new_schemas = self._new_schemas(plans)
                 majors = self.manager.take_majors()
@@ -669,6 +675,23 @@ class _BatchProcessor:
         tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
         slices = len(set(tables)) if self._single_input else self._spark_partitions(spark)
         return {"tables": tables, "slices": max(1, slices)}
+
+    def _fuse_write(self, output: Any, plans: Mapping[PlanKey, TablePlan], spark: SparkSession) -> Any:
+        """The storage stage's ``output``, for an exactly-once sink when each topic's rows come from one data
+        file (read whole by one task, in order): with the slice writer after the encoder in the same Python
+        worker (:func:`~avro_registry_sink.delivery.fused_writer`), so the records never go back through the
+        JVM to be sorted. Not with a bad-row budget (the batch is counted before it is written) or a file sink."""
+        if not (self._exactly_once() and self._single_input and output is not None and output.tally is not None
+                and output.lines_of_batch is None and self.current_batch is not None):
+            return output
+        import dataclasses
+
+        from avro_registry_sink.delivery import RESULT_DDL, fused_writer
+
+        plan = self._write_plan(plans, spark)
+        spec = self.sink.transactions.spec(self.current_batch, slices=plan["slices"])  # type: ignore[attr-defined]
+        self._fused = plan
+        return dataclasses.replace(output, then=(fused_writer(spec), RESULT_DDL))
 
     def _sink_records(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan]) -> DataFrame:
         """:func:`_records`, and for an exactly-once sink the batch's misconfiguration verdict on the way: the
@@ -816,6 +839,7 @@ class _BatchProcessor:
                 "path", "content")
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
+            output = self._fuse_write(output, plans, spark)
             encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
                                            output)
         else:
