@@ -472,7 +472,8 @@ def bench_changelog(ctx: Any) -> Any:
                 rule = f"p{tag}{number}_{counter['n']}_" + "{schema}_{table}"
                 args = ["run", "--source", f"{fmt}+kafka://{bootstrap}/{source}", "--tables", str(ddl),
                         "--available-now", "--progress", "none", "--state-dir", str(work / f"state-{counter['n']}"),
-                        "--sink-uri", f"kafka://{bootstrap}/?protocol=avro&partition-num={partitions}",
+                        "--sink-uri", f"kafka://{bootstrap}/?protocol=avro&partition-num={partitions}"
+                        f"&schema-registry={registry_url}",
                         "--topic-rule", rule]
                 with ProcessTreeSampler() as sampler:
                     result = _cli(args)
@@ -527,7 +528,7 @@ def bench_changelog(ctx: Any) -> Any:
         f"configuration up to 200,000 messages): **{check_text}**.", "", *lines, "",
         f"{rounds} timed round(s) per configuration after a warm-up pair, plain job then product in each round; "
         "msgs/s = messages in the topic / wall seconds of the run (the product: the CLI command, `--tables` given, "
-        "session start excluded; the plain job: registration, read, `from_json`, casts, `to_avro`, header, partition, "
+        "session start excluded; both register in one registry, so the schema ids match; the plain job: registration, read, `from_json`, casts, `to_avro`, header, partition, "
         "order, write). Source topic: 3 partitions; output topics of "
         f"{partitions} partitions created per run. CPU seconds and peak RSS are the process tree's (driver JVM with "
         "the executors, Python workers).",
