@@ -394,14 +394,20 @@ def _add_group(groups: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...], m
         have[3], have[4], have[5] = order, texts[i].as_py(), chunk.sources[r]
 
 
-def summarize_changelog(batch_df: DataFrame, spec: SourceSpec) -> Summary:
-    """Executor pass 1 (see the module docs), collected on the driver."""
+def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool = False) -> Summary:
+    """Executor pass 1 (see the module docs), collected on the driver.
+
+    ``sample``: only the first Arrow batch of each Spark partition (a few thousand messages each, the rest of
+    the partition is not read): what the batch starts with, to plan the tables it names before a strict pass."""
     fmt = spec.kind
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         groups: dict[tuple[Any, ...], list[Any]] = {}
         ddls: list[dict[str, Any]] = []
         counts = {"n": 0, "error": 0}
+        if sample:
+            first = next(iter(batches), None)
+            batches = iter([first] if first is not None else [])
         for chunk in _chunks(batches, spec):
             _summarize_chunk(chunk, fmt, groups, ddls, counts)
         out: list[dict[str, Any]] = [{"kind": "count", "n": counts["n"]}]
