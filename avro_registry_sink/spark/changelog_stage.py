@@ -397,17 +397,14 @@ def _add_group(groups: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...], m
 def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool = False) -> Summary:
     """Executor pass 1 (see the module docs), collected on the driver.
 
-    ``sample``: only the first Arrow batch of each Spark partition (a few thousand messages each, the rest of
-    the partition is not read): what the batch starts with, to plan the tables it names before a strict pass."""
+    ``sample``: only the first :data:`SAMPLE` messages of the input partitions (Spark stops reading each
+    partition there): what the batch starts with, to plan the tables it names before a strict pass."""
     fmt = spec.kind
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         groups: dict[tuple[Any, ...], list[Any]] = {}
         ddls: list[dict[str, Any]] = []
         counts = {"n": 0, "error": 0}
-        if sample:
-            first = next(iter(batches), None)
-            batches = iter([first] if first is not None else [])
         for chunk in _chunks(batches, spec):
             _summarize_chunk(chunk, fmt, groups, ddls, counts)
         out: list[dict[str, Any]] = [{"kind": "count", "n": counts["n"]}]
@@ -426,8 +423,15 @@ def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool =
 
         yield pa.RecordBatch.from_pylist(out, schema=_arrow_schema(SUMMARY_DDL))
 
-    rows = _input_frame(batch_df, spec).mapInArrow(run, SUMMARY_DDL).collect()
+    frame = _input_frame(batch_df, spec)
+    if sample:
+        frame = frame.limit(SAMPLE)
+    rows = frame.mapInArrow(run, SUMMARY_DDL).collect()
     return _merge_summary([r.asDict() for r in rows], fmt)
+
+
+#: Messages a sample of a batch reads (see :func:`summarize_changelog`).
+SAMPLE = 5000
 
 
 def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:
