@@ -1089,8 +1089,9 @@ class _BatchProcessor:
         spec = self.options.source
         fmt = spec.kind
         batch_id = self.current_batch
-        if self._changelog_plans and (self._summary is None or self._summary[0] != batch_id):
-            return self._strict_changelog(spark, batch_df, output)
+        if self._summary is None or self._summary[0] != batch_id:
+            if self._changelog_plans or self._plan_from_sample(batch_df):
+                return self._strict_changelog(spark, batch_df, output)
         if self._summary is not None and self._summary[0] == batch_id:
             summary = self._summary[1]
         else:
@@ -1144,7 +1145,7 @@ class _BatchProcessor:
         for row in stats:
             for table in self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]):
                 tables[(table.schema_name, table.table, table.version)] = table
-        plans = self.manager.prepare_batch(tables.values())
+        plans = self.manager.prepare_batch(tables[k] for k in sorted(tables))
         self._changelog_plans.update(plans)
         batch_df = self._one_task_if_small(batch_df, inputs)
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
@@ -1208,6 +1209,40 @@ class _BatchProcessor:
             return batch_df
         self._single_input = True
         return batch_df.coalesce(1)
+
+    def _plan_from_sample(self, batch_df: DataFrame) -> bool:
+        """The first batch of a run, when ``--tables`` (or the checkpoint) knows its tables: plan the tables the
+        start of each input partition names (a sample, one Arrow batch each), so that the batch is read once,
+        strictly. ``False`` (nothing planned) when the sample holds a DDL, a table the catalog does not know
+        (described by its first message, which only a full summary finds) or a column set other than the
+        table's; then the batch is summarized in full."""
+        from avro_registry_sink.spark.changelog_stage import summarize_changelog
+
+        assert self.catalog is not None
+        if not self.catalog.known():
+            return False
+        sample = summarize_changelog(batch_df, self.options.source, sample=True)
+        if sample.ddls or not sample.groups:
+            return False
+        selection = self.manager.selection
+        canal = self.options.source.kind == "canal-json"
+        tables: dict[tuple[str, str, int], TableDef] = {}
+        for row in sample.groups:
+            key = (row["schema"], row["table"])
+            if not selection.admits(*key):
+                continue
+            latest = self.catalog.latest(*key)
+            if latest is None:
+                return False
+            if canal and row["shape"] and key not in self.hints and \
+                    row["shape"] != ",".join(sorted(c.name.lower() for c in latest.columns)):
+                return False
+            for table in self.catalog.versions_between(key[0], key[1], row["low"], row["high"]):
+                tables[(table.schema_name, table.table, table.version)] = table
+        if not tables:
+            return False
+        self._changelog_plans.update(self.manager.prepare_batch(tables[k] for k in sorted(tables)))
+        return True
 
     def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
         """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again
