@@ -47,6 +47,30 @@ def test_the_terminal_table_names_every_table_and_the_verdict():
     assert "CDC1.csv:7" in text and "staged" in text and "discrepancies found" in text
 
 
+def test_the_terminal_table_shows_completeness_of_an_exactly_once_run():
+    report = _report()
+    report.table("shop.orders")["completeness"] = {"resolved_ts": 4496, "complete": True,
+                                                   "first_missing_ts": None, "max_delivered_ts": 4496}
+    report.table("crm.events")["completeness"] = {"resolved_ts": 4500, "complete": False,
+                                                  "first_missing_ts": 4499, "max_delivered_ts": 4400}
+    report.table("topic canal")["unread"] = 0  # the source topic's unread messages: no resolved ts there
+    console = Console(record=True, width=250)
+
+    print_report(report, console)
+
+    text = console.export_text()
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if line.count("│") > 3]
+    assert "resolved ts" in text and "complete" in text
+    assert {row[0]: row[-2:] for row in cells} == {"shop.orders": ["4496", "yes"], "crm.events": ["4500", "no"],
+                                                   "topic canal": ["-", "-"]}
+
+
+def test_a_report_without_resolved_ts_has_no_completeness_columns():
+    console = Console(record=True, width=250)
+    print_report(_report(), console)
+    assert "resolved ts" not in console.export_text()
+
+
 def test_read_topic_pairs():
     assert parse_read_topics(["a=b", " c = d "]) == {"a": "b", "c": "d"}
     with pytest.raises(ConfigError, match="--read-topic"):
