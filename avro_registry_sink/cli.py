@@ -108,8 +108,6 @@ def _main(
 
 app.add_typer(registry_app, name="registry")
 
-#: Used when neither a topic rule nor a sink URI topic is given: one topic per table.
-DEFAULT_TOPIC_RULE = "{schema}_{table}"
 
 ExtensionOpt = Annotated[Optional[str], typer.Option("--enable-tidb-extension", help="true|false: append _tidb_op, _tidb_commit_ts, _tidb_commit_physical_time.")]
 DecimalOpt = Annotated[Optional[str], typer.Option("--avro-decimal-handling-mode", help="precise|string")]
@@ -358,12 +356,12 @@ def encode(
     """Encode change events to Confluent-framed Avro, registering schemas as needed; one JSON line per event."""
     import pyarrow as pa
 
-    from avro_registry_sink.changes import CHANGE_COLUMNS, dump_image
-    from avro_registry_sink.encoder import Op
+    from avro_registry_sink.changes import dump_image
     from avro_registry_sink.manager import SchemaManager
+    from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_SCHEMA, Op
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, StagePlan, encode_change_batch
+    from avro_registry_sink.spark.stage import StagePlan, encode_change_batch
 
     try:
         cfg = ticdc.sink_config(registry)

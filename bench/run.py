@@ -350,7 +350,6 @@ def bench_memory(ctx: Context) -> Section:
     return section
 
 
-
 class _CountingTransport(httpx.BaseTransport):
     """An httpx transport that counts every request actually sent (wraps httpx's HTTP transport)."""
 
@@ -465,7 +464,6 @@ def bench_manager(ctx: Context) -> Section:
            f"; for {mismatched} tables they disagree with `cache_info().http_calls` or the manager registered again."),
     ]
     return section
-
 
 
 def _spark_frame(spark: Any, batch: pa.RecordBatch, work: Path) -> Any:
@@ -584,7 +582,8 @@ def bench_spark(ctx: Context) -> Section:
         rows += [Row.of(t, per_row_n, note=f"first {per_row_n:,} rows of the same DataFrame; one run")
                  for t in slow.values()]
         try:  # the JSON change path, as the job ran it before issue 11 (its API may change)
-            from avro_registry_sink.changes import CHANGE_DDL, dump_image
+            from avro_registry_sink.changes import dump_image
+            from avro_registry_sink.model import CHANGE_DDL
 
             changes_n = min(n, 50_000 if ctx.quick else 500_000)
             events = [{k: (str(v) if isinstance(v, Decimal) else v) for k, v in e.items()}

@@ -39,9 +39,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
 __all__ = [
     "DdlEvent",
@@ -131,11 +132,6 @@ def load_message(message: Mapping[str, Any] | str | bytes, source: str) -> dict[
 # --------------------------------------------------------------------------------------------------
 # Values
 
-_INT_TYPES = frozenset(
-    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT,
-     MySQLType.YEAR, MySQLType.BIT}
-)
-_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
 
 
 def convert_canal_value(col: ColumnDef, value: Any) -> Any:
@@ -152,14 +148,14 @@ def convert_canal_value(col: ColumnDef, value: Any) -> Any:
     if isinstance(value, bool):
         value = int(value)
     kind = col.type
-    if kind in _INT_TYPES:
+    if kind in INT_TYPES:
         if isinstance(value, int):
             return value
         try:
             return int(str(value).strip())
         except ValueError:
             raise ValueError(f"expected an integer, got {value!r}") from None
-    if kind in _FLOAT_TYPES:
+    if kind in FLOAT_TYPES:
         try:
             return float(value)
         except (TypeError, ValueError):
@@ -295,7 +291,6 @@ def events_from_canal(
             table_version=version, source=source, extra=extra,
         ))
     return events
-
 
 
 def check_known_columns(row: Mapping[str, Any], table: TableDef, where: str, source: str) -> None:

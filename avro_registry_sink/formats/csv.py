@@ -49,9 +49,10 @@ from typing import Any, Iterator, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
 __all__ = [
     "LAYOUT_SETTINGS",
@@ -287,11 +288,6 @@ def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterat
 # --------------------------------------------------------------------------------------------------
 # Values: one field -> a TiCDC text form, by column type
 
-_INT_TYPES = frozenset(
-    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT,
-     MySQLType.YEAR, MySQLType.BIT}
-)
-_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
 _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?Inf|NaN")
 
@@ -308,14 +304,14 @@ def decode_value(col: ColumnDef, text: str, options: CsvOptions = DEFAULT_CSV_OP
     >>> decode_value(ColumnDef(name="b", type=MySQLType.VARBINARY), "6Zi/5pav")
     b'\\xe9\\x98\\xbf\\xe6\\x96\\xaf'
     """
-    if col.type in _INT_TYPES:
+    if col.type in INT_TYPES:
         if not _INT_TEXT.fullmatch(text):
             raise ValueError(f"expected an integer, got {_short(text)}")
         number = int(text)
         if number < 0 and (col.unsigned or col.type is MySQLType.BIT):
             raise ValueError(f"negative value {text} in an unsigned column")
         return number
-    if col.type in _FLOAT_TYPES:
+    if col.type in FLOAT_TYPES:
         if not _FLOAT_TEXT.fullmatch(text):
             raise ValueError(f"expected a floating-point number, got {_short(text)}")
         return float(text.replace("Inf", "inf"))
@@ -661,7 +657,7 @@ def _parse_row(
 
 
 def _is_text_column(col: ColumnDef) -> bool:
-    return col.type not in _INT_TYPES and col.type not in _FLOAT_TYPES
+    return col.type not in INT_TYPES and col.type not in FLOAT_TYPES
 
 
 def _rows_to_events(
@@ -839,12 +835,12 @@ def _typed_column(col: ColumnDef, arr: Any, options: CsvOptions) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if col.type in _INT_TYPES:
+    if col.type in INT_TYPES:
         pattern = r"^[0-9]+$" if col.unsigned or col.type is MySQLType.BIT else r"^-?[0-9]+$"
         if arr.null_count < len(arr) and not pc.all(pc.match_substring_regex(arr, pattern)).as_py():
             return None
         return arr
-    if col.type in _FLOAT_TYPES:
+    if col.type in FLOAT_TYPES:
         if arr.null_count < len(arr) and not pc.all(pc.match_substring_regex(arr, "^" + _FLOAT_TEXT.pattern + "$")).as_py():
             return None
         try:

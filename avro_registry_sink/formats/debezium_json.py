@@ -57,7 +57,6 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Mapping
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats.canal_json import (
     DdlEvent,
@@ -69,7 +68,9 @@ from avro_registry_sink.formats.canal_json import (
     find_table,
     load_message,
 )
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.typemap.mysql import INT_TYPES
 
 __all__ = ["convert_debezium_value", "events_from_debezium", "peek", "table_from_table_change"]
 
@@ -94,9 +95,6 @@ _CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 _BITS = "io.debezium.data.Bits"
 _INT_FIELD_TYPES = frozenset({"int8", "int16", "int32", "int64"})
-_INT_TYPES = frozenset(
-    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT, MySQLType.YEAR}
-)
 _BINARY_TIDB_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 _ISO = re.compile(
     r"(?P<date>-?\d{4,}-\d{2}-\d{2})[T ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?"
@@ -269,7 +267,7 @@ def convert_debezium_value(value: Any, col: ColumnDef | None = None, field: Mapp
             raw = base64.b64decode(str(value), validate=True)
             return int.from_bytes(raw, "little")  # Debezium's Bits are little-endian
         # integers
-        if ctype in _INT_TYPES or (ctype is None and ftype in _INT_FIELD_TYPES):
+        if ctype in INT_TYPES or (ctype is None and ftype in _INT_FIELD_TYPES):
             if name == _CONNECT_DECIMAL and isinstance(value, str):  # bigint.unsigned.handling.mode=precise
                 number = int(_decode_decimal(value, name, 0))
             elif isinstance(value, bool):

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, is_binary_column
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 

@@ -11,7 +11,7 @@ cached:
    driver, which applies the DDLs, describes new tables and registers the schemas.
 2. :func:`encode_changelog`: parse -> typed Arrow columns (:mod:`~avro_registry_sink.formats.changelog_arrow`)
    -> the columnar encoder (:func:`~avro_registry_sink.spark.stage.encode_typed`) -> records
-   (:data:`~avro_registry_sink.spark.sources.ENCODED_DDL`), with no JSON text or Python object per value in
+   (:data:`~avro_registry_sink.model.ENCODED_DDL`), with no JSON text or Python object per value in
    between. The messages the vectorized reader does not take (malformed ones, unknown tables, values of an
    unusual form) are read one by one with the per-message readers
    (:func:`~avro_registry_sink.spark.sources.peek_message`, :func:`~avro_registry_sink.spark.sources.parse_message`),
@@ -472,7 +472,7 @@ def _encoded_schema() -> pa.Schema:
 
 def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
     """The encode stage's error (source, reason, message, table...) as a complete dead-letter record."""
-    from avro_registry_sink.formats.dead_letter import dead_letter_json
+    from avro_registry_sink.model import dead_letter_json
     from avro_registry_sink.spark.sources import location_of
 
     record = json.loads(error)
@@ -487,7 +487,7 @@ def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
 
 def _finish(records: pa.RecordBatch, order_version: np.ndarray, order_file: pa.Array, order_line: np.ndarray,
             errors: pa.Array) -> pa.RecordBatch:
-    from avro_registry_sink.spark.stage import KAFKA_SCHEMA
+    from avro_registry_sink.model import KAFKA_SCHEMA
 
     return pa.RecordBatch.from_arrays(
         [*records.select(KAFKA_SCHEMA.names).columns, pa.array(order_version, pa.int64()), order_file,
@@ -560,7 +560,8 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                   excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
                   ) -> Iterator[pa.RecordBatch]:
     from avro_registry_sink.formats.changelog_arrow import canal_rows, debezium_rows
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
+    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed
 
     n = len(chunk.messages)
     pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
@@ -640,7 +641,7 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
                      plans: Mapping[tuple[str, str, int], Any], excluded: frozenset[tuple[str, str]] = frozenset(),
                      output: Any = None, *, strict: bool = False, shapes: Mapping[tuple[str, str], str] | None = None,
                      table_filter: Any = None, counts: Any = None) -> DataFrame:
-    """Executor pass 2 (see the module docs): the batch's messages -> :data:`~avro_registry_sink.spark.sources.ENCODED_DDL`.
+    """Executor pass 2 (see the module docs): the batch's messages -> :data:`~avro_registry_sink.model.ENCODED_DDL`.
 
     ``history`` holds each table's versions (a message is read with the newest version at or before its commit
     ts), ``plans`` the :class:`~avro_registry_sink.spark.stage.StagePlan` of every version the batch uses,
@@ -653,7 +654,7 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     (an accumulator of :class:`CountsParam`).
     """
     from avro_registry_sink.formats.changelog_arrow import TableVersions
-    from avro_registry_sink.spark.sources import ENCODED_DDL
+    from avro_registry_sink.model import ENCODED_DDL
     from avro_registry_sink.spark.tally import StageOutput
 
     fmt = spec.kind

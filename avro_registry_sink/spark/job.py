@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, CheckpointError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan, require_data_contracts
+from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
+from avro_registry_sink.model import DEFAULT_TOPIC_RULE, ENCODED_DDL, ORDER_COLUMNS, PlanKey
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
@@ -56,8 +57,6 @@ from avro_registry_sink.spark.packages import ivy_dir, kafka_package
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
-    ENCODED_DDL,
-    ORDER_COLUMNS,
     SourceSpec,
     changelog_stream,
     encode_storage_files,
@@ -78,7 +77,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BadInputBudgetExceeded",
-    "DEFAULT_TOPIC_RULE",
     "JobFailed",
     "JobOptions",
     "JobResult",
@@ -102,10 +100,6 @@ _TABLES = "tables"
 
 #: ``--on-missing-file``: what a storage data file that vanished before it was read does to its batch.
 ON_MISSING_FILE = ("report", "fail")
-
-#: One topic per table when neither a topic rule nor dispatchers nor a sink URI topic say otherwise.
-DEFAULT_TOPIC_RULE = "{schema}_{table}"
-
 
 
 class JobFailed(AvroSinkError):
@@ -854,7 +848,7 @@ class _BatchProcessor:
         """Dead-letter records for data files that vanished before they were read (deleted by TiCDC's
         ``file-cleanup-cron-spec``, a pruned bucket): their rows are unknown. Reported on their own; with
         ``--on-missing-file fail`` the batch fails instead."""
-        from avro_registry_sink.formats.dead_letter import dead_letter_record
+        from avro_registry_sink.model import dead_letter_record
 
         if not gone:
             return []
@@ -885,7 +879,7 @@ class _BatchProcessor:
 
         The stage sees parsed rows, not input bytes; the few rows it refuses get theirs here: from the
         batch's messages (changelogs), or from their data file's record at that line (storage)."""
-        from avro_registry_sink.formats.dead_letter import dead_letter_record
+        from avro_registry_sink.model import dead_letter_record
         from avro_registry_sink.spark.sources import location_of
 
         if all("raw_base64" in f for f in failed):

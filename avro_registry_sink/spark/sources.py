@@ -18,7 +18,7 @@ Streams (picked up by Spark structured streaming, offsets in the query's checkpo
 Per micro-batch the job turns the stream's rows into :data:`PARSED_DDL` rows on the executors with
 :func:`parse_storage_files` / :func:`parse_changelog`, whose closures hold only plain data (table
 definitions, options, the root path). Every row is either a change event (the
-:data:`~avro_registry_sink.changes.CHANGE_DDL` columns) or a bad line/message (``error``: JSON with the
+:data:`~avro_registry_sink.model.CHANGE_DDL` columns) or a bad line/message (``error``: JSON with the
 location and the reason), plus the order columns that keep per-key order in the output:
 ``order_version`` (storage: the version directory), ``order_file`` (storage: partition/date/file number;
 Kafka: topic/partition; files: the file), ``order_line`` (line or offset; a storage record encoded by
@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import ConfigError, SourceError
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
+from avro_registry_sink.model import ENCODED_DDL
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
@@ -53,11 +54,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.sources.storage import DataFile, StorageLayout
 
 __all__ = [
-    "ENCODED_DDL",
     "MESSAGES_DDL",
     "MISCONFIGURATION_REASON",
     "NOTE_REASON",
-    "ORDER_COLUMNS",
     "PARSED_DDL",
     "PEEKED_DDL",
     "SourceSpec",
@@ -82,7 +81,6 @@ PARSED_DDL = (
     "schema STRING, table STRING, table_version BIGINT, op STRING, commit_ts BIGINT, before STRING, "
     "after STRING, source STRING, order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
 )
-ORDER_COLUMNS = ("order_version", "order_file", "order_line")
 
 #: Raw changelog messages of a batch (Kafka records or lines of files).
 MESSAGES_DDL = "message STRING, source STRING, order_file STRING, order_line BIGINT, error STRING"
@@ -236,9 +234,9 @@ def location_of(source: str) -> dict[str, Any]:
 
 def _error_json(location: str, reason: str, message: str, *, fmt: str | None = None, raw: bytes | str | None = None,
                 table: str | None = None, **extra: Any) -> str:
-    """A dead-letter record (:mod:`~avro_registry_sink.formats.dead_letter`) as JSON; ``table`` may be
+    """A dead-letter record (:func:`~avro_registry_sink.model.dead_letter_record`) as JSON; ``table`` may be
     ``schema.table``."""
-    from avro_registry_sink.formats.dead_letter import dead_letter_json
+    from avro_registry_sink.model import dead_letter_json
 
     fields: dict[str, Any] = {**location_of(location), **{k: v for k, v in extra.items() if v is not None}}
     if table and "schema" not in fields and "." in table:
@@ -506,13 +504,6 @@ def parse_storage_files(
     return files_df.select("path", "content").mapInArrow(parse, PARSED_DDL)
 
 
-#: The one-pass storage stage's output: Kafka columns, order columns, ``error`` (dead-letter JSON).
-ENCODED_DDL = (
-    "topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
-    "commit_ts BIGINT, order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
-)
-
-
 def encode_storage_files(
     files_df: DataFrame,
     root: str | StorageURI,
@@ -546,8 +537,9 @@ def encode_storage_files(
 
         from avro_registry_sink.errors import EncodingError
         from avro_registry_sink.formats.csv import read_columns
+        from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
         from avro_registry_sink.sources.storage import StorageLayout
-        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, stage_for
+        from avro_registry_sink.spark.stage import encode_change_batch, stage_for
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -674,7 +666,8 @@ def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order:
 
     from avro_registry_sink.formats.canal_json import parse_canal_line
     from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
+    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed
 
     lines, numbers = _file_lines(content)
     key = (table.schema_name, table.table, table.version)
@@ -730,7 +723,7 @@ def input_ranks(files: Iterable[tuple[str, Any, tuple[int, str, int]]]) -> dict[
 def _arrow_schema_of_encoded() -> Any:
     import pyarrow as pa
 
-    from avro_registry_sink.spark.stage import KAFKA_SCHEMA
+    from avro_registry_sink.model import KAFKA_SCHEMA
 
     return KAFKA_SCHEMA.append(pa.field("order_version", pa.int64())).append(
         pa.field("order_file", pa.string())).append(pa.field("order_line", pa.int64())).append(

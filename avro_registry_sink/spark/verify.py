@@ -515,7 +515,8 @@ def _encode_parsed(parsed: DataFrame, plans: Mapping[Any, Any], output: Any) -> 
     passed through with their ``error`` (one pass: no second read of the input)."""
     import pyarrow as pa
 
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch
+    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
+    from avro_registry_sink.spark.stage import encode_change_batch
     from avro_registry_sink.spark.tally import StageOutput
 
     keep = ("order_version", "order_file", "order_line", "source")
@@ -1386,7 +1387,6 @@ def _expected_values(value_rows: list[tuple[dict[str, Any], str]], expected: Exp
         if isinstance(got, dict) and isinstance(entry["expected_value"], dict):
             entry["differs"] = sorted(k for k in set(got) | set(entry["expected_value"])
                                       if got.get(k) != entry["expected_value"].get(k))
-
 
 
 # --------------------------------------------------------------------------------------------------
