@@ -11,4 +11,21 @@ The dead-letter record that every format's refused input becomes is in :mod:`avr
 
 Every parser returns :class:`~avro_registry_sink.changes.ChangeEvent` values in TiCDC's text forms plus a
 :class:`~avro_registry_sink.errors.SourceError` per bad record (never one per file).
+
+Each format module registers its :class:`~.base.InputFormat` object in :data:`~.base.FORMATS` when it is
+imported (importing this package imports them all); find one with :func:`~.base.format_named` or
+:func:`~.base.format_for_extension`.
 """
+
+from avro_registry_sink.formats import canal_json, csv, debezium_json
+from avro_registry_sink.formats.base import (
+    FORMATS,
+    InputFormat,
+    format_for_extension,
+    format_for_file,
+    format_named,
+    register,
+)
+
+__all__ = ["FORMATS", "InputFormat", "canal_json", "csv", "debezium_json", "format_for_extension", "format_for_file",
+           "format_named", "register"]

@@ -50,14 +50,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.formats.base import InputFormat, register
 from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
 __all__ = [
+    "CSV",
     "LAYOUT_SETTINGS",
     "BinaryEncodingMethod",
     "CsvColumns",
+    "Csv",
     "CsvField",
     "CsvOptions",
     "CsvRecord",
@@ -886,3 +889,19 @@ def _pair_updates(batch: Any, codes: Any, ts: Any, is_update: Any, table: TableD
     lines = np.arange(1, n + 1, dtype=np.int64)
     lines[new] = lines[old]  # the change is located at its first row, as the reference does
     return batch.take(pa.array(rows)), codes[rows], ts[rows], lines[rows]
+
+
+class Csv(InputFormat):
+    """csv: TiCDC's storage-sink CSV data files (``.csv`` files of a storage tree)."""
+
+    name = "csv"
+    file_extension = "csv"
+    has_layout = True
+
+    def read_file(self, text: str, table: TableDef, options: CsvOptions | None, *, source: str,
+                  table_version: int) -> tuple[list[ChangeEvent], list[SourceError]]:
+        return parse_csv(text, table, options or DEFAULT_CSV_OPTIONS, source=source, table_version=table_version)
+
+
+#: The CSV format object (see :mod:`avro_registry_sink.formats.base`).
+CSV = register(Csv())

@@ -58,6 +58,7 @@ from typing import Any, Mapping
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.formats.base import InputFormat, register
 from avro_registry_sink.formats.canal_json import (
     DdlEvent,
     SourceEvent,
@@ -72,7 +73,7 @@ from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import INT_TYPES
 
-__all__ = ["convert_debezium_value", "events_from_debezium", "peek", "table_from_table_change"]
+__all__ = ["DEBEZIUM_JSON", "DebeziumJson", "convert_debezium_value", "events_from_debezium", "peek", "table_from_table_change"]
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -574,3 +575,28 @@ def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | Non
     if commit_ts is None:
         raise SourceError("debezium message has no source.commit_ts, source.ts_ms or ts_ms.", reason="no commit ts")
     return "dml", db, table, commit_ts
+
+
+class DebeziumJson(InputFormat):
+    """debezium-json: TiCDC's (and Debezium's) debezium-json message values, envelopes or bare payloads."""
+
+    name = "debezium-json"
+    is_changelog = True
+    has_tombstones = True
+
+    def peek(self, msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | None]:
+        return peek(msg)
+
+    def events(self, message: Any, *, source: str = "", table: TableDef | None = None,
+               tables: TableLookup | None = None, table_version: int | None = None) -> list[SourceEvent]:
+        """As :func:`events_from_debezium`: the table is looked up in ``tables`` by the message's own names."""
+        return events_from_debezium(message, tables=tables, source=source, table_version=table_version)
+
+    def arrow_rows(self, messages: Any, versions: Any) -> Any:
+        from avro_registry_sink.formats.changelog_arrow import debezium_rows
+
+        return debezium_rows(messages, versions)
+
+
+#: The debezium-json format object (see :mod:`avro_registry_sink.formats.base`).
+DEBEZIUM_JSON = register(DebeziumJson())

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, CheckpointError, ConfigError, NoHandleKey, SourceError
 from avro_registry_sink.failpoints import failpoint
+from avro_registry_sink.formats import format_for_extension, format_for_file, format_named
 from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
 from avro_registry_sink.model import DEFAULT_TOPIC_RULE, ENCODED_DDL, ORDER_COLUMNS, PlanKey
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
@@ -866,7 +867,7 @@ class _BatchProcessor:
                        "file-cleanup-cron-spec, or the store was pruned); its rows are unknown and were not "
                        "delivered. Restore it to deliver them.")
             out.append(dead_letter_record(
-                fmt=None if data_file is None else ("csv" if data_file.format == "csv" else "canal-json"),
+                fmt=None if data_file is None else format_for_extension(data_file.format).name,
                 source=relpath, file=relpath, reason="missing file", message=message,
                 schema=None if data_file is None else data_file.schema,
                 table=None if data_file is None else data_file.table,
@@ -902,7 +903,7 @@ class _BatchProcessor:
             source = str(record.get("source"))
             where = location_of(source)
             file = where.get("file") or ""
-            kind = fmt if self.layout is None else ("csv" if file.endswith(".csv") else "canal-json")
+            kind = fmt if self.layout is None else format_for_file(file).name
             fields = {k: v for k, v in record.items() if k not in ("source", "reason", "message")}
             fields.update(where)
             out.append(dead_letter_record(fmt=kind, source=source, reason=str(record.get("reason")),
@@ -1051,8 +1052,7 @@ class _BatchProcessor:
         """The batch's messages summarized (tables, column sets, commit-ts ranges, DDLs: one light executor
         pass), the catalog brought up to date and the schemas registered on the driver, then parsed and encoded
         in one executor pass (``spark.changelog_stage``); nothing is cached."""
-        from avro_registry_sink.formats.canal_json import DdlEvent, events_from_canal
-        from avro_registry_sink.formats.debezium_json import events_from_debezium
+        from avro_registry_sink.formats.canal_json import DdlEvent
         from avro_registry_sink.spark.changelog_stage import encode_changelog, summarize_changelog
 
         assert self.catalog is not None
@@ -1086,8 +1086,7 @@ class _BatchProcessor:
         changed = False
         for row in ddl_rows:  # in commit order: each starts a new version
             try:
-                got = (events_from_canal if fmt == "canal-json" else events_from_debezium)(
-                    row["message"], source=row["source"])
+                got = format_named(fmt).events(row["message"], source=row["source"])
                 for event in got:
                     if isinstance(event, DdlEvent):
                         self.sources.note_ddl(event)
@@ -1143,7 +1142,7 @@ class _BatchProcessor:
         history = self.catalog.history(known)
         plans = dict(self._changelog_plans)
         shapes = {}
-        if spec.kind == "canal-json":
+        if format_named(spec.kind).carries_types:
             for key in known:
                 latest = self.catalog.latest(*key)
                 if key not in self.hints and latest is not None:
@@ -1191,7 +1190,7 @@ class _BatchProcessor:
         self._summary = (batch_id, summary)
         assert self.catalog is not None
         selection = self.manager.selection
-        canal = self.options.source.kind == "canal-json"
+        canal = format_named(self.options.source.kind).carries_types
         for row in summary.ddls:
             if row["schema"] is None or row["table"] is None or selection.admits(row["schema"], row["table"]):
                 return True

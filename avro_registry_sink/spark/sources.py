@@ -91,7 +91,6 @@ PEEKED_DDL = (
     "table STRING, commit_ts BIGINT, error STRING, shape STRING"
 )
 
-_FORMATS = ("canal-json", "debezium-json")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,8 +181,10 @@ def parse_source(text: str, sink: Any = None) -> SourceSpec:
         return _file_source("storage", f"file://{path}{query}")
     if scheme in STORE_OF_SCHEME:
         return _file_source("storage", text)
+    from avro_registry_sink.formats import FORMATS
+
     kind, _, transport = scheme.partition("+")
-    if kind not in _FORMATS or (transport != "kafka" and transport not in STORE_OF_SCHEME):
+    if kind not in FORMATS or not FORMATS[kind].is_changelog or (transport != "kafka" and transport not in STORE_OF_SCHEME):
         raise ConfigError(
             f"Invalid source {redact_url(text)!r}: expected a TiCDC storage-sink directory (a path, storage:///dir, file:///dir, "
             "s3://bucket/prefix?endpoint=..., gcs://, azure://, s3a://, gs://, abfss://, hdfs://), "
@@ -431,12 +432,14 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
 
     ``fast`` (optional) gets the file's resolved CSV settings first and returns true when it took the
     whole file itself (the vectorized path); then only the note rows come from here."""
+    from avro_registry_sink.formats import format_for_extension
     from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvSettingsError, decode_text, resolve_layout
     from avro_registry_sink.sources.storage import read_data_file
 
+    file_format = format_for_extension(data_file.format)
     file_options = options
     try:
-        if data_file.format == "csv":
+        if file_format.has_layout:
             file_options, note = resolve_layout(decode_text(content), table, options or DEFAULT_CSV_OPTIONS,
                                                 explicit=explicit, source=relpath)
             if note:
@@ -452,7 +455,7 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
     except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
         events, errors = [], [SourceError(f"{relpath}: cannot be read: {type(exc).__name__}: {exc}", source=relpath,
                                           line=0, reason=f"{type(exc).__name__}: {exc}", raw=content)]
-    fmt = "csv" if data_file.format == "csv" else "canal-json"
+    fmt = file_format.name
     for event in events:
         for part in split_key_change(event, table):
             yield _event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
@@ -536,6 +539,7 @@ def encode_storage_files(
         import pyarrow as pa
 
         from avro_registry_sink.errors import EncodingError
+        from avro_registry_sink.formats import format_for_extension
         from avro_registry_sink.formats.csv import read_columns
         from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
         from avro_registry_sink.sources.storage import StorageLayout
@@ -589,7 +593,7 @@ def encode_storage_files(
                     return True
 
                 data_file = _data_file(layout, relpath)
-                if data_file is not None and data_file.format != "csv":
+                if data_file is not None and format_for_extension(data_file.format).is_changelog:
                     yield from _canal_file(relpath, content, table, plan, order, rank, finish, plans)
                     continue
                 rows = list(_storage_file_rows(relpath, content, table, order, data_file, csv_options, explicit, fast))
@@ -871,35 +875,30 @@ def _unwrap_dump(msg: Mapping[str, Any], fmt: str, source: str) -> tuple[Any, st
     )
 
 
-def _shape(msg: Mapping[str, Any]) -> str | None:
-    types = msg.get("mysqlType")
-    return ",".join(sorted(str(k).lower() for k in types)) if isinstance(types, Mapping) and types else None
-
-
 def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str | None, str | None, int | None, str | None,
                                                                  str | None, str | None]:
     """What one changelog message is, the per-message way: ``(kind, schema, table, commit_ts, message, error,
     shape)`` with kind ``dml``/``ddl``/``watermark``/``skip``/``error`` (``message``: the JSON text, a saved
     Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: see :func:`peek_changelog`)."""
-    from avro_registry_sink.formats import canal_json, debezium_json
+    from avro_registry_sink.formats import format_named
 
+    input_format = format_named(fmt)
     if message is None or not message.strip():
-        if fmt == "debezium-json":
+        if input_format.has_tombstones:
             return "skip", None, None, None, message, None, None
         return "error", None, None, None, message, _error_json(source, "empty message",
                                                                   f"{source}: empty canal-json message."), None
-    peek = canal_json.peek if fmt == "canal-json" else debezium_json.peek
     try:
         msg = json.loads(message)
         if isinstance(msg, Mapping):
             msg, text = _unwrap_dump(msg, fmt, source)
             message = text if text is not None else message
-        if msg is None and fmt == "debezium-json":  # Debezium's tombstone after a delete
+        if msg is None and input_format.has_tombstones:  # Debezium's tombstone after a delete
             return "skip", None, None, None, message, None, None
         if not isinstance(msg, Mapping):
             raise SourceError("expected a JSON object.", reason="not an object")
-        kind, schema, table, commit_ts = peek(msg)
-        shape = _shape(msg) if fmt == "canal-json" and kind == "dml" else None
+        kind, schema, table, commit_ts = input_format.peek(msg)
+        shape = input_format.shape(msg) if kind == "dml" else None
         return kind, schema, table, commit_ts, message, None, shape
     except Exception as exc:  # noqa: BLE001 - reported as bad input, never fails the batch
         if isinstance(exc, SourceError):
@@ -943,8 +942,7 @@ def parse_message(message: str, source: str, fmt: str, schema: str, table_name: 
                   ) -> Iterator[tuple[Any, ...]]:
     """One DML message (as :func:`peek_message` saw it) -> :data:`PARSED_DDL` rows, the per-message way: its
     change rows (an UPDATE of the key split in two), or one error row."""
-    from avro_registry_sink.formats.canal_json import events_from_canal
-    from avro_registry_sink.formats.debezium_json import events_from_debezium
+    from avro_registry_sink.formats import format_named
 
     versions = history.get((schema, table_name))
     if not versions:
@@ -957,10 +955,7 @@ def parse_message(message: str, source: str, fmt: str, schema: str, table_name: 
         return
     table = pick_version(versions, commit_ts)
     try:
-        if fmt == "canal-json":
-            got = events_from_canal(message, table=table, table_version=table.version, source=source)
-        else:
-            got = events_from_debezium(message, tables={(schema, table_name): table},
+        got = format_named(fmt).events(message, table=table, tables={(schema, table_name): table},
                                        table_version=table.version, source=source)
     except SourceError as exc:
         yield _error_row(source_error_json(exc, fmt=fmt, raw=message, schema=schema, table=table_name,
@@ -1007,10 +1002,9 @@ def parse_changelog(
 
 
 def infer_table(fmt: str, message: str, source: str, previous: TableDef | None = None) -> TableDef | None:
-    """A best-effort definition from one DML message (canal-json only: ``mysqlType``/``pkNames``);
-    ``previous`` (the version known so far) keeps what the message cannot say for unchanged columns."""
-    if fmt != "canal-json":
-        return None
-    from avro_registry_sink.formats.canal_json import derive_table
+    """A best-effort definition from one DML message (formats that carry types: canal-json's
+    ``mysqlType``/``pkNames``); ``previous`` (the version known so far) keeps what the message cannot say
+    for unchanged columns."""
+    from avro_registry_sink.formats import format_named
 
-    return derive_table(message, source, previous=previous)
+    return format_named(fmt).derive_table(message, source, previous=previous)
