@@ -15,7 +15,8 @@ Everything here is plain data that every layer may import (it imports only :mod:
   - :data:`MESSAGE_OVERHEAD` - TiCDC's allowance per Kafka message on top of key and value;
 
 * the dead-letter record (:data:`DEAD_LETTER_FIELDS`, :func:`dead_letter_record`, :func:`dead_letter_json`):
-  one bad input row or message, on its own, with what a replay needs.
+  one bad input row or message, on its own, with what a replay needs; :class:`RefusalReason`, the
+  reasons that steer the driver (:func:`refusal_reason` reads one from a record).
 
 Every place that sets input aside (the parse stages, the encode stage, the driver's checks) builds its
 dead-letter record with :func:`dead_letter_record`, so the fields are the same everywhere::
@@ -33,8 +34,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from enum import Enum
-from typing import Any
+from enum import Enum, StrEnum
+from typing import Any, Mapping
 
 import pyarrow as pa
 
@@ -60,8 +61,10 @@ __all__ = [
     "OVERSIZE_ADVICE",
     "Op",
     "PlanKey",
+    "RefusalReason",
     "dead_letter_json",
     "dead_letter_record",
+    "refusal_reason",
 ]
 
 
@@ -224,3 +227,31 @@ def dead_letter_record(
 def dead_letter_json(**fields: Any) -> str:
     """:func:`dead_letter_record` as one line of JSON (what executors hand to the driver)."""
     return json.dumps(dead_letter_record(**fields), ensure_ascii=False, default=str)
+
+
+class RefusalReason(StrEnum):
+    """The ``reason`` of a refused row that tells the driver what to do with it (any other reason, free
+    text from the parser or encoder, makes an ordinary dead letter).
+
+    The records still travel from executors as JSON text; these are the values the driver acts on.
+    """
+
+    #: Not a refused row: what a stage detected (a CSV layout read from the file), reported, not dead-lettered.
+    NOTE = "note"
+    #: The input does not match the settings (CSV layout, a missing table definition): the batch fails.
+    MISCONFIGURATION = "misconfiguration"
+    #: A data file vanished before it was read: its rows are unknown.
+    MISSING_FILE = "missing file"
+
+
+def refusal_reason(record: Mapping[str, Any]) -> RefusalReason | None:
+    """The :class:`RefusalReason` of a dead-letter record (decoded JSON), or ``None`` for an ordinary one.
+
+    >>> refusal_reason({"reason": "note"}), refusal_reason({"reason": "bad integer"}), refusal_reason({})
+    (<RefusalReason.NOTE: 'note'>, None, None)
+    """
+    reason = record.get("reason")
+    try:
+        return RefusalReason(reason) if isinstance(reason, str) else None
+    except ValueError:
+        return None

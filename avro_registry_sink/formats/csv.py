@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats.base import InputFormat, register
-from avro_registry_sink.model import Op
+from avro_registry_sink.model import Op, RefusalReason
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
@@ -459,7 +459,7 @@ def resolve_layout(
             + ", ".join(f"{name}={_setting_text(changes[name][1])}" for name in wrong)
             + f" (detected from {'its header' if header is not None else 'its first rows'}). Change the setting "
             f"({fix}, or [sink.csv] in the settings file) and rerun: nothing of this batch was committed.",
-            source=source, line=records[0].line if records else 1, reason="misconfiguration",
+            source=source, line=records[0].line if records else 1, reason=RefusalReason.MISCONFIGURATION,
             setting=wrong[0],
         )
     resolved = options.model_copy(update={field: value for field, value in changes.values()})

@@ -48,7 +48,14 @@ from avro_registry_sink.errors import AvroSinkError, CheckpointError, ConfigErro
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.formats import format_for_extension, format_for_file, format_named
 from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
-from avro_registry_sink.model import DEFAULT_TOPIC_RULE, ENCODED_DDL, ORDER_COLUMNS, PlanKey
+from avro_registry_sink.model import (
+    DEFAULT_TOPIC_RULE,
+    ENCODED_DDL,
+    ORDER_COLUMNS,
+    PlanKey,
+    RefusalReason,
+    refusal_reason,
+)
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
@@ -367,15 +374,13 @@ class BadInputBudgetExceeded(AvroSinkError):
 
 def _check_parsed(errors: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Split the parse stage's rows into dead letters and notes; a misconfiguration fails the batch."""
-    from avro_registry_sink.spark.sources import MISCONFIGURATION_REASON, NOTE_REASON
-
-    wrong = [e for e in errors if e.get("reason") == MISCONFIGURATION_REASON]
+    wrong = [e for e in errors if refusal_reason(e) is RefusalReason.MISCONFIGURATION]
     if wrong:
         setting = wrong[0].get("setting") or "source"
         raise ConfigError(wrong[0]["message"] + (f" ({len(wrong)} such rows or files)" if len(wrong) > 1 else ""),
                           option=setting if setting in ("tables", "source") else "csv", value=setting)
-    notes = sorted({e["message"] for e in errors if e.get("reason") == NOTE_REASON})
-    return [e for e in errors if e.get("reason") != NOTE_REASON], notes
+    notes = sorted({e["message"] for e in errors if refusal_reason(e) is RefusalReason.NOTE})
+    return [e for e in errors if refusal_reason(e) is not RefusalReason.NOTE], notes
 
 
 def _check_budget(options: JobOptions, errors: list[dict[str, Any]], delivered: int) -> None:
@@ -676,7 +681,7 @@ class _BatchProcessor:
         from pyspark.sql import functions as F
 
         self._verdict_topics = sorted({plan.route.topic for plan in plans.values()})
-        misconfigured = F.get_json_object("error", "$.reason") == "misconfiguration"
+        misconfigured = F.get_json_object("error", "$.reason") == RefusalReason.MISCONFIGURATION.value
         return encoded.filter(F.col("error").isNull() | misconfigured)
 
     def _verdict_everywhere(self, records: DataFrame) -> DataFrame:
@@ -868,7 +873,7 @@ class _BatchProcessor:
                        "delivered. Restore it to deliver them.")
             out.append(dead_letter_record(
                 fmt=None if data_file is None else format_for_extension(data_file.format).name,
-                source=relpath, file=relpath, reason="missing file", message=message,
+                source=relpath, file=relpath, reason=RefusalReason.MISSING_FILE, message=message,
                 schema=None if data_file is None else data_file.schema,
                 table=None if data_file is None else data_file.table,
                 table_version=None if data_file is None else data_file.version, rows="unknown"))

@@ -41,7 +41,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import ConfigError, SourceError
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
-from avro_registry_sink.model import ENCODED_DDL
+from avro_registry_sink.model import ENCODED_DDL, RefusalReason
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
@@ -55,8 +55,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "MESSAGES_DDL",
-    "MISCONFIGURATION_REASON",
-    "NOTE_REASON",
     "PARSED_DDL",
     "PEEKED_DDL",
     "SourceSpec",
@@ -420,9 +418,6 @@ def resolve_storage_files(
     return StorageFiles(files=files, tables=tables, errors=errors, numbers=numbers, held=held, broken=broken)
 
 
-#: Reasons of rows the driver does not dead-letter: a note (what was detected) or a batch-stopping error.
-NOTE_REASON = "note"
-MISCONFIGURATION_REASON = "misconfiguration"
 
 
 def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tuple[int, str, int],
@@ -443,7 +438,7 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
             file_options, note = resolve_layout(decode_text(content), table, options or DEFAULT_CSV_OPTIONS,
                                                 explicit=explicit, source=relpath)
             if note:
-                yield _error_row(_error_json(relpath, NOTE_REASON, f"{relpath}: {note}", fmt="csv"),
+                yield _error_row(_error_json(relpath, RefusalReason.NOTE, f"{relpath}: {note}", fmt="csv"),
                                  (order[0], order[1], 0), table.schema_name, table.table, relpath)
             if fast is not None and fast(file_options):
                 return
@@ -478,8 +473,8 @@ def parse_storage_files(
     Files are read from the bytes Spark hands over (never opened by path here). CSV files are parsed
     with the layout :func:`~avro_registry_sink.formats.csv.resolve_layout` finds (``explicit`` names the
     settings the user gave: those win, and a file that contradicts them gives a
-    :data:`MISCONFIGURATION_REASON` row that fails the batch); what was detected comes as a
-    :data:`NOTE_REASON` row.
+    :attr:`~avro_registry_sink.model.RefusalReason.MISCONFIGURATION` row that fails the batch); what was
+    detected comes as a :attr:`~avro_registry_sink.model.RefusalReason.NOTE` row.
     """
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     tables = dict(files.tables)
@@ -846,7 +841,7 @@ def _unwrap_dump(msg: Mapping[str, Any], fmt: str, source: str) -> tuple[Any, st
     """A saved Kafka message -> (its value decoded, the value's JSON text); anything else unchanged.
 
     The value may be the JSON itself, JSON text, or base64 of JSON text. A dump whose value is none of
-    these raises a :data:`MISCONFIGURATION_REASON` error: the whole file is in a form this reader cannot
+    these raises a :attr:`~avro_registry_sink.model.RefusalReason.MISCONFIGURATION` error: the whole file is in a form this reader cannot
     take, which retrying row by row would not fix."""
     if "value" not in msg or not set(msg) <= _DUMP_KEYS:
         return msg, None
@@ -871,7 +866,7 @@ def _unwrap_dump(msg: Mapping[str, Any], fmt: str, source: str) -> tuple[Any, st
         f"{source}: this looks like a saved Kafka message ({{\"key\": ..., \"value\": ...}} per line), but its value "
         f"{shown} is neither a {fmt} JSON object, JSON text, nor base64 of JSON text. Expected one {fmt} message "
         "per line, or Kafka dumps whose value is one of those (e.g. kcat -J, or -e -o beginning -f '%s\\n').",
-        reason=MISCONFIGURATION_REASON,
+        reason=RefusalReason.MISCONFIGURATION,
     )
 
 

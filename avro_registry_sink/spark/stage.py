@@ -48,6 +48,7 @@ from avro_registry_sink.model import (
     MESSAGE_OVERHEAD,
     OVERSIZE_ADVICE,
     PlanKey,
+    RefusalReason,
 )
 from avro_registry_sink.routing import Route
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
@@ -818,7 +819,7 @@ def _with_errors(out: pa.RecordBatch, bad: Mapping[int, EncodingError], plan: St
         context = exc.context
         reason, message = str(context.get("reason") or "cannot encode"), exc.message
         if context.get("missing_definition"):  # every such row fails alike: a configuration problem
-            reason = "misconfiguration"
+            reason = RefusalReason.MISCONFIGURATION
             message += (f" The input does not carry the {context['missing_definition']} of {table.qualified_name}: "
                         "give its CREATE TABLE with --tables and rerun (nothing of this batch was committed).")
         errors[i] = json.dumps({

@@ -1125,7 +1125,7 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
 
 def _fill(report: VerifyReport, summary: list[Any], topic_tables: Mapping[str, str], expected: Expected,
           letters: DeadLetters, errors: list[dict[str, Any]]) -> None:
-    from avro_registry_sink.spark.sources import MISCONFIGURATION_REASON, NOTE_REASON
+    from avro_registry_sink.model import RefusalReason, refusal_reason
 
     for row in summary:
         name = topic_tables.get(row["topic"], f"topic {row['topic']}")
@@ -1142,15 +1142,15 @@ def _fill(report: VerifyReport, summary: list[Any], topic_tables: Mapping[str, s
         report.table(name)["unread"] += n
     for record in letters.records:
         counts = report.table(_table_of_letter(record))
-        if record.get("reason") == "missing file":
+        if refusal_reason(record) is RefusalReason.MISSING_FILE:
             counts["missing_files"] += 1
         else:
             counts["dead_lettered"] += 1
-    wrong = [e for e in errors if e.get("reason") == MISCONFIGURATION_REASON]
+    wrong = [e for e in errors if refusal_reason(e) is RefusalReason.MISCONFIGURATION]
     if wrong:
         raise VerifyError(f"The source does not read with these settings: {wrong[0].get('message')} Give verify the "
                           "run's own options (--csv, --tables, --config).")
-    lost = [e for e in errors if e.get("reason") != NOTE_REASON and not expected.error_matches(e, letters)]
+    lost = [e for e in errors if refusal_reason(e) is not RefusalReason.NOTE and not expected.error_matches(e, letters)]
     for error in lost:  # bad input the run neither delivered nor set aside
         name = f"{error['schema']}.{error['table']}" if error.get("schema") and error.get("table") else "?"
         report.table(name)["missing"] += 1
