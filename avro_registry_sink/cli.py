@@ -361,7 +361,8 @@ def encode(
     from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_SCHEMA, Op
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.stage import StagePlan, encode_change_batch
+    from avro_registry_sink.spark.plan import StagePlan
+    from avro_registry_sink.spark.stage import encode_change_batch
 
     try:
         cfg = ticdc.sink_config(registry)

@@ -834,6 +834,6 @@ class TransactionalWriter:
 
 
 def _stream(batch_id: int) -> str:
-    from avro_registry_sink.spark.replay import REPLAY_BATCH_BASE
+    from avro_registry_sink.model import REPLAY_BATCH_BASE
 
     return REPLAY if batch_id >= REPLAY_BATCH_BASE else RUN

@@ -61,6 +61,7 @@ __all__ = [
     "OVERSIZE_ADVICE",
     "Op",
     "PlanKey",
+    "REPLAY_BATCH_BASE",
     "RefusalReason",
     "dead_letter_json",
     "dead_letter_record",
@@ -112,6 +113,10 @@ PlanKey = tuple[str, str, int]
 
 #: One topic per table when neither a topic rule nor dispatchers nor a sink URI topic say otherwise.
 DEFAULT_TOPIC_RULE = "{schema}_{table}"
+
+#: Output batch ids of replays start here (above any micro-batch id a job reaches), so a replay's files in
+#: the file sink never replace a micro-batch's, and a replay's batches count as committed.
+REPLAY_BATCH_BASE = 9_000_000_000
 
 
 # --------------------------------------------------------------------------------------------------

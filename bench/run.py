@@ -509,6 +509,7 @@ def bench_spark(ctx: Context) -> Section:
     section = Section("Spark encoding stage, cached input, noop sink (both cores)")
     warnings.simplefilter("ignore", FutureWarning)
     from avro_registry_sink.spark import stage as stage_module
+    from avro_registry_sink.spark.plan import StagePlan
 
     n = min(ctx.rows, 200_000 if ctx.quick else 1_000_000)
     spark = bench_session()
@@ -517,7 +518,7 @@ def bench_spark(ctx: Context) -> Section:
     plan = plan_for(table)
     route = Route(schema="bench", table="orders", topic="bench_orders", key_subject="bench_orders-key",
                   value_subject="bench_orders-value")
-    stage_plan = stage_module.StagePlan(plan, "bench_orders", 6, route)
+    stage_plan = StagePlan(plan, "bench_orders", 6, route)
     df = _spark_frame(spark, reference_data(ctx, n), work)
     frames = [df]
     try:

@@ -327,7 +327,7 @@ def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
 
 def _stage_plans(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, int],
                  max_message_bytes: int = 0) -> dict[PlanKey, Any]:
-    from avro_registry_sink.spark.stage import StagePlan
+    from avro_registry_sink.spark.plan import StagePlan
 
     return {
         key: StagePlan(encoding=plan.encoding, topic=plan.route.topic, partitions=partitions[plan.route.topic],

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-    from avro_registry_sink.spark.stage import StagePlan
+    from avro_registry_sink.spark.plan import StagePlan
 
 __all__ = ["ensure_spark_avro", "has_spark_avro", "jvm_encode_table", "jvm_stage_gap"]
 

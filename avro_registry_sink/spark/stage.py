@@ -20,7 +20,7 @@ vectorized: CRC-32 of the route's schema, table and key texts (see :func:`partit
 
 A row whose table version has no plan, or that cannot be encoded, fails the batch: the error names
 ``schema.table``, the version, the column and the row's ``source``. Executors receive only plain data
-(:class:`StagePlan`); encoders are built lazily in the Python workers and cached by plan.
+(:class:`~avro_registry_sink.spark.plan.StagePlan`); encoders are built lazily in the Python workers and cached by plan.
 
 >>> # out = encode_changes(changes_df, {("shop", "orders", 3): StagePlan(plan, "shop_orders", 6, route)})
 >>> # out.write.format("kafka")...
@@ -29,7 +29,6 @@ A row whose table version has no plan, or that cannot be encoded, fails the batc
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -38,7 +37,6 @@ import pyarrow.compute as pc
 
 from avro_registry_sink.columnar import ColumnarEncoder, decode_base64, parse_ops
 from avro_registry_sink.config import PartitionStrategy
-from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.errors import AvroSinkError, ConfigError, EncodingError
 from avro_registry_sink.model import (
     HEADERS_TYPE,
@@ -51,13 +49,13 @@ from avro_registry_sink.model import (
     RefusalReason,
 )
 from avro_registry_sink.routing import Route
+from avro_registry_sink.spark.plan import StagePlan
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "StagePlan",
     "encode_change_batch",
     "encode_changes",
     "encode_table",
@@ -76,22 +74,6 @@ def oversize_reason(size: int, limit: int) -> str | None:
     if not limit or size <= limit:
         return None
     return f"message too large: {size} bytes (key + value + {MESSAGE_OVERHEAD}) > max-message-bytes {limit}; {OVERSIZE_ADVICE}"
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """What the stage needs for one table version: encoding plan, topic, partition count and route."""
-
-    encoding: EncodingPlan
-    topic: str
-    partitions: int
-    route: Route
-    max_message_bytes: int = 0  # TiCDC's check: key + value + 36 must not exceed it; 0 = no check
-
-    @property
-    def key(self) -> PlanKey:
-        t = self.encoding.table
-        return (t.schema_name, t.table, t.version)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -499,7 +481,16 @@ def _row_error(exc: BaseException, plan: StagePlan, version: int, source: str | 
 # encode_table
 
 
-#: ``engine`` values of :func:`encode_table`.
+#: ``engine`` values of :func:`encode_table`: the one engine table.
+#:
+#: * ``arrow`` - the columnar encoder in ``mapInArrow`` (this module): the product's engine. The streaming
+#:   job (``run``), ``verify``, replay and the changelog/storage one-pass stages encode only with it: their
+#:   input is change rows of many tables and versions, or raw messages, which the JVM stage does not take.
+#: * ``jvm`` - Spark's own ``to_avro`` and SQL (:mod:`~avro_registry_sink.spark.jvm_stage`): the same bytes
+#:   (``tests/spark/test_jvm_stage.py``), faster for one table's typed DataFrame, where the rows need not
+#:   travel to a Python worker; offered by :func:`encode_table` (the notebook API) only.
+#: * ``auto`` - ``jvm`` where it has an exact conversion for every column (:func:`~.jvm_stage.jvm_stage_gap`),
+#:   else ``arrow``.
 ENGINES = ("auto", "jvm", "arrow")
 
 
@@ -588,7 +579,7 @@ def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: S
                    isolate: bool = False, output: Any = None) -> DataFrame:
     """Encode a change DataFrame (:data:`~avro_registry_sink.model.CHANGE_DDL`) into Kafka records.
 
-    ``plans`` maps ``(schema, table, table_version)`` to the :class:`StagePlan` of that version. Output
+    ``plans`` maps ``(schema, table, table_version)`` to the :class:`~avro_registry_sink.spark.plan.StagePlan` of that version. Output
     rows keep the input order within each partition; ``keep`` names input columns passed through after
     the Kafka columns (for instance ordering columns). With ``isolate`` rows that cannot be encoded come out
     with null key and value and the reason in an ``error`` column (see :func:`encode_change_batch`)

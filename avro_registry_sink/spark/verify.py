@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
+from avro_registry_sink.model import REPLAY_BATCH_BASE
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
 
@@ -76,8 +77,6 @@ PENDING = ("held_files", "unread", "missing_files")
 #: The schema id expected records carry when the registry does not hold their schema (ids start at 1).
 NOT_REGISTERED = 0
 
-#: Output batch ids of replays (``spark.replay.REPLAY_BATCH_BASE``): always committed.
-_REPLAY_BATCH_BASE = 9_000_000_000
 _LINE_MASK = (1 << 40) - 1  # sources.LINE_BITS
 _BATCH_FILE = re.compile(r"batch-(?P<batch>\d+)-part-(?P<part>\d+)\.jsonl")
 _DEFAULT_SAMPLE = 20
@@ -758,7 +757,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
         batch = int(m.group("batch"))
         if batch in staged:
             continue
-        if batch < _REPLAY_BATCH_BASE and (committed_batch is None or batch > committed_batch):
+        if batch < REPLAY_BATCH_BASE and (committed_batch is None or batch > committed_batch):
             later[batch] = later.get(batch, 0) + 1
             continue
         files.append(relpath)

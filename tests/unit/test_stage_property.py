@@ -20,7 +20,8 @@ from avro_registry_sink.encoder import RowEncoder
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing import Route
-from avro_registry_sink.spark.stage import StagePlan, encode_change_batch
+from avro_registry_sink.spark.plan import StagePlan
+from avro_registry_sink.spark.stage import encode_change_batch
 from tests.unit.test_columnar import scenarios
 
 
