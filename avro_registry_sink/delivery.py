@@ -71,6 +71,7 @@ __all__ = [
     "STATE_FILE",
     "Token",
     "TransactionalWriter",
+    "fused_writer",
     "query_of",
     "resolved_key",
     "resolved_record",
@@ -419,6 +420,40 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
     return write
 
 
+def fused_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """:func:`slice_writer` for the encode stage's own output (the storage stage's columns, with ``error``), when
+    each topic's rows come from one data file read whole by one task: the task that encodes a file writes its
+    rows, in their order, with no shuffle or sort and no second trip through the JVM. Rows of the Kafka
+    partitions committed before are left out, rows set aside (dead letters, counted by the tally) too; a
+    misconfiguration row stays, as the verdict that aborts the slice."""
+    committed = {(t, p) for t, ps in (spec.get("committed") or {}).items() for p in ps}
+    write = slice_writer(spec)
+    columns = ("topic", "partition", "key", "value", "headers", "commit_ts", "order_file", "error")
+
+    def records(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for batch in batches:
+            n = batch.num_rows
+            if n == 0:
+                continue
+            batch = batch.select(list(columns))
+            error = batch.column("error")
+            if error.null_count < n:
+                verdict = [text is not None and json.loads(text).get("reason") == "misconfiguration"
+                           for text in error.to_pylist()]
+                batch = batch.filter(pc.or_(pc.is_null(error), pa.array(verdict)))
+            if committed and batch.num_rows:
+                keep = pa.array([(t, p) not in committed for t, p in zip(batch.column("topic").to_pylist(),
+                                                                          batch.column("partition").to_pylist())])
+                batch = batch.filter(pc.or_(keep, pc.is_valid(batch.column("error"))))
+            if batch.num_rows:
+                yield batch
+
+    return lambda batches: write(records(batches))
+
+
 class _SliceStart:
     """A slice's transactional producer, initialised, and whether an earlier attempt of its task committed the
     slice (its token), made in a thread started with the task."""
@@ -654,6 +689,7 @@ class TransactionalWriter:
             self.query = str(state["query"])
             self._writers = {s: int(n) for s, n in state.get("writers", {}).items()}
             self._ensure_topic()
+            self._resolved_producer()
             self._abort(self._writers)
             failpoint("eos.after-abort")
             prefix = self.query + "/"
@@ -759,24 +795,36 @@ class TransactionalWriter:
         starts, so that the next run aborts whatever this one leaves open); ``tables``: topic -> table."""
         from pyspark.sql import functions as F
 
-        self.start()
-        assert self.query is not None
-        stream = _stream(batch_id)
-        if slices is not None and slices > self._writers.get(stream, 0):
-            self._writers[stream] = slices
-            self._save_state()
-        committed = self.committed(batch_id)
+        spec = self.spec(batch_id, slices)
+        committed = spec["committed"]
         if committed:
             done = [f"{t}\x00{p}" for t, ps in committed.items() for p in ps]
             records = records.filter(~F.concat_ws("\x00", "topic", F.col("partition").cast("string")).isin(done))
         columns = ["topic", "partition", "key", "value", "headers", "commit_ts", "order_file"]
         if "error" in records.columns:
             columns.append("error")
-        spec = {"producer": self.producer_conf, "consumer": self.consumer_conf, "query": self.query,
+        results = records.select(*columns).mapInArrow(slice_writer(spec), RESULT_DDL)
+        self.finish(results, batch_id, check=check, tables=tables)
+
+    def spec(self, batch_id: int, slices: int | None = None) -> dict[str, Any]:
+        """What the slice writers of ``batch_id`` get (plain data); the writer ids up to ``slices`` recorded first."""
+        self.start()
+        assert self.query is not None
+        stream = _stream(batch_id)
+        if slices is not None and slices > self._writers.get(stream, 0):
+            self._writers[stream] = slices
+            self._save_state()
+        return {"producer": self.producer_conf, "consumer": self.consumer_conf, "query": self.query,
                 "stream": stream, "batch": batch_id, "control_topic": self.control_topic,
-                "start_offset": self._end_offset(), "committed": committed, "input_chars": self.input_chars,
-                "timeout": self.timeout}
-        results = records.select(*columns).mapInArrow(slice_writer(spec), RESULT_DDL).collect()
+                "start_offset": self._end_offset(), "committed": self.committed(batch_id),
+                "input_chars": self.input_chars, "timeout": self.timeout}
+
+    def finish(self, results: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
+               tables: Mapping[str, str] | None = None) -> None:
+        """Run the slice writers (``results``: their :data:`RESULT_DDL` rows, which Spark computes now), then
+        ``check`` (the batch's verdict), then the batch's resolved record."""
+        stream = _stream(batch_id)
+        results = results.collect()
         tokens = self._tokens.setdefault((stream, batch_id), {})
         refused = []
         for row in results:
@@ -814,17 +862,23 @@ class TransactionalWriter:
         record = resolved_record(self.query or "", max(batch_id, self._resolved_batch), self._inputs)
         self.resolved = dict(record["tables"])
         self._resolved_batch = record["batch"]
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            conf = {**self.producer_conf}
-            conf["logger"] = kafka_logger(conf=conf)
-            self._producer = Producer(conf)
-        self._producer.produce(self.control_topic, json.dumps(record, separators=(",", ":")).encode("utf-8"),
+        self._resolved_producer().produce(self.control_topic, json.dumps(record, separators=(",", ":")).encode("utf-8"),
                                resolved_key(self.query or "").encode("utf-8"), CONTROL_PARTITION)
         if self._producer.flush(self.admin_timeout):
             raise DeliveryError(f"The resolved record of batch {batch_id} was not delivered to "
                                 f"{self.control_topic!r} within {self.admin_timeout:g} s.")
+
+    def _resolved_producer(self) -> Any:
+        """The driver's producer of resolved records (idempotent, no transactions), made when the run starts so
+        that it has its producer id by the end of the first batch."""
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            conf = {**self.producer_conf, "linger.ms": 0}
+            conf["logger"] = kafka_logger(conf=conf)
+            self._producer = Producer(conf)
+            self._producer.poll(0)
+        return self._producer
 
     def close(self) -> None:
         if self._producer is not None:

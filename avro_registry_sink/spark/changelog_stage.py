@@ -406,8 +406,11 @@ def _add_group(groups: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...], m
         have[3], have[4], have[5] = order, texts[i].as_py(), chunk.sources[r]
 
 
-def summarize_changelog(batch_df: DataFrame, spec: SourceSpec) -> Summary:
-    """Executor pass 1 (see the module docs), collected on the driver."""
+def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool = False) -> Summary:
+    """Executor pass 1 (see the module docs), collected on the driver.
+
+    ``sample``: only the first :data:`SAMPLE` messages of the input partitions (Spark stops reading each
+    partition there): what the batch starts with, to plan the tables it names before a strict pass."""
     fmt = spec.kind
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -432,8 +435,15 @@ def summarize_changelog(batch_df: DataFrame, spec: SourceSpec) -> Summary:
 
         yield pa.RecordBatch.from_pylist(out, schema=_arrow_schema(SUMMARY_DDL))
 
-    rows = _input_frame(batch_df, spec).mapInArrow(run, SUMMARY_DDL).collect()
+    frame = _input_frame(batch_df, spec)
+    if sample:
+        frame = frame.limit(SAMPLE)
+    rows = frame.mapInArrow(run, SUMMARY_DDL).collect()
     return _merge_summary([r.asDict() for r in rows], fmt)
+
+
+#: Messages a sample of a batch reads (see :func:`summarize_changelog`).
+SAMPLE = 5000
 
 
 def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:

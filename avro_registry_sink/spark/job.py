@@ -447,6 +447,7 @@ class _BatchProcessor:
         self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
         self._verdict_topics: list[str] = []  # exactly once: the topics a verdict row may stop
+        self._fused: dict[str, Any] | None = None  # exactly once: this batch is written by its encode stage
         self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
         self.state = StoreFS(options.checkpoint_uri, option="checkpoint")  # side files of the checkpoint
@@ -557,6 +558,7 @@ class _BatchProcessor:
         tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
         self._single_input = False  # set by _prepare_storage for this batch
+        self._fused = None
         self._begin_side(batch_id)
         missing: list[dict[str, Any]] = []
         if self.options.source.is_storage:
@@ -606,8 +608,12 @@ class _BatchProcessor:
                     def verdict() -> None:
                         check(self._counted(tally.value, plans, report), report.rows)
 
-                    self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
-                                    check=verdict, **self._write_plan(plans, spark))
+                    if self._fused is not None:  # exactly once: the encode stage wrote the records itself
+                        self.sink.transactions.finish(encoded, batch_id, check=verdict,  # type: ignore[attr-defined]
+                                                      tables=self._fused["tables"])
+                    else:
+                        self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
+                                        check=verdict, **self._write_plan(plans, spark))
                 report.resolved_ts = dict(getattr(self.sink, "resolved", None) or {})
                 report.new_schemas = self._new_schemas(plans)
                 majors = self.manager.take_majors()
@@ -669,6 +675,23 @@ class _BatchProcessor:
         tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
         slices = len(set(tables)) if self._single_input else self._spark_partitions(spark)
         return {"tables": tables, "slices": max(1, slices)}
+
+    def _fuse_write(self, output: Any, plans: Mapping[PlanKey, TablePlan], spark: SparkSession) -> Any:
+        """The storage stage's ``output``, for an exactly-once sink when each topic's rows come from one data
+        file (read whole by one task, in order): with the slice writer after the encoder in the same Python
+        worker (:func:`~avro_registry_sink.delivery.fused_writer`), so the records never go back through the
+        JVM to be sorted. Not with a bad-row budget (the batch is counted before it is written) or a file sink."""
+        if not (self._exactly_once() and self._single_input and output is not None and output.tally is not None
+                and output.lines_of_batch is None and self.current_batch is not None):
+            return output
+        import dataclasses
+
+        from avro_registry_sink.delivery import RESULT_DDL, fused_writer
+
+        plan = self._write_plan(plans, spark)
+        spec = self.sink.transactions.spec(self.current_batch, slices=plan["slices"])  # type: ignore[attr-defined]
+        self._fused = plan
+        return dataclasses.replace(output, then=(fused_writer(spec), RESULT_DDL))
 
     def _sink_records(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan]) -> DataFrame:
         """:func:`_records`, and for an exactly-once sink the batch's misconfiguration verdict on the way: the
@@ -816,6 +839,7 @@ class _BatchProcessor:
                 "path", "content")
             explicit = frozenset(_csv_explicit(self.options.csv_options))
             stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
+            output = self._fuse_write(output, plans, spark)
             encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
                                            output)
         else:
@@ -1064,8 +1088,9 @@ class _BatchProcessor:
         spec = self.options.source
         fmt = spec.kind
         batch_id = self.current_batch
-        if self._changelog_plans and (self._summary is None or self._summary[0] != batch_id):
-            return self._strict_changelog(spark, batch_df, output)
+        if self._summary is None or self._summary[0] != batch_id:
+            if self._changelog_plans or self._plan_from_sample(batch_df):
+                return self._strict_changelog(spark, batch_df, output)
         if self._summary is not None and self._summary[0] == batch_id:
             summary = self._summary[1]
         else:
@@ -1118,7 +1143,7 @@ class _BatchProcessor:
         for row in stats:
             for table in self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]):
                 tables[(table.schema_name, table.table, table.version)] = table
-        plans = self.manager.prepare_batch(tables.values())
+        plans = self.manager.prepare_batch(tables[k] for k in sorted(tables))
         self._changelog_plans.update(plans)
         batch_df = self._one_task_if_small(batch_df, inputs)
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
@@ -1182,6 +1207,40 @@ class _BatchProcessor:
             return batch_df
         self._single_input = True
         return batch_df.coalesce(1)
+
+    def _plan_from_sample(self, batch_df: DataFrame) -> bool:
+        """The first batch of a run, when ``--tables`` (or the checkpoint) knows its tables: plan the tables the
+        start of each input partition names (a sample, one Arrow batch each), so that the batch is read once,
+        strictly. ``False`` (nothing planned) when the sample holds a DDL, a table the catalog does not know
+        (described by its first message, which only a full summary finds) or a column set other than the
+        table's; then the batch is summarized in full."""
+        from avro_registry_sink.spark.changelog_stage import summarize_changelog
+
+        assert self.catalog is not None
+        if not self.catalog.known():
+            return False
+        sample = summarize_changelog(batch_df, self.options.source, sample=True)
+        if sample.ddls or not sample.groups:
+            return False
+        selection = self.manager.selection
+        canal = self.options.source.kind == "canal-json"
+        tables: dict[tuple[str, str, int], TableDef] = {}
+        for row in sample.groups:
+            key = (row["schema"], row["table"])
+            if not selection.admits(*key):
+                continue
+            latest = self.catalog.latest(*key)
+            if latest is None:
+                return False
+            if canal and row["shape"] and key not in self.hints and \
+                    row["shape"] != ",".join(sorted(c.name.lower() for c in latest.columns)):
+                return False
+            for table in self.catalog.versions_between(key[0], key[1], row["low"], row["high"]):
+                tables[(table.schema_name, table.table, table.version)] = table
+        if not tables:
+            return False
+        self._changelog_plans.update(self.manager.prepare_batch(tables[k] for k in sorted(tables)))
+        return True
 
     def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
         """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again

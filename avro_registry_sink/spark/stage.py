@@ -241,7 +241,7 @@ def _headers(op_codes: np.ndarray, commit_ts: np.ndarray) -> pa.Array:
     letters = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)),
                                                           pa.py_buffer(_OP_LETTERS[op_codes])])
     changes = np.flatnonzero(commit_ts[1:] != commit_ts[:-1]) + 1 if n else np.zeros(0, np.int64)
-    if changes.size < 1024:  # rows of one transaction share a commit ts: format each run once
+    if changes.size < 64:  # rows of one transaction share a commit ts: format each run once
         starts = np.concatenate([[0], changes]) if n else changes
         run = np.zeros(n, np.int64)
         run[changes] = 1

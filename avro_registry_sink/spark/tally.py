@@ -83,6 +83,9 @@ class StageOutput:
 
     tally: Any = None
     lines_of_batch: int | None = None
+    #: ``(function, ddl)``: the counted Arrow batches go through ``function`` in the same Python worker, which
+    #: yields ``ddl`` rows instead (an exactly-once slice writer: :func:`~avro_registry_sink.delivery.fused_writer`).
+    then: Any = None
 
     def __post_init__(self) -> None:
         if self.lines_of_batch is not None and self.tally is None:
@@ -92,6 +95,9 @@ class StageOutput:
         """``encode`` (a ``mapInArrow`` function yielding Kafka columns, order columns and ``error``) and its
         output DDL, as this output wants them."""
         counted = tallied(encode, self.tally)
+        if self.then is not None:
+            after, after_ddl = self.then
+            return (lambda batches: after(counted(batches))), after_ddl
         if self.lines_of_batch is None:
             return counted, ddl
         batch_id = self.lines_of_batch

@@ -495,3 +495,98 @@ def test_storage_canal_file_one_pass_equals_the_line_reader(scenario, seed):
     for line, record, bad in expected:
         by_line_expected.setdefault(line, []).append("error" if bad else record)
     _same_per_message(by_line_expected, by_line_got)
+
+
+# --------------------------------------------------------------------------------------------------
+# The summary, and strict passes
+
+
+def _summary_reference(messages: list[str], fmt: str) -> tuple[int, dict[tuple, list[Any]], list[tuple]]:
+    """What the driver must learn, message by message (peek_message): per (schema, table, shape) the count,
+    commit-ts range and first message; the DDLs."""
+    from avro_registry_sink.spark.sources import peek_message
+
+    groups: dict[tuple, list[Any]] = {}
+    ddls = []
+    for i, text in enumerate(messages):
+        kind, schema, table, ts, message, _error, shape = peek_message(text, f"f:{i + 1}", fmt)
+        if kind == "ddl":
+            ddls.append((schema, table, ts, message))
+        elif kind == "dml":
+            have = groups.setdefault((schema, table, shape), [0, ts, ts, (ts, i), message])
+            have[0] += 1
+            have[1], have[2] = min(have[1], ts), max(have[2], ts)
+            if (ts, i) < have[3]:
+                have[3], have[4] = (ts, i), message
+    return len(messages), groups, ddls
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), fmt=st.sampled_from(["canal-json", "debezium-json"]))
+def test_summary_equals_the_per_message_peek(scenario, seed, fmt):
+    from avro_registry_sink.spark.changelog_stage import _merge_summary, _summarize_chunk
+
+    plan, batch, ops, ts = scenario
+    table = plan.table
+    rng = random.Random(seed)
+    write = _messages if fmt == "canal-json" else _debezium_messages
+    messages = write(table, batch.to_pylist(), ops, ts, rng, batch.schema.names)
+    n = len(messages)
+    chunk = _Chunk(pa.array([m.encode() for m in messages], pa.binary()), pa.array(["f"] * n, pa.string()),
+                   np.arange(1, n + 1, dtype=np.int64), _Sources([f"f:{i + 1}" for i in range(n)]))
+    groups: dict = {}
+    ddls: list = []
+    counts = {"n": 0, "error": 0}
+    _summarize_chunk(chunk, fmt, groups, ddls, counts)
+    rows = [{"kind": "count", "n": counts["n"]}]
+    for (kind, schema, table_, shape, mtype), (k, low, high, order, first, source) in groups.items():
+        rows.append({"kind": kind, "schema": schema, "table": table_, "shape": shape, "mtype": mtype, "n": k, "low": low,
+                     "high": high, "first": first, "first_source": source, "first_ts": order[0], "first_file": order[1],
+                     "first_line": order[2]})
+    for d in ddls:
+        rows.append({"kind": "ddl", "schema": d["schema"], "table": d["table"], "n": 1, "low": d["commit_ts"],
+                     "high": d["commit_ts"], "first": d["message"], "first_source": d["source"],
+                     "first_ts": d["commit_ts"], "first_file": d["order_file"], "first_line": d["order_line"]})
+    summary = _merge_summary(rows, fmt)
+    inputs, expected, expected_ddls = _summary_reference(messages, fmt)
+    assert summary.inputs == inputs
+    got = {(g["schema"], g["table"], g["shape"]): [g["n"], g["low"], g["high"], g["first"]] for g in summary.groups}
+    assert got == {key: [v[0], v[1], v[2], v[4]] for key, v in expected.items()}
+    assert [(d["schema"], d["table"], d["commit_ts"], d["message"]) for d in summary.ddls] == expected_ddls
+
+
+def test_a_strict_pass_stops_at_what_the_driver_must_see():
+    from avro_registry_sink.spark.changelog_stage import NeedsSummary
+    from bench.changelog import canal_messages
+
+    messages = canal_messages(50, 1)
+    t = messages.tables[0]
+    history = {(t.schema_name, t.table): [(t.version, t)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(t, EncodingOptions()), 1, 2))
+    shape = ",".join(sorted(c.name.lower() for c in t.columns))
+    texts = messages.texts.to_pylist()
+
+    def run(texts: list[str], **kw: Any) -> dict:
+        n = len(texts)
+        chunk = _Chunk(pa.array(texts, pa.string()), pa.array(["f"] * n, pa.string()), np.arange(1, n + 1, dtype=np.int64),
+                       _Sources([f"f:{i + 1}" for i in range(n)]))
+        versions = TableVersions(history=history, planned=frozenset(plans), strict=True, shapes={("bench", "t000"): shape},
+                                 **kw)
+        filtered: dict = {}
+        rows = sum(b.num_rows for b in _encode_chunk(chunk, "canal-json", versions, plans, history, frozenset(), filtered))
+        return {"rows": rows, "filtered": filtered}
+
+    assert run(texts)["rows"] == 50
+    ddl = json.dumps({"database": "bench", "table": "t000", "isDdl": True, "type": "ALTER", "sql": "ALTER TABLE t ADD c INT",
+                      "es": 1, "_tidb": {"commitTs": 5}})
+    other = texts[0].replace('"table":"t000"', '"table":"t999"')
+    wider = texts[0].replace('"region":"int"}', '"region":"int","extra":"int"}')
+    for spoiler in (ddl, other, wider):
+        with pytest.raises(NeedsSummary):
+            run(texts + [spoiler])
+        with pytest.raises(NeedsSummary):  # on the per-message path too
+            run([spoiler.replace("{", " {", 1)])
+    from avro_registry_sink.table_filter import TableFilter
+
+    left_out = run(texts + [other], table_filter=TableFilter.parse(["bench.t000"]))
+    assert left_out == {"rows": 50, "filtered": {("bench", "t999"): 1}}
