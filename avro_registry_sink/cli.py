@@ -758,7 +758,7 @@ def _job_session(options, stores: set[str]):
     spark_sink = options.sink.scheme == "kafka" and options.sink.delivery != "exactly-once" and \
         options.kafka_producer != "confluent"
     spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
-    from avro_registry_sink.spark.submit import worker_python_problem
+    from avro_registry_sink.spark.submit_env import worker_python_problem
 
     problem = worker_python_problem(spark.sparkContext.master, spark.sparkContext.pythonExec)
     if problem:  # else every batch fails at its first Python stage, blamed on whatever it was writing to
@@ -1222,7 +1222,7 @@ def spark_submit(ctx: typer.Context) -> None:
     import os
     import subprocess
 
-    from avro_registry_sink.spark.submit import spark_submit_args, spark_submit_env
+    from avro_registry_sink.spark.submit_env import spark_submit_args, spark_submit_env
 
     command, env = spark_submit_env(os.environ)
     try:
