@@ -61,7 +61,10 @@ from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.spark import checkpoint_files
+from avro_registry_sink.spark.batch_storage import csv_explicit, is_update_half
+from avro_registry_sink.spark.job_errors import JobFailed, MissingInputFiles, SparkResourceError
 from avro_registry_sink.spark.packages import ivy_dir, kafka_package
+from avro_registry_sink.spark.plan import stage_plans_for
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
@@ -108,18 +111,6 @@ _TABLES = "tables"
 
 #: ``--on-missing-file``: what a storage data file that vanished before it was read does to its batch.
 ON_MISSING_FILE = ("report", "fail")
-
-
-class JobFailed(AvroSinkError):
-    """The streaming query stopped with an error; nothing of the failing batch was committed."""
-
-
-class MissingInputFiles(JobFailed):
-    """Data files of a batch vanished before they were read, and ``--on-missing-file fail`` was given."""
-
-
-class SparkResourceError(JobFailed):
-    """Spark ran out of a resource (JVM heap, a Python worker, an executor): the message names the setting."""
 
 
 #: What a failure looks like when Spark itself lost a resource: (pattern in the error text, what it is,
@@ -325,17 +316,6 @@ def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
 # The encode stage
 
 
-def _stage_plans(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, int],
-                 max_message_bytes: int = 0) -> dict[PlanKey, Any]:
-    from avro_registry_sink.spark.plan import StagePlan
-
-    return {
-        key: StagePlan(encoding=plan.encoding, topic=plan.route.topic, partitions=partitions[plan.route.topic],
-                       route=plan.route, max_message_bytes=max_message_bytes)
-        for key, plan in plans.items()
-    }
-
-
 def _stage_encoder() -> Callable[..., DataFrame]:
     """The project's encode stage (``spark.stage.encode_changes``; a seam for tests)."""
     from avro_registry_sink.spark.stage import encode_changes
@@ -358,14 +338,6 @@ def _input_position(error: Mapping[str, Any]) -> tuple[str, str, int, int]:
     """Where a dead-lettered row was in the input, for listing a batch's rows in input order."""
     return (str(error.get("file") or ""), str(error.get("topic") or ""), int(error.get("partition") or 0),
             int(error.get("line") or error.get("offset") or 0))
-
-
-def _csv_explicit(options: Any) -> set[str]:
-    """TiCDC's names of the CSV settings the user gave (the others may be detected from the data)."""
-    if options is None:
-        return set()
-    fields = type(options).model_fields
-    return {fields[name].alias or name for name in options.model_fields_set}
 
 
 class BadInputBudgetExceeded(AvroSinkError):
@@ -398,13 +370,6 @@ def _check_budget(options: JobOptions, errors: list[dict[str, Any]], delivered: 
             "the settings (or raise the budget) and rerun.",
             option="max-bad-rows",
         )
-
-
-def _is_update_half(record: Any, csv: Any, op: str) -> bool:
-    """A CSV record that is one half of an UPDATE written with ``output-old-value`` (op ``D`` or ``I``)."""
-    flag = 3 + int(csv.include_commit_ts)  # op, table, schema, [commit-ts], is-update
-    fields = record.fields
-    return len(fields) > flag and fields[0].text == op and fields[flag].text == "true"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -586,7 +551,7 @@ class _BatchProcessor:
                     encoded = parsed
                 else:
                     partitions = self._topics(plans)
-                    stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
+                    stage_plans = stage_plans_for(plans, partitions, self.options.sink.max_message_bytes)
                     encoded = _encode(parsed.filter("error IS NULL"), stage_plans, output)
 
                 def check(failed: list[dict[str, Any]], delivered: int) -> None:
@@ -837,8 +802,8 @@ class _BatchProcessor:
         if wanted:
             files_df = spark.read.format("binaryFile").load([location.spark_path(r) for r in sorted(wanted)]).select(
                 "path", "content")
-            explicit = frozenset(_csv_explicit(self.options.csv_options))
-            stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
+            explicit = frozenset(csv_explicit(self.options.csv_options))
+            stage_plans = stage_plans_for(plans, self._topics(plans), self.options.sink.max_message_bytes)
             output = self._fuse_write(output, plans, spark)
             encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
                                            output)
@@ -965,8 +930,8 @@ class _BatchProcessor:
                     if record.line in wanted:
                         end = record.end
                         following = records[i + 1] if i + 1 < len(records) else None
-                        if csv.output_old_value and following is not None and _is_update_half(record, csv, "D") \
-                                and _is_update_half(following, csv, "I"):
+                        if csv.output_old_value and following is not None and is_update_half(record, csv, "D") \
+                                and is_update_half(following, csv, "I"):
                             end = following.end  # an UPDATE is its old-value row and its new-value row: both replay
                         out[f"{relpath}:{record.line}"] = text[record.start:end].encode("utf-8", "surrogateescape")
             else:
@@ -1147,7 +1112,7 @@ class _BatchProcessor:
         self._changelog_plans.update(plans)
         batch_df = self._one_task_if_small(batch_df, inputs)
         history = self.catalog.history((row["schema"], row["table"]) for row in stats)
-        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes) if plans else {}
+        stage_plans = stage_plans_for(plans, self._topics(plans), self.options.sink.max_message_bytes) if plans else {}
         if not plans:  # nothing to write: what the messages hold are dead letters only
             encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded))
             early += [json.loads(r[0]) for r in encoded.filter("error IS NOT NULL").select("error").collect()]
@@ -1183,7 +1148,7 @@ class _BatchProcessor:
             self._counts.value = {"n": 0, "filtered": {}}
         counts = self._counts
         batch_df = self._one_task_if_small(batch_df, self._last_inputs)
-        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
+        stage_plans = stage_plans_for(plans, self._topics(plans), self.options.sink.max_message_bytes)
         encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(), output, strict=True,
                                    shapes=shapes, table_filter=self.manager.selection.table_filter, counts=counts)
 

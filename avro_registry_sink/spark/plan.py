@@ -9,12 +9,16 @@ the other's module for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
 
 from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.model import PlanKey
 from avro_registry_sink.routing import Route
 
-__all__ = ["StagePlan"]
+if TYPE_CHECKING:  # pragma: no cover
+    from avro_registry_sink.manager import TablePlan
+
+__all__ = ["StagePlan", "stage_plans_for"]
 
 
 @dataclass(frozen=True)
@@ -32,3 +36,13 @@ class StagePlan:
         """The ``(schema, table, table_version)`` this plan encodes."""
         t = self.encoding.table
         return (t.schema_name, t.table, t.version)
+
+
+def stage_plans_for(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, int],
+                max_message_bytes: int = 0) -> dict[PlanKey, Any]:
+    """The stage's plan of each table version the manager planned, with its topic's partition count."""
+    return {
+        key: StagePlan(encoding=plan.encoding, topic=plan.route.topic, partitions=partitions[plan.route.topic],
+                       route=plan.route, max_message_bytes=max_message_bytes)
+        for key, plan in plans.items()
+    }

@@ -395,7 +395,8 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
     """The rows of the storage tree's committed data files, encoded by the job's one-pass stage."""
     from avro_registry_sink.selection import TableSelection
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.job import _csv_explicit, _stage_plans
+    from avro_registry_sink.spark.batch_storage import csv_explicit
+    from avro_registry_sink.spark.plan import stage_plans_for
     from avro_registry_sink.spark.sources import encode_storage_files, input_ranks, resolve_storage_files
     from avro_registry_sink.spark.storage_source import batch_files, initial_offset, list_tree
     from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
@@ -444,8 +445,8 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
     if not resolved.files:
         return out
     counts = partitions({plan.route.topic for plan in plans.values()})
-    stage_plans = _stage_plans(plans, counts, options.sink.max_message_bytes)
-    explicit = frozenset(_csv_explicit(options.csv_options))
+    stage_plans = stage_plans_for(plans, counts, options.sink.max_message_bytes)
+    explicit = frozenset(csv_explicit(options.csv_options))
     ranks = input_ranks(resolved.files)
     relpath_of = {rank: relpath for relpath, rank in ranks.items()}
     out.tally = spark.sparkContext.accumulator(empty_tally(), TallyParam())
@@ -552,7 +553,7 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
     from pyspark.sql import functions as F
 
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.job import _stage_plans
+    from avro_registry_sink.spark.plan import stage_plans_for
     from avro_registry_sink.spark.sources import changelog_messages, parse_changelog, peek_changelog
     from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
     from avro_registry_sink.tabledef.catalog import TableCatalog
@@ -573,7 +574,7 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
     if raw is None:
         return out
     counts = partitions({plan.route.topic for plan in plans.values()})
-    stage_plans = _stage_plans(plans, counts, options.sink.max_message_bytes)
+    stage_plans = stage_plans_for(plans, counts, options.sink.max_message_bytes)
     out.tally = spark.sparkContext.accumulator(empty_tally(), TallyParam())
     excluded = sorted(k for k in catalog.known() if not selection.admits(*k))
 
