@@ -190,6 +190,7 @@ def replay_dead_letters(
     ``sink`` and ``router`` default as in :func:`~avro_registry_sink.spark.job.run_job`.
     """
     from avro_registry_sink.errors import ConfigError
+    from avro_registry_sink.spark.batch_storage import StorageBatches
     from avro_registry_sink.spark.job import _batch_processor, _registry_for, _sink_for, build_router, check_checkpoint
 
     if not check_checkpoint(options):  # and it is this very source's
@@ -233,8 +234,8 @@ def replay_dead_letters(
                             "sink": getattr(sink, "description", ""), "checkpoint": str(checkpoint)})
             # a storage tree's files are given to the processor (relpath, path, missing); changelog files'
             # contents come as the stream's batch shape (``binaryFile``: path, content)
-            if options.source.is_storage:
-                processor.explicit_files = [
+            if isinstance(processor.batches, StorageBatches):
+                processor.batches.explicit_files = [
                     (Path(unquote(urlsplit(p).path)).relative_to(tree.resolve()).as_posix(), p, False) for p in paths]
                 batch = spark.createDataFrame([], STREAM_DDL)
             else:
