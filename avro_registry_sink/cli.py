@@ -1334,6 +1334,6 @@ for _command in (history_commands.history, history_commands.diff, history_comman
     app.command()(_command)
 
 if __name__ == "__main__":  # pragma: no cover
-    from avro_registry_sink.cli import main as _main  # the module's own app, with the commands added to it
+    from avro_registry_sink.cli import main as _module_main  # the module's own app, with the commands added to it
 
-    _main()
+    _module_main()
