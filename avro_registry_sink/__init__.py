@@ -20,7 +20,7 @@ from avro_registry_sink.config import (
     load_config,
     parse_sink_uri,
 )
-from avro_registry_sink.encoder import EncodingPlan, Op, RowEncoder, frame, unframe
+from avro_registry_sink.encoder import EncodingPlan, RowEncoder, frame, unframe
 from avro_registry_sink.errors import (
     AvroSinkError,
     CheckpointError,
@@ -38,6 +38,7 @@ from avro_registry_sink.errors import (
     UnsupportedColumnType,
 )
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager, TablePlan
+from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.routing import Route, TopicRouter, subject_for

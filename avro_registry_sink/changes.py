@@ -1,7 +1,7 @@
 """The one change-event shape every source produces and the Spark stage consumes.
 
 A :class:`ChangeEvent` is one row change of one table version. In Spark the same thing is a row of
-:data:`CHANGE_COLUMNS` (see :data:`CHANGE_DDL`): row values travel as one JSON object per image,
+:data:`~avro_registry_sink.model.CHANGE_COLUMNS` (see :data:`~avro_registry_sink.model.CHANGE_DDL`): row values travel as one JSON object per image,
 column name -> value in TiCDC's text forms:
 
 * integers, BIT and YEAR as JSON numbers (or decimal text; BIGINT UNSIGNED above 2^63 as text is safest),
@@ -20,21 +20,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from avro_registry_sink.encoder import Op
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import TableDef
-
-#: Spark DDL of the change DataFrame; ``source`` locates the event (file:line or topic/partition@offset).
-CHANGE_DDL = (
-    "schema STRING, table STRING, table_version BIGINT, op STRING, commit_ts BIGINT, "
-    "before STRING, after STRING, source STRING"
-)
-CHANGE_COLUMNS = ("schema", "table", "table_version", "op", "commit_ts", "before", "after", "source")
-
-#: Spark DDL of the stage's output: the columns Spark's Kafka sink writes, plus ``commit_ts``.
-KAFKA_DDL = (
-    "topic STRING, partition INT, key BINARY, value BINARY, "
-    "headers ARRAY<STRUCT<key: STRING, value: BINARY>>, commit_ts BIGINT"
-)
 
 
 @dataclass(frozen=True)
@@ -63,7 +50,7 @@ class ChangeEvent:
         return image
 
     def to_row(self, table: TableDef | None = None) -> tuple[Any, ...]:
-        """This event as a tuple of :data:`CHANGE_COLUMNS` (binary values base64-encoded)."""
+        """This event as a tuple of :data:`~avro_registry_sink.model.CHANGE_COLUMNS` (binary values base64-encoded)."""
         return (
             self.schema,
             self.table,

@@ -8,18 +8,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import inspect
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional, get_type_hints
+from typing import Annotated, Any, Callable, Iterator, Optional
 
 import typer
 
-from avro_registry_sink.config import SinkConfig, load_config
+from avro_registry_sink.cli_options import (
+    DdlOpt,
+    RegistryOpt,
+    StateDirOpt,
+    TiCDCArgs,
+    build_router,
+    fail,
+    option_groups,
+    read_tables,
+)
+from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryFileError, RegistryUnavailable, StateError
+from avro_registry_sink.history import commands as history_commands
 
 #: What an option's value looks like in ``--help`` (typer would show its Python type: ``<str>``, ``<bool>`` ...).
 _METAVARS = {
@@ -108,30 +117,11 @@ def _main(
 
 app.add_typer(registry_app, name="registry")
 
-#: Used when neither a topic rule nor a sink URI topic is given: one topic per table.
-DEFAULT_TOPIC_RULE = "{schema}_{table}"
-
-ExtensionOpt = Annotated[Optional[str], typer.Option("--enable-tidb-extension", help="true|false: append _tidb_op, _tidb_commit_ts, _tidb_commit_physical_time.")]
-DecimalOpt = Annotated[Optional[str], typer.Option("--avro-decimal-handling-mode", help="precise|string")]
-BigintOpt = Annotated[Optional[str], typer.Option("--avro-bigint-unsigned-handling-mode", help="long|string")]
-TopicRuleOpt = Annotated[Optional[str], typer.Option("--topic-rule", help="Topic expression, e.g. '{schema}_{table}'.")]
-SinkUriOpt = Annotated[Optional[str], typer.Option("--sink-uri", help="TiCDC-style sink URI: kafka://host:9092/topic?protocol=avro&...")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML settings file (TiCDC's [sink] layout accepted).")]
-DdlOpt = Annotated[Path, typer.Option("--ddl", help="File with CREATE TABLE statements.", exists=False)]
-RegistryOpt = Annotated[Optional[str], typer.Option("--registry", "--schema-registry", help="Schema registry URL(s), comma-separated; default: the embedded registry. --schema-registry is TiCDC's name.")]
-
-
-def _fail(message: str, code: int = 2, secrets: Any = ()) -> typer.Exit:
-    from avro_registry_sink.redact import redact_text
-
-    typer.echo(f"error: {redact_text(' '.join(message.split()), secrets)}", err=True)
-    return typer.Exit(code)
-
 
 def _fail_for(exc: AvroSinkError, code: int) -> typer.Exit:
-    """``_fail`` for an error of the library: ``code``, except 2 for damaged, unreadable or locked state (a
+    """``fail`` for an error of the library: ``code``, except 2 for damaged, unreadable or locked state (a
     :class:`StateError` names the file and what to do; rerunning alone would not help)."""
-    return _fail(str(exc), code=2 if isinstance(exc, StateError) else code)
+    return fail(str(exc), code=2 if isinstance(exc, StateError) else code)
 
 
 def _check_registry_file(config) -> None:
@@ -161,78 +151,7 @@ def _check_state(options, *, replay: bool = False) -> None:
     _check_registry_file(options.sink)
 
 
-def build_config(
-    *,
-    config_file: Path | None = None,
-    sink_uri: str | None = None,
-    enable_tidb_extension: str | None = None,
-    decimal_mode: str | None = None,
-    bigint_mode: str | None = None,
-    registry: str | None = None,
-) -> SinkConfig:
-    """Flags > sink URI > environment > TOML file > defaults."""
-    overrides: dict[str, Any] = {
-        "enable-tidb-extension": enable_tidb_extension,
-        "avro-decimal-handling-mode": decimal_mode,
-        "avro-bigint-unsigned-handling-mode": bigint_mode,
-        "schema-registry": registry,
-    }
-    from avro_registry_sink.redact import remember
-
-    config = load_config(config_file=config_file, sink_uri=sink_uri, overrides=overrides)
-    remember(config)  # its passwords and tokens are masked in every message from here on
-    return config
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _TiCDCArgs:
-    """TiCDC's encoding and routing options, taken alike by every command that derives schemas."""
-
-    enable_tidb_extension: ExtensionOpt = None
-    avro_decimal_handling_mode: DecimalOpt = None
-    avro_bigint_unsigned_handling_mode: BigintOpt = None
-    topic_rule: TopicRuleOpt = None
-    sink_uri: SinkUriOpt = None
-    config: ConfigOpt = None
-
-    def sink_config(self, registry: str | None = None) -> SinkConfig:
-        """The configuration these options give (flags > sink URI > environment > TOML file > defaults)."""
-        return build_config(config_file=self.config, sink_uri=self.sink_uri,
-                            enable_tidb_extension=self.enable_tidb_extension,
-                            decimal_mode=self.avro_decimal_handling_mode,
-                            bigint_mode=self.avro_bigint_unsigned_handling_mode, registry=registry)
-
-
-def _option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Let a command take a group of options as one dataclass parameter: typer sees each field of the group
-    as an option of its own, the command receives the group built from them (one place per shared option)."""
-    hints = get_type_hints(command, include_extras=True)
-    params: list[inspect.Parameter] = []
-    groups: dict[str, tuple[type, list[str]]] = {}
-    for param in inspect.signature(command).parameters.values():
-        kind = hints[param.name]
-        if not dataclasses.is_dataclass(kind):
-            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=kind))
-            continue
-        fields = dataclasses.fields(kind)
-        groups[param.name] = (kind, [f.name for f in fields])
-        field_hints = get_type_hints(kind, include_extras=True)
-        params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=field_hints[f.name],
-                                     default=inspect.Parameter.empty if f.default is dataclasses.MISSING
-                                     else f.default) for f in fields]
-
-    @functools.wraps(command)
-    def wrapper(**options: Any) -> Any:
-        for name, (kind, names) in groups.items():
-            options[name] = kind(**{n: options.pop(n) for n in names})
-        return command(**options)
-
-    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapper
-
-
-def _registry_setting(flag: str | None, ticdc: _TiCDCArgs) -> str:
+def _registry_setting(flag: str | None, ticdc: TiCDCArgs) -> str:
     """Where the registry URL came from, for a message that names the setting to fix."""
     if flag:
         return "--registry"
@@ -243,14 +162,14 @@ def _registry_setting(flag: str | None, ticdc: _TiCDCArgs) -> str:
     return "AVRO_SINK_SCHEMA_REGISTRY"
 
 
-def _probe_registry(cfg: SinkConfig, flag: str | None, ticdc: _TiCDCArgs) -> None:
+def _probe_registry(cfg: SinkConfig, flag: str | None, ticdc: TiCDCArgs) -> None:
     """The registry answers (GET /subjects, seconds), or exit 1 with one line naming the setting."""
     from avro_registry_sink.preflight import PreflightError, probe_registry
 
     try:
         probe_registry(cfg.registry, setting=_registry_setting(flag, ticdc))
     except PreflightError as exc:
-        raise _fail(str(exc), code=1) from None
+        raise fail(str(exc), code=1) from None
 
 
 def _probe_job(options, job: _JobArgs) -> None:
@@ -265,23 +184,7 @@ def _probe_job(options, job: _JobArgs) -> None:
         if options.source.is_kafka:
             probe_kafka(options.source.brokers, options.source.kafka, setting="--source")
     except PreflightError as exc:
-        raise _fail(str(exc), code=1) from None
-
-
-def build_router(config: SinkConfig, topic_rule: str | None):
-    from avro_registry_sink.spark.job import build_router as job_router
-
-    return job_router(config, topic_rule)
-
-
-def read_tables(ddl: Path):
-    from avro_registry_sink.tabledef.ddl import parse_ddl
-
-    try:
-        text = ddl.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _fail(f"cannot read DDL file {str(ddl)!r}: {exc.strerror}") from None
-    return parse_ddl(text)
+        raise fail(str(exc), code=1) from None
 
 
 def derive_tables(ddl: Path, config: SinkConfig, topic_rule: str | None):
@@ -301,10 +204,10 @@ def derive_tables(ddl: Path, config: SinkConfig, topic_rule: str | None):
 
 
 @app.command()
-@_option_groups
+@option_groups
 def schemas(
     ddl: DdlOpt,
-    ticdc: _TiCDCArgs,
+    ticdc: TiCDCArgs,
 ) -> None:
     """Print the key and value Avro schemas TiCDC would register for each table of a DDL file (JSON)."""
     try:
@@ -323,7 +226,7 @@ def schemas(
                 }
             )
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     typer.echo(json.dumps({"tables": out}, indent=2, ensure_ascii=False))
 
 
@@ -348,22 +251,23 @@ def _load_event_values(values: Any, table, line_no: int) -> dict[str, Any]:
 
 
 @app.command()
-@_option_groups
+@option_groups
 def encode(
     ddl: DdlOpt,
     events: Annotated[Path, typer.Option("--events", help="JSON Lines: {schema, table, op, commit_ts, values}.")],
-    ticdc: _TiCDCArgs,
+    ticdc: TiCDCArgs,
     registry: RegistryOpt = None,
 ) -> None:
     """Encode change events to Confluent-framed Avro, registering schemas as needed; one JSON line per event."""
     import pyarrow as pa
 
-    from avro_registry_sink.changes import CHANGE_COLUMNS, dump_image
-    from avro_registry_sink.encoder import Op
+    from avro_registry_sink.changes import dump_image
     from avro_registry_sink.manager import SchemaManager
+    from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_SCHEMA, Op
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, StagePlan, encode_change_batch
+    from avro_registry_sink.spark.plan import StagePlan
+    from avro_registry_sink.spark.stage import encode_change_batch
 
     try:
         cfg = ticdc.sink_config(registry)
@@ -374,9 +278,9 @@ def encode(
         try:
             lines = events.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise _fail(f"cannot read events file {str(events)!r}: {exc.strerror}") from None
+            raise fail(f"cannot read events file {str(events)!r}: {exc.strerror}") from None
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _probe_registry(cfg, registry, ticdc)
 
     # Each line becomes a change row (or an error); all rows are then encoded by the job's encode path.
@@ -455,11 +359,11 @@ def encode(
 
 
 @app.command()
-@_option_groups
+@option_groups
 def check(
     ddl: DdlOpt,
     registry: Annotated[str, typer.Option("--registry", "--schema-registry", help="Schema registry URL(s) to ask.")],
-    ticdc: _TiCDCArgs,
+    ticdc: TiCDCArgs,
     output: Annotated[str, typer.Option("--output", help="table|json")] = "table",
 ) -> None:
     """Pre-flight: would the schemas of this DDL be accepted by the registry? Registers nothing.
@@ -473,12 +377,12 @@ def check(
     from avro_registry_sink.registry.client import RegistryClient
 
     if output not in ("table", "json"):
-        raise _fail(f"Invalid value {output!r} for option '--output': valid values are table or json.")
+        raise fail(f"Invalid value {output!r} for option '--output': valid values are table or json.")
     try:
         cfg = ticdc.sink_config(registry)
         derived_tables = list(derive_tables(ddl, cfg, ticdc.topic_rule))  # every option and table first
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _probe_registry(cfg, registry, ticdc)
     try:
         results = []
@@ -494,9 +398,9 @@ def check(
                                                        is_key=subject == route.key_subject, reasons=result["messages"])
                     results.append(result)
     except RegistryUnavailable as exc:  # the question could not be asked: not a bad option
-        raise _fail(str(exc), code=1) from None
+        raise fail(str(exc), code=1) from None
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if output == "json":
         typer.echo(json.dumps({"subjects": results}, indent=2))
     else:
@@ -644,7 +548,7 @@ def registry_serve(
         if tls_cert is not None or tls_key is not None:
             if tls_cert is None or tls_key is None:
                 missing = "--tls-key" if tls_key is None else "--tls-cert"
-                raise _fail(f"Missing option '{missing}': HTTPS needs both --tls-cert and --tls-key.")
+                raise fail(f"Missing option '{missing}': HTTPS needs both --tls-cert and --tls-key.")
             tls = TlsFiles(
                 str(tls_cert),
                 str(tls_key),
@@ -653,13 +557,13 @@ def registry_serve(
             )
             tls.check()
         elif tls_client_ca is not None:
-            raise _fail("Option '--tls-client-ca' needs --tls-cert and --tls-key (client certificates need HTTPS).")
+            raise fail("Option '--tls-client-ca' needs --tls-cert and --tls-key (client certificates need HTTPS).")
         limit = checked_request_limit(DEFAULT_MAX_REQUEST_BYTES if max_request_bytes is None else max_request_bytes)
         depth = DEFAULT_MAX_SCHEMA_DEPTH if max_schema_depth is None else max_schema_depth
         if not 1 <= depth <= MAX_SCHEMA_DEPTH_LIMIT:
-            raise _fail(f"Invalid value {depth} for option '--max-schema-depth': an integer in 1..{MAX_SCHEMA_DEPTH_LIMIT}.")
+            raise fail(f"Invalid value {depth} for option '--max-schema-depth': an integer in 1..{MAX_SCHEMA_DEPTH_LIMIT}.")
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     warning = exposure_warning(host, users, tls)
     if warning:
         typer.echo(f"warning: {warning}", err=True)
@@ -676,9 +580,9 @@ def registry_serve(
             on_ready=lambda url: typer.echo(f"Schema registry ready at {url} (Ctrl-C to stop)."),
         )
     except RegistryFileError as exc:
-        raise _fail(f"{exc} (option '--data')") from None
+        raise fail(f"{exc} (option '--data')") from None
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -690,14 +594,13 @@ TablesOpt = Annotated[Optional[Path], typer.Option("--tables", help="CREATE TABL
 CsvOpt = Annotated[Optional[list[str]], typer.Option("--csv", help="A TiCDC sink.csv setting of the storage sink, KEY=VALUE (include-commit-ts=true, output-old-value=true, delimiter=|, quote=, ...); repeatable.")]
 ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|none: live display on a terminal, JSON log lines otherwise.")]
 AutoRegisterOpt = Annotated[Optional[bool], typer.Option("--auto-register/--no-auto-register", help="Register new schemas (default), or only look up the ids of schemas registered already, failing the batch (exit 1, nothing written) on a missing one: Confluent's auto.register.schemas; also auto-register in the TOML file, AVRO_SINK_AUTO_REGISTER.")]
-StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
 ProducerOpt = Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")]
 OnIncompatibleOpt = Annotated[Optional[str], typer.Option("--on-incompatible", help="stop|new-major: a schema change the registry's compatibility level refuses stops the job (default), or is registered as the subject's next major version with JSONata migration rules for consumers pinned to a major (needs a registry with data contracts). Also the on-incompatible TOML key and AVRO_SINK_ON_INCOMPATIBLE.")]
 DeliveryOpt = Annotated[Optional[str], typer.Option("--delivery", help="at-least-once (default) | exactly-once: Kafka transactions with commit tokens, so a read_committed consumer sees each source row once whatever fails (also the TOML key delivery, AVRO_SINK_DELIVERY).")]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _JobArgs(_TiCDCArgs):
+class _JobArgs(TiCDCArgs):
     """The options ``run`` and ``replay`` share: the same options find the same checkpoint."""
 
     source: SourceOpt
@@ -791,7 +694,7 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     for pair in pairs or []:
         name, sep, value = pair.partition("=")
         if not sep:
-            raise _fail(f"Invalid value {pair!r} for option '--csv': expected KEY=VALUE, e.g. include-commit-ts=true.")
+            raise fail(f"Invalid value {pair!r} for option '--csv': expected KEY=VALUE, e.g. include-commit-ts=true.")
         values[name.strip()] = value
     if not values:
         return None
@@ -800,8 +703,8 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
         if name not in names and name not in CsvOptions.model_fields:
             near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
             hint = f"did you mean {near[0]!r}? " if near else ""
-            raise _fail(f"Unknown CSV setting {name!r} (--csv or [sink.csv]): {hint}valid settings are "
-                        + ", ".join(names) + ".")
+            raise fail(f"Unknown CSV setting {name!r} (--csv or [sink.csv]): {hint}valid settings are "
+                       + ", ".join(names) + ".")
     for name in ("include-commit-ts", "output-old-value", "output-handle-key", "output-field-header"):
         if isinstance(values.get(name), str):
             values[name] = parse_bool(name, values[name])
@@ -813,9 +716,9 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
         detail = exc.errors()[0] if isinstance(exc, ValidationError) else None
         if detail is not None:
             where = ".".join(str(p) for p in detail.get("loc", ()))
-            raise _fail(f"Invalid CSV setting {where!r} (--csv or [sink.csv]): {detail.get('msg')}; "
-                        f"got {detail.get('input')!r}.") from None
-        raise _fail(f"Invalid CSV settings {values!r}: {exc}") from None
+            raise fail(f"Invalid CSV setting {where!r} (--csv or [sink.csv]): {detail.get('msg')}; "
+                       f"got {detail.get('input')!r}.") from None
+        raise fail(f"Invalid CSV settings {values!r}: {exc}") from None
 
 
 def _check_tables(config: SinkConfig, topic_rule: str | None, tables) -> None:
@@ -855,16 +758,16 @@ def _job_session(options, stores: set[str]):
     spark_sink = options.sink.scheme == "kafka" and options.sink.delivery != "exactly-once" and \
         options.kafka_producer != "confluent"
     spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
-    from avro_registry_sink.spark.submit import worker_python_problem
+    from avro_registry_sink.spark.submit_env import worker_python_problem
 
     problem = worker_python_problem(spark.sparkContext.master, spark.sparkContext.pythonExec)
     if problem:  # else every batch fails at its first Python stage, blamed on whatever it was writing to
-        raise _fail(f"Spark cannot start its Python workers: {problem}")
+        raise fail(f"Spark cannot start its Python workers: {problem}")
     missing = missing_store_classes(spark, stores)
     if missing:
         packages = ",".join(store_packages(missing, hadoop_version(spark))) or "the store's Hadoop connector"
-        raise _fail(f"Spark has no Hadoop connector for {', '.join(missing)} storage URIs: submit with "
-                    f"--packages {packages} (this Spark's Hadoop version).")
+        raise fail(f"Spark has no Hadoop connector for {', '.join(missing)} storage URIs: submit with "
+                   f"--packages {packages} (this Spark's Hadoop version).")
     return spark
 
 
@@ -968,7 +871,7 @@ def _print_dead_letters(result, console) -> None:
 
 
 @app.command()
-@_option_groups
+@option_groups
 def run(
     job: _JobArgs,
     available_now: Annotated[bool, typer.Option("--available-now/--continuous", help="Process what exists and stop, or keep running.")] = False,
@@ -1006,15 +909,15 @@ def run(
         _check_source_data(options.source, wait=wait_for_data)
         reporter = make_progress(job.progress)
     except (AvroSinkError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _quiet_spark_warnings()
     _probe_job(options, job)  # before Spark's start: a wrong port, password or CA fails in seconds
     try:
         _check_data_contracts(options.sink)
     except ConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except AvroSinkError as exc:
-        raise _fail(str(exc), code=1) from None
+        raise fail(str(exc), code=1) from None
     spark = _job_session(options, stores)
     try:
         result = run_job(spark, options, progress=reporter)
@@ -1030,7 +933,7 @@ def run(
 
 
 @app.command()
-@_option_groups
+@option_groups
 def replay(
     job: _JobArgs,
 ) -> None:
@@ -1054,7 +957,7 @@ def replay(
                              "same --source, --sink-uri and --state-dir) of the run whose dead letters to replay.")
         reporter = make_progress("none" if job.progress == "auto" else job.progress)
     except (AvroSinkError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _quiet_spark_warnings()
     _probe_job(options, job)
     spark = _job_session(options, stores)
@@ -1073,7 +976,7 @@ def replay(
 
 
 @app.command()
-@_option_groups
+@option_groups
 def verify(
     job: _JobArgs,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (default: a table on a terminal, JSON otherwise).")] = False,
@@ -1102,15 +1005,15 @@ def verify(
                              "same --source, --sink-uri and --state-dir) of the run to verify.")
         topics = parse_read_topics(read_topic or [])
     except (AvroSinkError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _quiet_spark_warnings()
     spark = _job_session(options, stores)
     try:
         report = verify_run(spark, options, read_topics=topics, sample=sample, decode_all=decode_all)
     except (VerifyError, ConfigError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except AvroSinkError as exc:
-        raise _fail(str(exc), code=1) from None
+        raise fail(str(exc), code=1) from None
     if as_json or not sys.stdout.isatty():
         typer.echo(json.dumps(report.to_json(), default=str, ensure_ascii=False))
     else:
@@ -1260,7 +1163,7 @@ def demo(
                 quiet = progress == "auto" and not sys.stdout.isatty()  # the summary below says it all
                 result = run_job(spark, options, registry=client, progress=make_progress("none" if quiet else progress))
             except AvroSinkError as exc:
-                raise _fail(str(exc), code=1) from None
+                raise fail(str(exc), code=1) from None
             by_topic: dict[str, _TopicOutput] = {}
             for record in read_file_sink(base / "output"):  # one pass, nothing kept but counts and the newest
                 by_topic.setdefault(record.topic, _TopicOutput()).add(record)
@@ -1319,13 +1222,13 @@ def spark_submit(ctx: typer.Context) -> None:
     import os
     import subprocess
 
-    from avro_registry_sink.spark.submit import spark_submit_args, spark_submit_env
+    from avro_registry_sink.spark.submit_env import spark_submit_args, spark_submit_env
 
     command, env = spark_submit_env(os.environ)
     try:
         code = subprocess.call([command, *spark_submit_args(ctx.args)], env=env)
     except OSError as exc:
-        raise _fail(f"Cannot run {command}: {exc.strerror or exc}.", code=1) from None
+        raise fail(f"Cannot run {command}: {exc.strerror or exc}.", code=1) from None
     raise typer.Exit(code)
 
 
@@ -1346,7 +1249,7 @@ def package(
     try:
         archive = build_executor_env(out)
     except (RuntimeError, OSError) as exc:
-        raise _fail(f"Building the executor environment failed: {exc}", code=1) from None
+        raise fail(f"Building the executor environment failed: {exc}", code=1) from None
     packages = ([kafka_package()] if kafka else []) + store_packages(
         [s.strip() for s in (stores or "").split(",") if s.strip()])
     line = ["spark-submit", "--master", "spark://HOST:7077"]
@@ -1422,14 +1325,15 @@ def main() -> None:
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         from avro_registry_sink.redact import redact_text
 
-        typer.echo(f"error: {redact_text(' '.join(message.split()))}", err=True)  # one prefix, as _fail's
+        typer.echo(f"error: {redact_text(' '.join(message.split()))}", err=True)  # one prefix, as fail's
         sys.exit(getattr(exc, "exit_code", 2) or 2)
     sys.exit(code if isinstance(code, int) else 0)
 
 
-from avro_registry_sink.history import commands as _history_commands  # noqa: E402,F401 - history, diff, register
+for _command in (history_commands.history, history_commands.diff, history_commands.register):
+    app.command()(_command)
 
 if __name__ == "__main__":  # pragma: no cover
-    from avro_registry_sink.cli import main as _main  # the module's own app, with the commands added to it
+    from avro_registry_sink.cli import main as _module_main  # the module's own app, with the commands added to it
 
-    _main()
+    _module_main()

@@ -78,8 +78,9 @@ from avro_registry_sink.avro_binary import (
     zigzag,
 )
 from avro_registry_sink.config import DecimalMode
-from avro_registry_sink.encoder import MAGIC_BYTE, EncodingPlan, Op
+from avro_registry_sink.encoder import MAGIC_BYTE, EncodingPlan
 from avro_registry_sink.errors import EncodingError
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, converter_for, rule_for
 

@@ -12,13 +12,13 @@ import copy
 import io
 import struct
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Mapping
 
 import fastavro
 
 from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.errors import EncodingError
+from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import TableSchemas
 from avro_registry_sink.schema.naming import sanitize_name
 from avro_registry_sink.table import ColumnDef, TableDef
@@ -44,36 +44,6 @@ def unframe(data: bytes) -> tuple[int, bytes]:
             f"Not Confluent wire format: expected magic byte 0 and a 4-byte schema id, got {data[:5].hex() or 'nothing'}.",
         )
     return _HEADER.unpack_from(data)[1], bytes(data[5:])
-
-
-class Op(str, Enum):
-    """A row change's operation."""
-
-    INSERT = "insert"
-    UPDATE = "update"
-    DELETE = "delete"
-
-    @classmethod
-    def parse(cls, text: str) -> Op:
-        """Accept ``insert|update|delete``, TiCDC/Debezium's ``c|u|d``, and CSV's ``I|U|D``."""
-        op = _OP_ALIASES.get(text if text in _OP_ALIASES else str(text).lower())
-        if op is None:
-            raise EncodingError(
-                f"Unknown operation {text!r}: valid values are insert, update, delete (or c, u, d / I, U, D).",
-                value=text,
-            )
-        return op
-
-    @property
-    def tidb_op(self) -> str:
-        return "c" if self is Op.INSERT else "u"
-
-
-_OP_ALIASES = {
-    "insert": Op.INSERT, "c": Op.INSERT, "i": Op.INSERT, "create": Op.INSERT, "I": Op.INSERT,
-    "update": Op.UPDATE, "u": Op.UPDATE, "U": Op.UPDATE,
-    "delete": Op.DELETE, "d": Op.DELETE, "D": Op.DELETE,
-}
 
 
 def physical_time(commit_ts: int) -> int:

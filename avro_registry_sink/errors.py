@@ -96,6 +96,10 @@ class EncodingError(AvroSinkError, ValueError):
 class SourceError(AvroSinkError, ValueError):
     """An input file or message is malformed; the message names where and why."""
 
+    #: The line (or CSV record) of a file that is malformed, from the ``line`` context (set where it is known,
+    #: as for every error of a CSV data file's records).
+    line: int
+
 
 class StateError(AvroSinkError):
     """A file the product keeps its state in is damaged, unreadable or locked; the message names the file, what

@@ -46,6 +46,7 @@ from avro_registry_sink.errors import (
     SubjectNotFound,
     VersionNotFound,
 )
+from avro_registry_sink.model import PlanKey
 from avro_registry_sink.registry.explain import explain_incompatibility
 from avro_registry_sink.routing import Route, TopicRouter, collision_advice
 from avro_registry_sink.schema.builder import TableSchemas, derive_schemas
@@ -103,7 +104,6 @@ class NewMajor:
         return text
 
 
-PlanKey = tuple[str, str, int]
 T = TypeVar("T")
 
 

@@ -350,7 +350,6 @@ def bench_memory(ctx: Context) -> Section:
     return section
 
 
-
 class _CountingTransport(httpx.BaseTransport):
     """An httpx transport that counts every request actually sent (wraps httpx's HTTP transport)."""
 
@@ -467,7 +466,6 @@ def bench_manager(ctx: Context) -> Section:
     return section
 
 
-
 def _spark_frame(spark: Any, batch: pa.RecordBatch, work: Path) -> Any:
     """A cached DataFrame of the reference rows, read from Parquet (Spark has no uint64: DECIMAL(20,0))."""
     import pyarrow.parquet as pq
@@ -511,6 +509,7 @@ def bench_spark(ctx: Context) -> Section:
     section = Section("Spark encoding stage, cached input, noop sink (both cores)")
     warnings.simplefilter("ignore", FutureWarning)
     from avro_registry_sink.spark import stage as stage_module
+    from avro_registry_sink.spark.plan import StagePlan
 
     n = min(ctx.rows, 200_000 if ctx.quick else 1_000_000)
     spark = bench_session()
@@ -519,7 +518,7 @@ def bench_spark(ctx: Context) -> Section:
     plan = plan_for(table)
     route = Route(schema="bench", table="orders", topic="bench_orders", key_subject="bench_orders-key",
                   value_subject="bench_orders-value")
-    stage_plan = stage_module.StagePlan(plan, "bench_orders", 6, route)
+    stage_plan = StagePlan(plan, "bench_orders", 6, route)
     df = _spark_frame(spark, reference_data(ctx, n), work)
     frames = [df]
     try:
@@ -584,7 +583,8 @@ def bench_spark(ctx: Context) -> Section:
         rows += [Row.of(t, per_row_n, note=f"first {per_row_n:,} rows of the same DataFrame; one run")
                  for t in slow.values()]
         try:  # the JSON change path, as the job ran it before issue 11 (its API may change)
-            from avro_registry_sink.changes import CHANGE_DDL, dump_image
+            from avro_registry_sink.changes import dump_image
+            from avro_registry_sink.model import CHANGE_DDL
 
             changes_n = min(n, 50_000 if ctx.quick else 500_000)
             events = [{k: (str(v) if isinstance(v, Decimal) else v) for k, v in e.items()}

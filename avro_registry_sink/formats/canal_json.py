@@ -39,11 +39,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.formats.base import InputFormat, register
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
 __all__ = [
+    "CANAL_JSON",
+    "CanalJson",
     "DdlEvent",
     "SourceEvent",
     "TableLookup",
@@ -54,6 +58,7 @@ __all__ = [
     "events_from_canal",
     "find_table",
     "load_message",
+    "message_shape",
     "parse_canal_line",
     "parse_canal_lines",
     "peek",
@@ -131,11 +136,6 @@ def load_message(message: Mapping[str, Any] | str | bytes, source: str) -> dict[
 # --------------------------------------------------------------------------------------------------
 # Values
 
-_INT_TYPES = frozenset(
-    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT,
-     MySQLType.YEAR, MySQLType.BIT}
-)
-_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
 
 
 def convert_canal_value(col: ColumnDef, value: Any) -> Any:
@@ -152,14 +152,14 @@ def convert_canal_value(col: ColumnDef, value: Any) -> Any:
     if isinstance(value, bool):
         value = int(value)
     kind = col.type
-    if kind in _INT_TYPES:
+    if kind in INT_TYPES:
         if isinstance(value, int):
             return value
         try:
             return int(str(value).strip())
         except ValueError:
             raise ValueError(f"expected an integer, got {value!r}") from None
-    if kind in _FLOAT_TYPES:
+    if kind in FLOAT_TYPES:
         try:
             return float(value)
         except (TypeError, ValueError):
@@ -297,7 +297,6 @@ def events_from_canal(
     return events
 
 
-
 def check_known_columns(row: Mapping[str, Any], table: TableDef, where: str, source: str) -> None:
     """Raise :class:`SourceError` naming the columns of ``row`` that ``table`` (at its version) lacks."""
     known = {c.name.lower() for c in table.columns}
@@ -415,3 +414,48 @@ def parse_canal_line(line: str, number: int, table: TableDef, *, source: str, ta
                 "the storage sink writes no watermarks); ignored.",
                 source=source, line=number, reason="not a DML message", raw=raw,
             ))
+
+
+def message_shape(msg: Mapping[str, Any]) -> str | None:
+    """The column set a DML message's ``mysqlType`` names (sorted, lower-case, comma-separated), or ``None``.
+
+    >>> message_shape({"mysqlType": {"id": "int", "V": "varchar"}})
+    'id,v'
+    """
+    types = msg.get("mysqlType")
+    return ",".join(sorted(str(k).lower() for k in types)) if isinstance(types, Mapping) and types else None
+
+
+class CanalJson(InputFormat):
+    """canal-json: TiCDC's canal-json messages (Kafka records, or the lines of a storage tree's ``.json`` files)."""
+
+    name = "canal-json"
+    file_extension = "json"
+    is_changelog = True
+    carries_types = True
+
+    def peek(self, msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | None]:
+        return peek(msg)
+
+    def shape(self, msg: Mapping[str, Any]) -> str | None:
+        return message_shape(msg)
+
+    def events(self, message: Any, *, source: str = "", table: TableDef | None = None,
+               tables: TableLookup | None = None, table_version: int | None = None) -> list[SourceEvent]:
+        return events_from_canal(message, tables=tables, table=table, source=source, table_version=table_version)
+
+    def derive_table(self, message: str, source: str, *, previous: TableDef | None = None) -> TableDef | None:
+        return derive_table(message, source, previous=previous)
+
+    def read_file(self, text: str, table: TableDef, options: Any, *, source: str, table_version: int
+                  ) -> tuple[list[ChangeEvent], list[SourceError]]:
+        return parse_canal_lines(text, table, source=source, table_version=table_version)
+
+    def arrow_rows(self, messages: Any, versions: Any) -> Any:
+        from avro_registry_sink.formats.changelog_arrow import canal_rows
+
+        return canal_rows(messages, versions)
+
+
+#: The canal-json format object (see :mod:`avro_registry_sink.formats.base`).
+CANAL_JSON = register(CanalJson())

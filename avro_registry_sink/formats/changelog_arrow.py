@@ -31,11 +31,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from avro_registry_sink.model import PlanKey
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
 __all__ = ["Body", "Rows", "TableRows", "TableVersions", "canal_rows", "debezium_rows", "latin1_bytes", "utf8_messages"]
-
-PlanKey = tuple[str, str, int]
 
 _OP_INSERT, _OP_UPDATE, _OP_DELETE = 0, 1, 2
 
@@ -233,9 +233,6 @@ def _key_counts(body: Body, rows: np.ndarray, name: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 # Values: canal-json text -> what convert_canal_value gives, typed
 
-_INT_TYPES = frozenset({MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT,
-                        MySQLType.BIGINT, MySQLType.YEAR, MySQLType.BIT})
-_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
 #: Integers as int() takes them and Arrow's cast reads them alike (no sign, space, underscore, other digits).
 _INT_TEXT = r"^-?[0-9]{1,18}$"
 _WIDE_INT_TEXT = r"^-?[0-9]{1,20}$"
@@ -294,14 +291,14 @@ def _canal_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.ndarra
     kind = col.type
     if values.null_count == n:
         return pa.nulls(n, _typed_as(col)), bad
-    if kind in _INT_TYPES:
+    if kind in INT_TYPES:
         wide = kind is MySQLType.BIGINT or (kind is MySQLType.BIT and (col.length or 1) > 53)
         ok = pc.match_substring_regex(values, _WIDE_INT_TEXT if wide else _INT_TEXT)
         bad = ~_np(ok, True)
         if bad.any():
             values = pc.if_else(ok, values, pa.scalar(None, pa.string()))
         return _cast(values, pa.decimal128(20, 0) if wide else pa.int64(), bad)
-    if kind in _FLOAT_TYPES:
+    if kind in FLOAT_TYPES:
         ok = pc.match_substring_regex(values, _FLOAT_TEXT)
         bad = ~_np(ok, True)
         if bad.any():
@@ -330,10 +327,10 @@ def _canal_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.ndarra
 
 def _typed_as(col: ColumnDef) -> pa.DataType:
     """The Arrow type :func:`_canal_column` gives a column (ENUM/SET: text, unless every value is a number)."""
-    if col.type in _INT_TYPES:
+    if col.type in INT_TYPES:
         wide = col.type is MySQLType.BIGINT or (col.type is MySQLType.BIT and (col.length or 1) > 53)
         return pa.decimal128(20, 0) if wide else pa.int64()
-    if col.type in _FLOAT_TYPES:
+    if col.type in FLOAT_TYPES:
         return pa.float64()
     if col.type not in (MySQLType.ENUM, MySQLType.SET) and _is_binary_column(col):
         return pa.large_binary()
@@ -796,9 +793,9 @@ def _debezium_type(col: ColumnDef) -> pa.DataType:
     kind = col.type
     if kind is MySQLType.BIT:
         return pa.bool_() if (col.length or 1) == 1 else pa.string()
-    if kind in _INT_TYPES or kind in (MySQLType.DATE, MySQLType.DATETIME, MySQLType.TIME):
+    if kind in INT_TYPES or kind in (MySQLType.DATE, MySQLType.DATETIME, MySQLType.TIME):
         return pa.int64()
-    if kind in _FLOAT_TYPES or kind is MySQLType.DECIMAL:
+    if kind in FLOAT_TYPES or kind is MySQLType.DECIMAL:
         return pa.float64()
     return pa.string()
 
@@ -885,12 +882,12 @@ def _debezium_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.nda
             has = (lens > k) & ~bad
             number[has] |= data[offsets[:-1][has] + k].astype(np.uint64) << np.uint64(8 * k)
         return pa.array(number, pa.uint64(), mask=~valid), bad
-    if kind in _INT_TYPES:
+    if kind in INT_TYPES:
         if col.unsigned:
             numbers = _np(values, 0).astype(np.int64).view(np.uint64)
             return pa.array(numbers, pa.uint64(), mask=~valid), bad
         return values, bad
-    if kind in _FLOAT_TYPES:
+    if kind in FLOAT_TYPES:
         return values, bad
     if kind is MySQLType.DECIMAL:
         scale = col.scale
@@ -975,9 +972,9 @@ def _typed_as_debezium(col: ColumnDef) -> pa.DataType:
     kind = col.type
     if kind is MySQLType.BIT:
         return pa.int64() if (col.length or 1) == 1 else pa.uint64()
-    if kind in _INT_TYPES:
+    if kind in INT_TYPES:
         return pa.uint64() if col.unsigned else pa.int64()
-    if kind in _FLOAT_TYPES:
+    if kind in FLOAT_TYPES:
         return pa.float64()
     if _is_binary_column(col) and kind is not MySQLType.DECIMAL:
         return pa.large_binary()

@@ -49,14 +49,18 @@ from typing import Any, Iterator, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.formats.base import InputFormat, register
+from avro_registry_sink.model import Op, RefusalReason
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
 __all__ = [
+    "CSV",
     "LAYOUT_SETTINGS",
     "BinaryEncodingMethod",
     "CsvColumns",
+    "Csv",
     "CsvField",
     "CsvOptions",
     "CsvRecord",
@@ -287,11 +291,6 @@ def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterat
 # --------------------------------------------------------------------------------------------------
 # Values: one field -> a TiCDC text form, by column type
 
-_INT_TYPES = frozenset(
-    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT,
-     MySQLType.YEAR, MySQLType.BIT}
-)
-_FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
 _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?Inf|NaN")
 
@@ -308,14 +307,14 @@ def decode_value(col: ColumnDef, text: str, options: CsvOptions = DEFAULT_CSV_OP
     >>> decode_value(ColumnDef(name="b", type=MySQLType.VARBINARY), "6Zi/5pav")
     b'\\xe9\\x98\\xbf\\xe6\\x96\\xaf'
     """
-    if col.type in _INT_TYPES:
+    if col.type in INT_TYPES:
         if not _INT_TEXT.fullmatch(text):
             raise ValueError(f"expected an integer, got {_short(text)}")
         number = int(text)
         if number < 0 and (col.unsigned or col.type is MySQLType.BIT):
             raise ValueError(f"negative value {text} in an unsigned column")
         return number
-    if col.type in _FLOAT_TYPES:
+    if col.type in FLOAT_TYPES:
         if not _FLOAT_TEXT.fullmatch(text):
             raise ValueError(f"expected a floating-point number, got {_short(text)}")
         return float(text.replace("Inf", "inf"))
@@ -460,7 +459,7 @@ def resolve_layout(
             + ", ".join(f"{name}={_setting_text(changes[name][1])}" for name in wrong)
             + f" (detected from {'its header' if header is not None else 'its first rows'}). Change the setting "
             f"({fix}, or [sink.csv] in the settings file) and rerun: nothing of this batch was committed.",
-            source=source, line=records[0].line if records else 1, reason="misconfiguration",
+            source=source, line=records[0].line if records else 1, reason=RefusalReason.MISCONFIGURATION,
             setting=wrong[0],
         )
     resolved = options.model_copy(update={field: value for field, value in changes.values()})
@@ -661,7 +660,7 @@ def _parse_row(
 
 
 def _is_text_column(col: ColumnDef) -> bool:
-    return col.type not in _INT_TYPES and col.type not in _FLOAT_TYPES
+    return col.type not in INT_TYPES and col.type not in FLOAT_TYPES
 
 
 def _rows_to_events(
@@ -839,12 +838,12 @@ def _typed_column(col: ColumnDef, arr: Any, options: CsvOptions) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if col.type in _INT_TYPES:
+    if col.type in INT_TYPES:
         pattern = r"^[0-9]+$" if col.unsigned or col.type is MySQLType.BIT else r"^-?[0-9]+$"
         if arr.null_count < len(arr) and not pc.all(pc.match_substring_regex(arr, pattern)).as_py():
             return None
         return arr
-    if col.type in _FLOAT_TYPES:
+    if col.type in FLOAT_TYPES:
         if arr.null_count < len(arr) and not pc.all(pc.match_substring_regex(arr, "^" + _FLOAT_TEXT.pattern + "$")).as_py():
             return None
         try:
@@ -890,3 +889,19 @@ def _pair_updates(batch: Any, codes: Any, ts: Any, is_update: Any, table: TableD
     lines = np.arange(1, n + 1, dtype=np.int64)
     lines[new] = lines[old]  # the change is located at its first row, as the reference does
     return batch.take(pa.array(rows)), codes[rows], ts[rows], lines[rows]
+
+
+class Csv(InputFormat):
+    """csv: TiCDC's storage-sink CSV data files (``.csv`` files of a storage tree)."""
+
+    name = "csv"
+    file_extension = "csv"
+    has_layout = True
+
+    def read_file(self, text: str, table: TableDef, options: CsvOptions | None, *, source: str,
+                  table_version: int) -> tuple[list[ChangeEvent], list[SourceError]]:
+        return parse_csv(text, table, options or DEFAULT_CSV_OPTIONS, source=source, table_version=table_version)
+
+
+#: The CSV format object (see :mod:`avro_registry_sink.formats.base`).
+CSV = register(Csv())

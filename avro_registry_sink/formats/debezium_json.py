@@ -57,8 +57,8 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Mapping
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.formats.base import InputFormat, register
 from avro_registry_sink.formats.canal_json import (
     DdlEvent,
     SourceEvent,
@@ -69,9 +69,11 @@ from avro_registry_sink.formats.canal_json import (
     find_table,
     load_message,
 )
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
+from avro_registry_sink.typemap.mysql import INT_TYPES
 
-__all__ = ["convert_debezium_value", "events_from_debezium", "peek", "table_from_table_change"]
+__all__ = ["DEBEZIUM_JSON", "DebeziumJson", "convert_debezium_value", "events_from_debezium", "peek", "table_from_table_change"]
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -94,9 +96,6 @@ _CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 _BITS = "io.debezium.data.Bits"
 _INT_FIELD_TYPES = frozenset({"int8", "int16", "int32", "int64"})
-_INT_TYPES = frozenset(
-    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT, MySQLType.YEAR}
-)
 _BINARY_TIDB_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 _ISO = re.compile(
     r"(?P<date>-?\d{4,}-\d{2}-\d{2})[T ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?"
@@ -269,7 +268,7 @@ def convert_debezium_value(value: Any, col: ColumnDef | None = None, field: Mapp
             raw = base64.b64decode(str(value), validate=True)
             return int.from_bytes(raw, "little")  # Debezium's Bits are little-endian
         # integers
-        if ctype in _INT_TYPES or (ctype is None and ftype in _INT_FIELD_TYPES):
+        if ctype in INT_TYPES or (ctype is None and ftype in _INT_FIELD_TYPES):
             if name == _CONNECT_DECIMAL and isinstance(value, str):  # bigint.unsigned.handling.mode=precise
                 number = int(_decode_decimal(value, name, 0))
             elif isinstance(value, bool):
@@ -576,3 +575,28 @@ def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | Non
     if commit_ts is None:
         raise SourceError("debezium message has no source.commit_ts, source.ts_ms or ts_ms.", reason="no commit ts")
     return "dml", db, table, commit_ts
+
+
+class DebeziumJson(InputFormat):
+    """debezium-json: TiCDC's (and Debezium's) debezium-json message values, envelopes or bare payloads."""
+
+    name = "debezium-json"
+    is_changelog = True
+    has_tombstones = True
+
+    def peek(self, msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | None]:
+        return peek(msg)
+
+    def events(self, message: Any, *, source: str = "", table: TableDef | None = None,
+               tables: TableLookup | None = None, table_version: int | None = None) -> list[SourceEvent]:
+        """As :func:`events_from_debezium`: the table is looked up in ``tables`` by the message's own names."""
+        return events_from_debezium(message, tables=tables, source=source, table_version=table_version)
+
+    def arrow_rows(self, messages: Any, versions: Any) -> Any:
+        from avro_registry_sink.formats.changelog_arrow import debezium_rows
+
+        return debezium_rows(messages, versions)
+
+
+#: The debezium-json format object (see :mod:`avro_registry_sink.formats.base`).
+DEBEZIUM_JSON = register(DebeziumJson())

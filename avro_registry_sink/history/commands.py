@@ -1,4 +1,4 @@
-"""The ``history``, ``diff`` and ``register`` commands (added to :data:`avro_registry_sink.cli.app`).
+"""The ``history``, ``diff`` and ``register`` commands (:mod:`avro_registry_sink.cli` puts them on its app).
 
 * ``history --checkpoint CK [--table T | --subject S] [--json]``: the registrations a job (or ``register``) made,
   from the checkpoint's journal; without a checkpoint, ``--subject S`` lists the registry's versions of S.
@@ -18,15 +18,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from avro_registry_sink.cli import (
+from avro_registry_sink.cli_options import (
     ConfigOpt,
     DdlOpt,
     RegistryOpt,
     StateDirOpt,
-    _fail,
-    _option_groups,
-    _TiCDCArgs,
-    app,
+    TiCDCArgs,
+    build_config,
+    build_router,
+    fail,
+    option_groups,
     read_tables,
 )
 from avro_registry_sink.errors import AvroSinkError, RegistryUnavailable
@@ -45,7 +46,6 @@ def _console():
 
 def _registry_config(registry: str | None, config: Path | None, state_dir: Path | None):
     """The registry to ask: the URL, else the embedded registry's file under the state dir (as ``run`` uses it)."""
-    from avro_registry_sink.cli import build_config
     from avro_registry_sink.config import default_state_dir
 
     cfg = build_config(config_file=config, registry=registry)
@@ -124,7 +124,6 @@ def history_table(records: list[HistoryRecord], title: str):
     return grid
 
 
-@app.command()
 def history(
     checkpoint: CheckpointHistoryOpt = None,
     table: Annotated[Optional[str], typer.Option("--table", help="Only this table (schema.table).")] = None,
@@ -148,12 +147,12 @@ def history(
                 records = _registry_history(client, subject)
             title = f"Versions of subject {subject} in the registry (no journal: give --checkpoint for DDLs)"
         else:
-            raise _fail("history needs --checkpoint (the job's journal), or --subject to list a subject's versions "
-                        "in the registry.")
+            raise fail("history needs --checkpoint (the job's journal), or --subject to list a subject's versions "
+                       "in the registry.")
     except RegistryUnavailable as exc:
-        raise _fail(str(exc), code=1) from None
+        raise fail(str(exc), code=1) from None
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps({"history": [r.to_json() for r in records]}, indent=2, ensure_ascii=False))
         return
@@ -172,7 +171,7 @@ def _version_arg(text: str, what: str) -> int | str:
     try:
         return int(text)
     except ValueError:
-        raise _fail(f"Invalid {what} {text!r}: an integer (or 'latest').") from None
+        raise fail(f"Invalid {what} {text!r}: an integer (or 'latest').") from None
 
 
 def _chained_renames(records: list[HistoryRecord]) -> dict[str, str]:
@@ -224,7 +223,6 @@ def _field_text(f: Any) -> str:
     return text
 
 
-@app.command()
 def diff(
     versions: Annotated[list[str], typer.Argument(help="A B: two subject versions (--subject; 'latest' allowed) or two table versions (--table).")],
     subject: Annotated[Optional[str], typer.Option("--subject", help="Diff two versions of this subject.")] = None,
@@ -243,32 +241,32 @@ def diff(
     from avro_registry_sink.history.alter import alter_statements, dialect_of
 
     if len(versions) != 2:
-        raise _fail("diff needs two versions: A B.")
+        raise fail("diff needs two versions: A B.")
     if (subject is None) == (table is None):
-        raise _fail("diff needs one of --subject S (two subject versions) or --table T (two table versions).")
+        raise fail("diff needs one of --subject S (two subject versions) or --table T (two table versions).")
     try:
         dialect = dialect_of(sql) if sql is not None else None
         extra = {}
         for pair in rename or []:
             old, sep, new = pair.partition("=")
             if not sep or not old or not new:
-                raise _fail(f"Invalid value {pair!r} for option '--rename': OLD=NEW.")
+                raise fail(f"Invalid value {pair!r} for option '--rename': OLD=NEW.")
             extra[old] = new
         records = _journal(checkpoint)
         if table is not None:
             before_v, after_v = (_version_arg(v, "table version") for v in versions)
             if "latest" in (before_v, after_v):
-                raise _fail("--table takes two table versions (integers, see `history --table`).")
+                raise fail("--table takes two table versions (integers, see `history --table`).")
             mine = select(records, table=table)
             if not mine:
-                raise _fail(f"No registrations of table {table} on record"
-                            + (f" in {checkpoint}" if checkpoint else " (give --checkpoint)") + ".")
+                raise fail(f"No registrations of table {table} on record"
+                           + (f" in {checkpoint}" if checkpoint else " (give --checkpoint)") + ".")
             value_a, value_b = (_at_table_version(mine, "value", v) for v in (before_v, after_v))  # type: ignore[arg-type]
             if value_a is None or value_b is None:
                 known = sorted({r.table_version for r in mine})
-                raise _fail(f"Table {table} has no schema on record at table version "
-                            f"{before_v if value_a is None else after_v}; versions on record: "
-                            + ", ".join(map(str, known)) + ".")
+                raise fail(f"Table {table} has no schema on record at table version "
+                           f"{before_v if value_a is None else after_v}; versions on record: "
+                           + ", ".join(map(str, known)) + ".")
             key_a, key_b = (_at_table_version(mine, "key", v) for v in (before_v, after_v))  # type: ignore[arg-type]
             between = [r for r in mine if r.kind == "value" and before_v < r.table_version <= after_v]  # type: ignore[operator]
             renames = {**_chained_renames(sorted(between, key=lambda r: r.table_version)), **extra}
@@ -309,9 +307,9 @@ def diff(
                    "to": {"subject": subject, "version": b.version, "id": b.id}}
         statements = alter_statements(result, target_table or topic, dialect) if dialect else None
     except RegistryUnavailable as exc:
-        raise _fail(str(exc), code=1) from None
+        raise fail(str(exc), code=1) from None
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
         out: dict[str, Any] = {"diff": label, **ids, **result.to_json()}
         if statements is not None:
@@ -334,11 +332,10 @@ def diff(
 # register
 
 
-@app.command()
-@_option_groups
+@option_groups
 def register(
     ddl: DdlOpt,
-    ticdc: _TiCDCArgs,
+    ticdc: TiCDCArgs,
     registry: RegistryOpt = None,
     checkpoint: CheckpointHistoryOpt = None,
     state_dir: StateDirOpt = None,
@@ -348,7 +345,6 @@ def register(
 ) -> None:
     """Register the key and value schemas the tables of a DDL file need (CI-side registration, for jobs run with
     auto-register=false). Exit 0 when all are registered, 1 when one is refused or the registry is unreachable."""
-    from avro_registry_sink.cli import build_router
     from avro_registry_sink.config import default_state_dir
     from avro_registry_sink.history.journal import HistoryRecorder
     from avro_registry_sink.manager import SchemaManager
@@ -356,8 +352,8 @@ def register(
     from avro_registry_sink.selection import TableSelection
 
     if on_incompatible != "fail":
-        raise _fail(f"Invalid value {on_incompatible!r} for option '--on-incompatible': this build knows fail only "
-                    "(the breaking-DDL policy adds the others).")
+        raise fail(f"Invalid value {on_incompatible!r} for option '--on-incompatible': this build knows fail only "
+                   "(the breaking-DDL policy adds the others).")
     try:
         cfg = ticdc.sink_config(registry)
         if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
@@ -371,7 +367,7 @@ def register(
                   if selection.admits(t.schema_name, t.table)]
         text = ddl.read_text(encoding="utf-8")
     except AvroSinkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     journal = HistoryJournal.at(checkpoint) if checkpoint is not None else None
     failure: AvroSinkError | None = None
     with connect(cfg.registry) as client:
@@ -392,5 +388,5 @@ def register(
     else:
         _console().print(history_table(records, f"Registered from {ddl}"))
     if failure is not None:
-        raise _fail(str(failure), code=1 if isinstance(failure, RegistryUnavailable) or
-                    type(failure).__name__ == "SchemaEvolutionError" else 2)
+        raise fail(str(failure), code=1 if isinstance(failure, RegistryUnavailable) or
+                   type(failure).__name__ == "SchemaEvolutionError" else 2)

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, is_binary_column
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
@@ -53,7 +53,7 @@ MAX_ROWS_PER_FILE = 100_000
 PROGRESS_STEP = 10_000
 
 #: The CSV settings of the demo changefeed.
-DEMO_CSV_OPTIONS = CsvOptions(include_commit_ts=True, output_old_value=True)
+DEMO_CSV_OPTIONS = CsvOptions.model_validate({"include-commit-ts": True, "output-old-value": True})
 
 _START = dt.datetime(2024, 5, 9, 8, 0, 0, tzinfo=dt.timezone.utc)
 

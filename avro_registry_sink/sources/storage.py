@@ -46,8 +46,9 @@ from typing import Any, Iterable
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
-from avro_registry_sink.formats.canal_json import DdlEvent, parse_canal_lines
-from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvOptions, decode_text, parse_csv
+from avro_registry_sink.formats import format_for_extension
+from avro_registry_sink.formats.canal_json import DdlEvent
+from avro_registry_sink.formats.csv import CsvOptions, decode_text
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 
@@ -469,7 +470,5 @@ def read_data_file(
             data = Path(data_file.path).read_bytes()
         except OSError as exc:
             return [], [SourceError(f"{source}: cannot read ({exc}).", source=source, line=0, reason=str(exc))]
-    text = decode_text(data)
-    if data_file.format == "csv":
-        return parse_csv(text, table, options or DEFAULT_CSV_OPTIONS, source=source, table_version=data_file.version)
-    return parse_canal_lines(text, table, source=source, table_version=data_file.version)
+    return format_for_extension(data_file.format).read_file(decode_text(data), table, options, source=source,
+                                                            table_version=data_file.version)

@@ -11,7 +11,7 @@ cached:
    driver, which applies the DDLs, describes new tables and registers the schemas.
 2. :func:`encode_changelog`: parse -> typed Arrow columns (:mod:`~avro_registry_sink.formats.changelog_arrow`)
    -> the columnar encoder (:func:`~avro_registry_sink.spark.stage.encode_typed`) -> records
-   (:data:`~avro_registry_sink.spark.sources.ENCODED_DDL`), with no JSON text or Python object per value in
+   (:data:`~avro_registry_sink.model.ENCODED_DDL`), with no JSON text or Python object per value in
    between. The messages the vectorized reader does not take (malformed ones, unknown tables, values of an
    unusual form) are read one by one with the per-message readers
    (:func:`~avro_registry_sink.spark.sources.peek_message`, :func:`~avro_registry_sink.spark.sources.parse_message`),
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -280,6 +280,11 @@ def _canal_light(texts: pa.Array, body: Any, rows: np.ndarray) -> dict[str, Any]
     return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts, "mtype": mtype, "sub": sub}
 
 
+def _light_peek(fmt: str, texts: pa.Array, body: Any, rows: np.ndarray) -> dict[str, Any] | None:
+    """The light parse of messages ``rows`` in format ``fmt`` (see :data:`_LIGHT_PEEKS`)."""
+    return _LIGHT_PEEKS[fmt](texts, body, rows)
+
+
 def _debezium_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
     """The light parse of bare debezium payloads ``rows``: kind (0 dml, 2 watermark, -1 per message: envelopes,
     DDLs, anything else), schema, table and commit ts."""
@@ -300,6 +305,13 @@ def _debezium_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
                                            np.where(_np(pc.equal(op, "m"), False) & has_ts, 2, -1)))
     return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts,
             "mtype": pa.nulls(len(sub), pa.string()), "sub": sub}
+
+
+#: Each changelog format's light parse, by format name.
+_LIGHT_PEEKS: dict[str, Callable[[pa.Array, Any, np.ndarray], dict[str, Any] | None]] = {
+    "canal-json": _canal_light,
+    "debezium-json": lambda texts, body, rows: _debezium_light(texts, rows),
+}
 
 
 def _spread(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
@@ -325,7 +337,7 @@ def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list
     rows = np.flatnonzero(fast)
     light = None
     if rows.size:
-        light = _canal_light(texts, body, rows) if fmt == "canal-json" else _debezium_light(texts, rows)
+        light = _light_peek(fmt, texts, body, rows)
     if light is None:
         one_by_one = np.flatnonzero(~pre)
     else:
@@ -435,7 +447,10 @@ SAMPLE = 5000
 
 
 def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:
-    from avro_registry_sink.spark.sources import _shape
+    from avro_registry_sink.formats import format_named
+    from avro_registry_sink.formats.canal_json import message_shape
+
+    carries_types = format_named(fmt).carries_types
 
     inputs = sum(int(r["n"] or 0) for r in rows if r["kind"] == "count")
     shapes: dict[str, str | None] = {}
@@ -447,11 +462,11 @@ def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:
         if r["mtype"] is not None:
             if r["mtype"] not in shapes:
                 try:
-                    shapes[r["mtype"]] = _shape({"mysqlType": json.loads(r["mtype"])})
+                    shapes[r["mtype"]] = message_shape({"mysqlType": json.loads(r["mtype"])})
                 except ValueError:
                     shapes[r["mtype"]] = None
             shape = shapes[r["mtype"]]
-        key = (r["schema"], r["table"], shape if fmt == "canal-json" else None)
+        key = (r["schema"], r["table"], shape if carries_types else None)
         order = (r["first_ts"], r["first_file"], r["first_line"])
         have = merged.get(key)
         if have is None:
@@ -482,7 +497,7 @@ def _encoded_schema() -> pa.Schema:
 
 def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
     """The encode stage's error (source, reason, message, table...) as a complete dead-letter record."""
-    from avro_registry_sink.formats.dead_letter import dead_letter_json
+    from avro_registry_sink.model import dead_letter_json
     from avro_registry_sink.spark.sources import location_of
 
     record = json.loads(error)
@@ -497,7 +512,7 @@ def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
 
 def _finish(records: pa.RecordBatch, order_version: np.ndarray, order_file: pa.Array, order_line: np.ndarray,
             errors: pa.Array) -> pa.RecordBatch:
-    from avro_registry_sink.spark.stage import KAFKA_SCHEMA
+    from avro_registry_sink.model import KAFKA_SCHEMA
 
     return pa.RecordBatch.from_arrays(
         [*records.select(KAFKA_SCHEMA.names).columns, pa.array(order_version, pa.int64()), order_file,
@@ -569,13 +584,14 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                   history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
                   excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
                   ) -> Iterator[pa.RecordBatch]:
-    from avro_registry_sink.formats.changelog_arrow import canal_rows, debezium_rows
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+    from avro_registry_sink.formats import format_named
+    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
+    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed
 
     n = len(chunk.messages)
     pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
     filtered = {} if filtered is None else filtered
-    read = canal_rows if fmt == "canal-json" else debezium_rows
+    read = format_named(fmt).arrow_rows
     found = read(chunk.messages if not pre.any() else pc.if_else(pa.array(pre), pa.scalar(None, chunk.messages.type),
                                                                 chunk.messages), versions)
     if found.needs is not None:
@@ -650,7 +666,7 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
                      plans: Mapping[tuple[str, str, int], Any], excluded: frozenset[tuple[str, str]] = frozenset(),
                      output: Any = None, *, strict: bool = False, shapes: Mapping[tuple[str, str], str] | None = None,
                      table_filter: Any = None, counts: Any = None) -> DataFrame:
-    """Executor pass 2 (see the module docs): the batch's messages -> :data:`~avro_registry_sink.spark.sources.ENCODED_DDL`.
+    """Executor pass 2 (see the module docs): the batch's messages -> :data:`~avro_registry_sink.model.ENCODED_DDL`.
 
     ``history`` holds each table's versions (a message is read with the newest version at or before its commit
     ts), ``plans`` the :class:`~avro_registry_sink.spark.stage.StagePlan` of every version the batch uses,
@@ -663,7 +679,7 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     (an accumulator of :class:`CountsParam`).
     """
     from avro_registry_sink.formats.changelog_arrow import TableVersions
-    from avro_registry_sink.spark.sources import ENCODED_DDL
+    from avro_registry_sink.model import ENCODED_DDL
     from avro_registry_sink.spark.tally import StageOutput
 
     fmt = spec.kind

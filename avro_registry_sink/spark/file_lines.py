@@ -10,7 +10,7 @@ lines where it runs (:class:`~avro_registry_sink.spark.tally.StageOutput`), and
 the same function (:func:`to_lines`).
 
 >>> import pyarrow as pa
->>> from avro_registry_sink.spark.stage import KAFKA_SCHEMA
+>>> from avro_registry_sink.model import KAFKA_SCHEMA
 >>> records = pa.RecordBatch.from_pylist([{"topic": "t", "partition": 1, "key": b"\\x00\\x01", "value": None,
 ...     "headers": [{"key": "op", "value": b"d"}], "commit_ts": 7}], schema=KAFKA_SCHEMA)
 >>> lines_of(records, batch_id=3).to_pylist()
@@ -25,10 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["FILE_LINE_COLUMNS", "hex_text", "line_batch", "lines_of", "to_lines"]
+from avro_registry_sink.model import FILE_LINE_COLUMNS
 
-#: What the encode stage hands the file sink instead of Kafka columns: the line, and what orders it.
-FILE_LINE_COLUMNS = ("topic", "line", "order_version", "order_file", "order_line")
+__all__ = ["hex_text", "line_batch", "lines_of", "to_lines"]
+
 
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
 

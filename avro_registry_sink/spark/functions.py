@@ -177,7 +177,8 @@ def to_flat_avro(
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.routing import TopicRouter
-    from avro_registry_sink.spark.stage import StagePlan, encode_table
+    from avro_registry_sink.spark.plan import StagePlan
+    from avro_registry_sink.spark.stage import encode_table
 
     frame = df
     for given, name in ((op, "_op"), (commit_ts, "_commit_ts")):

@@ -44,31 +44,36 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
-from avro_registry_sink.errors import AvroSinkError, CheckpointError, ConfigError, NoHandleKey, SourceError
+from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.manager import PlanKey, SchemaManager, TablePlan, require_data_contracts
+from avro_registry_sink.formats import format_for_file
+from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
+from avro_registry_sink.model import (
+    DEFAULT_TOPIC_RULE,
+    ORDER_COLUMNS,
+    PlanKey,
+    RefusalReason,
+    refusal_reason,
+)
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.spark import checkpoint_files
+from avro_registry_sink.spark.batch_changelog import ChangelogBatches
+from avro_registry_sink.spark.batch_storage import StorageBatches
+from avro_registry_sink.spark.job_errors import JobFailed, SparkResourceError
 from avro_registry_sink.spark.packages import ivy_dir, kafka_package
+from avro_registry_sink.spark.plan import stage_plans_for
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import (
-    ENCODED_DDL,
-    ORDER_COLUMNS,
     SourceSpec,
     changelog_stream,
-    encode_storage_files,
-    infer_table,
-    resolve_storage_files,
-    source_error_json,
 )
 from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.table import TableDef
-from avro_registry_sink.tabledef.catalog import TableCatalog
 from avro_registry_sink.topic_owners import TopicOwners
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,7 +83,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BadInputBudgetExceeded",
-    "DEFAULT_TOPIC_RULE",
     "JobFailed",
     "JobOptions",
     "JobResult",
@@ -93,31 +97,8 @@ __all__ = [
     "trigger_limits",
 ]
 
-#: Side state of the checkpoint, per batch (:mod:`~avro_registry_sink.spark.side_state`): the newest file
-#: number per storage data directory (see ``_late_files``), data files waiting for their schema file (see
-#: ``_hold``), the changelog's table versions.
-_FILE_NUMBERS = "numbers"
-_HELD_FILES = "held"
-_TABLES = "tables"
-
 #: ``--on-missing-file``: what a storage data file that vanished before it was read does to its batch.
 ON_MISSING_FILE = ("report", "fail")
-
-#: One topic per table when neither a topic rule nor dispatchers nor a sink URI topic say otherwise.
-DEFAULT_TOPIC_RULE = "{schema}_{table}"
-
-
-
-class JobFailed(AvroSinkError):
-    """The streaming query stopped with an error; nothing of the failing batch was committed."""
-
-
-class MissingInputFiles(JobFailed):
-    """Data files of a batch vanished before they were read, and ``--on-missing-file fail`` was given."""
-
-
-class SparkResourceError(JobFailed):
-    """Spark ran out of a resource (JVM heap, a Python worker, an executor): the message names the setting."""
 
 
 #: What a failure looks like when Spark itself lost a resource: (pattern in the error text, what it is,
@@ -323,17 +304,6 @@ def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
 # The encode stage
 
 
-def _stage_plans(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str, int],
-                 max_message_bytes: int = 0) -> dict[PlanKey, Any]:
-    from avro_registry_sink.spark.stage import StagePlan
-
-    return {
-        key: StagePlan(encoding=plan.encoding, topic=plan.route.topic, partitions=partitions[plan.route.topic],
-                       route=plan.route, max_message_bytes=max_message_bytes)
-        for key, plan in plans.items()
-    }
-
-
 def _stage_encoder() -> Callable[..., DataFrame]:
     """The project's encode stage (``spark.stage.encode_changes``; a seam for tests)."""
     from avro_registry_sink.spark.stage import encode_changes
@@ -358,29 +328,19 @@ def _input_position(error: Mapping[str, Any]) -> tuple[str, str, int, int]:
             int(error.get("line") or error.get("offset") or 0))
 
 
-def _csv_explicit(options: Any) -> set[str]:
-    """TiCDC's names of the CSV settings the user gave (the others may be detected from the data)."""
-    if options is None:
-        return set()
-    fields = type(options).model_fields
-    return {fields[name].alias or name for name in options.model_fields_set}
-
-
 class BadInputBudgetExceeded(AvroSinkError):
     """More rows of a batch were dead-lettered than ``--max-bad-rows`` allows; the batch was not committed."""
 
 
 def _check_parsed(errors: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Split the parse stage's rows into dead letters and notes; a misconfiguration fails the batch."""
-    from avro_registry_sink.spark.sources import MISCONFIGURATION_REASON, NOTE_REASON
-
-    wrong = [e for e in errors if e.get("reason") == MISCONFIGURATION_REASON]
+    wrong = [e for e in errors if refusal_reason(e) is RefusalReason.MISCONFIGURATION]
     if wrong:
         setting = wrong[0].get("setting") or "source"
         raise ConfigError(wrong[0]["message"] + (f" ({len(wrong)} such rows or files)" if len(wrong) > 1 else ""),
                           option=setting if setting in ("tables", "source") else "csv", value=setting)
-    notes = sorted({e["message"] for e in errors if e.get("reason") == NOTE_REASON})
-    return [e for e in errors if e.get("reason") != NOTE_REASON], notes
+    notes = sorted({e["message"] for e in errors if refusal_reason(e) is RefusalReason.NOTE})
+    return [e for e in errors if refusal_reason(e) is not RefusalReason.NOTE], notes
 
 
 def _check_budget(options: JobOptions, errors: list[dict[str, Any]], delivered: int) -> None:
@@ -398,13 +358,6 @@ def _check_budget(options: JobOptions, errors: list[dict[str, Any]], delivered: 
             "the settings (or raise the budget) and rerun.",
             option="max-bad-rows",
         )
-
-
-def _is_update_half(record: Any, csv: Any, op: str) -> bool:
-    """A CSV record that is one half of an UPDATE written with ``output-old-value`` (op ``D`` or ``I``)."""
-    flag = 3 + int(csv.include_commit_ts)  # op, table, schema, [commit-ts], is-update
-    fields = record.fields
-    return len(fields) > flag and fields[0].text == op and fields[flag].text == "true"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -431,20 +384,8 @@ class _BatchProcessor:
         self.plans: dict[PlanKey, TablePlan] = {}
         self._schemas_seen: set[tuple[str, int]] = set()
         self._partitions: dict[str, int] = {}
-        self._file_numbers: dict[str, int] = {}
-        self._pending_numbers: dict[str, int] = {}
-        self._warnings: list[str] = []
-        self._held_files: dict[str, str] = {}
-        self._peeked: DataFrame | None = None
-        self._pending_held: dict[str, str] | None = None
-        self._broken_reported: set[str] = set()
         self._side_batch: int | None = None  # the batch whose committed side state is in memory
         self._side_loaded_from_store = False  # this batch read its side state from the checkpoint
-        self._broken_before: set[str] = set()
-        self._catalog_changed = False
-        #: a storage batch's files given by the caller (a replay) instead of the stream's offsets
-        self.explicit_files: list[tuple[str, str, bool]] | None = None
-        self._filtered: dict[str, int] = {}  # per table: files or messages left out by [filter] rules
         self._single_input = False  # this batch: each topic's records come from one data file
         self._verdict_topics: list[str] = []  # exactly once: the topics a verdict row may stop
         self._fused: dict[str, Any] | None = None  # exactly once: this batch is written by its encode stage
@@ -454,37 +395,27 @@ class _BatchProcessor:
         self.side = SideState(self.state)
         self.owners = TopicOwners(self.side)  # claimed in the router before the first batch
         self._owners_claimed = False
-        self._changelog_plans: dict[PlanKey, TablePlan] = {}  # every version a summarized batch of this run planned
-        self._strict_batch: int | None = None  # the batch read without a summary (see _prepare_changelog)
-        self._summary: tuple[int, Any] | None = None  # the summary of a batch read again with it
-        self._late_report: Callable[[BatchReport], None] | None = None  # fills the report once the batch is written
-        self._counts: Any = None  # the run's accumulator of what strict passes saw
-        self._last_inputs: int | None = None  # messages of the last changelog batch
-        self.hints = {(t.schema_name, t.table): t for t in options.tables}
-        self._completed: dict[tuple[str, str, int], Any] = {}  # see resolve_storage_files
+        from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder, TableSources
+
         spec = options.source
+        self.batches: StorageBatches | ChangelogBatches  # the batch source of the input's kind
         if spec.is_storage:
             from avro_registry_sink.sources.storage import StorageLayout
 
-            self.layout = StorageLayout(spec.location or spec.path or ".")
-            self.catalog = None
+            layout = StorageLayout(spec.location or spec.path or ".")
+            self.sources = TableSources(layout, options.tables, changelog=False)
+            self.batches = StorageBatches(options, manager, layout, self.state, self.side, self._topics,
+                                          self._fuse_write)
         else:
-            self.layout = None
-            self.catalog = TableCatalog(seed=options.tables)
-        from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder, TableSources
-
-        self.sources = TableSources(self.layout, options.tables, changelog=self.layout is None)
+            self.sources = TableSources(None, options.tables, changelog=True)
+            self.batches = ChangelogBatches(options, manager, self.side, self.sources, self._topics)
         self.history = HistoryRecorder(HistoryJournal(self.state), registry, self.sources)  # <checkpoint>/history/
         manager.on_register, manager.on_refused = self.history.registered, self.history.refused
 
     def ddl_history(self, schema: str, table: str) -> list[tuple[int, str]]:
         """``[(table version, DDL text)]`` of a table: its storage schema files' ``Query``, or the DDL messages
         the changelog catalog applied."""
-        if self.catalog is not None:
-            return self.catalog.ddl_history(schema, table)
-        if self.layout is None:
-            return []
-        return [(e.commit_ts, e.query) for e in self.layout.ddl_events() if (e.schema, e.table) == (schema, table)]
+        return self.batches.ddl_history(schema, table)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         with self._lock:
@@ -494,7 +425,7 @@ class _BatchProcessor:
                 try:
                     self._process(batch_df, batch_id)
                 except Exception:
-                    if self._strict_batch != batch_id or not self._summary_has_news(batch_df, batch_id):
+                    if not self.batches.read_again(batch_df, batch_id):
                         raise
                     # The batch holds what the driver must see first (a DDL, a new table or version, new
                     # columns): the strict pass stopped before handing on any record; read it with its summary.
@@ -549,7 +480,6 @@ class _BatchProcessor:
 
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
-        self._late_report = None
         spark = batch_df.sparkSession
         self.history.batch = batch_id
         if not self._owners_claimed:  # topics and subjects of earlier runs of the checkpoint: theirs alone
@@ -557,36 +487,33 @@ class _BatchProcessor:
             self._owners_claimed = True
         tally = None if self._counts_first() else self._tally(spark)
         output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
-        self._single_input = False  # set by _prepare_storage for this batch
+        self._single_input = False  # set from the prepared batch
         self._fused = None
         self._begin_side(batch_id)
-        missing: list[dict[str, Any]] = []
-        if self.options.source.is_storage:
-            prepared = self._prepare_storage(spark, batch_id, output, missing)
-        else:
-            prepared = self._prepare_changelog(spark, batch_df, output)
+        prepared = self.batches.prepare(spark, batch_df, batch_id, output)
         if prepared is None:
             self._end_side(batch_id)
             return
         failpoint("job.after-side-read")
-        parsed, plans, early_errors, inputs, cleanup = prepared
-        self._warnings.extend(self.manager.take_warnings())
+        self._single_input = prepared.single_input
+        parsed, plans, inputs, missing = prepared.encoded, prepared.plans, prepared.inputs, list(prepared.missing)
+        early_errors = prepared.early_errors
+        cleanup: list[DataFrame] = []
+        warnings = [*prepared.warnings, *self.manager.take_warnings()]
         try:
             one_pass = True  # storage files and changelog messages: parsed and encoded in one executor pass
             errors = list(early_errors)
             if not one_pass:
                 errors += [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
             errors, notes = _check_parsed(errors)
-            report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=self._warnings + notes,
-                                 filtered=dict(self._filtered), missing_files=[m["file"] for m in missing])
-            self._warnings = []
-            self._filtered = {}
+            report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=warnings + notes,
+                                 filtered=dict(prepared.filtered), missing_files=[m["file"] for m in missing])
             if plans:
                 if one_pass:
                     encoded = parsed
                 else:
                     partitions = self._topics(plans)
-                    stage_plans = _stage_plans(plans, partitions, self.options.sink.max_message_bytes)
+                    stage_plans = stage_plans_for(plans, partitions, self.options.sink.max_message_bytes)
                     encoded = _encode(parsed.filter("error IS NULL"), stage_plans, output)
 
                 def check(failed: list[dict[str, Any]], delivered: int) -> None:
@@ -603,7 +530,8 @@ class _BatchProcessor:
                     cleanup.append(encoded)
                     failed = self._count(encoded, plans, report)
                     check(failed, report.rows)
-                    self.sink.write(self._for_sink(_records(encoded), spark), batch_id, **self._write_plan(plans, spark))
+                    self.sink.write(self._for_sink(_records(encoded), spark), batch_id,
+                                    **self._write_plan(plans, spark, self._single_input))
                 else:  # one Spark job: encoded, counted on the way, written; checked before it is published
                     def verdict() -> None:
                         check(self._counted(tally.value, plans, report), report.rows)
@@ -613,7 +541,7 @@ class _BatchProcessor:
                                                       tables=self._fused["tables"])
                     else:
                         self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
-                                        check=verdict, **self._write_plan(plans, spark))
+                                        check=verdict, **self._write_plan(plans, spark, self._single_input))
                 report.resolved_ts = dict(getattr(self.sink, "resolved", None) or {})
                 report.new_schemas = self._new_schemas(plans)
                 majors = self.manager.take_majors()
@@ -633,8 +561,8 @@ class _BatchProcessor:
             failpoint("job.after-dead-letters")
             self._end_side(batch_id)
             failpoint("job.after-side-write")
-            if self._late_report is not None:
-                self._late_report(report)
+            if prepared.late_report is not None:
+                prepared.late_report(report)
             report.seconds = round(time.time() - started, 3)
             self.totals.add(report)
             self.progress.batch(report, self.totals)
@@ -667,28 +595,30 @@ class _BatchProcessor:
     def _exactly_once(self) -> bool:
         return bool(getattr(self.sink, "exactly_once", False))
 
-    def _write_plan(self, plans: Mapping[PlanKey, TablePlan], spark: SparkSession) -> dict[str, Any]:
+    def _write_plan(self, plans: Mapping[PlanKey, TablePlan], spark: SparkSession,
+                    single_input: bool) -> dict[str, Any]:
         """What an exactly-once sink needs besides the records: each topic's table, and an upper bound of the
         Spark partitions of the write (its writer ids; see :meth:`_for_sink`)."""
         if not self._exactly_once():
             return {}
         tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
-        slices = len(set(tables)) if self._single_input else self._spark_partitions(spark)
+        slices = len(set(tables)) if single_input else self._spark_partitions(spark)
         return {"tables": tables, "slices": max(1, slices)}
 
-    def _fuse_write(self, output: Any, plans: Mapping[PlanKey, TablePlan], spark: SparkSession) -> Any:
+    def _fuse_write(self, output: Any, plans: Mapping[PlanKey, TablePlan], spark: SparkSession,
+                    single_input: bool) -> Any:
         """The storage stage's ``output``, for an exactly-once sink when each topic's rows come from one data
         file (read whole by one task, in order): with the slice writer after the encoder in the same Python
         worker (:func:`~avro_registry_sink.delivery.fused_writer`), so the records never go back through the
         JVM to be sorted. Not with a bad-row budget (the batch is counted before it is written) or a file sink."""
-        if not (self._exactly_once() and self._single_input and output is not None and output.tally is not None
+        if not (self._exactly_once() and single_input and output is not None and output.tally is not None
                 and output.lines_of_batch is None and self.current_batch is not None):
             return output
         import dataclasses
 
         from avro_registry_sink.delivery import RESULT_DDL, fused_writer
 
-        plan = self._write_plan(plans, spark)
+        plan = self._write_plan(plans, spark, single_input)
         spec = self.sink.transactions.spec(self.current_batch, slices=plan["slices"])  # type: ignore[attr-defined]
         self._fused = plan
         return dataclasses.replace(output, then=(fused_writer(spec), RESULT_DDL))
@@ -704,7 +634,7 @@ class _BatchProcessor:
         from pyspark.sql import functions as F
 
         self._verdict_topics = sorted({plan.route.topic for plan in plans.values()})
-        misconfigured = F.get_json_object("error", "$.reason") == "misconfiguration"
+        misconfigured = F.get_json_object("error", "$.reason") == RefusalReason.MISCONFIGURATION.value
         return encoded.filter(F.col("error").isNull() | misconfigured)
 
     def _verdict_everywhere(self, records: DataFrame) -> DataFrame:
@@ -797,133 +727,19 @@ class _BatchProcessor:
             self.dead_letters.append(path)
         return path
 
-    # -- storage -------------------------------------------------------------------------------------
-
-    def _prepare_storage(self, spark: SparkSession, batch_id: int, output: Any, missing: list[dict[str, Any]]) -> Any:
-        """The batch's data files (new ones from the stream's offsets, held ones of earlier batches) resolved,
-        planned and encoded; files that are gone go to ``missing`` as dead-letter records (see :meth:`_missing`)."""
-        assert self.layout is not None
-        location = self.layout.location
-        listed = self.layout.refresh()  # one listing per batch: schema files, and which files are still there
-        rows = self.explicit_files if self.explicit_files is not None else self._stream_files(batch_id)
-        held_before = dict(self._held_files)
-        if not rows and not held_before:
-            return None
-        gone = sorted({relpath for relpath, _, missing in rows if missing or relpath not in listed}
-                      | {relpath for relpath in held_before if relpath not in listed})
-        paths = [path for relpath, path, _ in rows if relpath not in gone]
-        retried = [location.hadoop_uri(relpath) for relpath in held_before if relpath not in gone]
-        files = self._filter_storage(resolve_storage_files(self.layout, paths + retried, self.hints,
-                                                           self._completed))
-        retried_now = set(held_before) - set(files.held) - set(gone)
-        self._warnings = [w for w in self._late_files(files) if w.split(" ", 1)[0] not in retried_now]
-        self._warnings.extend(self._hold(files))
-        missing.extend(self._missing(gone))
-        try:
-            plans = self.manager.prepare_batch(files.tables.values())
-        except NoHandleKey as exc:
-            table = exc.context.get("table") or ""
-            if tuple(table.split(".", 1)) in self.hints:
-                raise
-            raise NoHandleKey(
-                f"{exc.message} Storage-sink schema files record the primary key but not unique keys: if "
-                f"{table} has a UNIQUE KEY over NOT NULL columns, give its CREATE TABLE with --tables.",
-                table=table,
-            ) from exc
-        early = [json.loads(e) for e in files.errors]
-        wanted = {relpath for relpath, _, _ in files.files}
-        topics = [plans[key].route.topic for _, key, _ in files.files if key in plans]
-        self._single_input = len(topics) == len(set(topics))
-        if wanted:
-            files_df = spark.read.format("binaryFile").load([location.spark_path(r) for r in sorted(wanted)]).select(
-                "path", "content")
-            explicit = frozenset(_csv_explicit(self.options.csv_options))
-            stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
-            output = self._fuse_write(output, plans, spark)
-            encoded = encode_storage_files(files_df, location, files, stage_plans, self.options.csv_options, explicit,
-                                           output)
-        else:
-            encoded = spark.createDataFrame([], ENCODED_DDL)
-        return encoded, plans, early, len(paths) + len(retried_now), []
-
-    def _stream_files(self, batch_id: int) -> list[tuple[str, str, bool]]:
-        """The batch's files ``(relpath, Hadoop URI, missing)`` from its offsets in Spark's offset log.
-
-        Spark writes a batch's end offset before the batch runs and reruns an uncommitted batch with the
-        same one; the start is the end of the batch before. Reading them here, on the driver, instead of
-        the stream's rows keeps Spark's Python source to the driver (its planning process), where the
-        driver's Python runs it even when the executors' Python is another one (``--archives ...#env``)."""
-        from avro_registry_sink.spark.storage_source import batch_files, initial_offset, list_tree
-
-        assert self.layout is not None
-        end = self._logged_offset(batch_id)
-        start = self._logged_offset(batch_id - 1) if batch_id > 0 else initial_offset()
-        files = batch_files(start, end, list_tree(self.layout, self.layout.listing()))
-        return [(relpath, self.layout.location.hadoop_uri(relpath), missing) for relpath, missing in files]
-
-    def _logged_offset(self, batch_id: int) -> dict[str, Any]:
-        """The storage tree's offset at the end of batch ``batch_id``, as Spark's offset log holds it."""
-        name = f"spark/offsets/{batch_id}"
-        try:
-            lines = self.state.read_text(name).splitlines()
-            return dict(json.loads(lines[2]))
-        except (FileNotFoundError, IndexError, ValueError) as exc:
-            where = str(self.options.checkpoint_uri.child(name))
-            raise CheckpointError(
-                f"Checkpoint file {where!r} does not hold the storage tree's offset of batch {batch_id} "
-                f"({type(exc).__name__}: {exc}); it is damaged or was written by another job. Use the checkpoint "
-                "this job wrote, or a new one.", path=where, problem="damaged") from None
-
-    def _missing(self, gone: list[str]) -> list[dict[str, Any]]:
-        """Dead-letter records for data files that vanished before they were read (deleted by TiCDC's
-        ``file-cleanup-cron-spec``, a pruned bucket): their rows are unknown. Reported on their own; with
-        ``--on-missing-file fail`` the batch fails instead."""
-        from avro_registry_sink.formats.dead_letter import dead_letter_record
-
-        if not gone:
-            return []
-        assert self.layout is not None
-        if self.options.on_missing_file == "fail":
-            raise MissingInputFiles(
-                f"{len(gone)} data file(s) of this batch vanished before they were read: {', '.join(gone[:5])}"
-                + (" ..." if len(gone) > 5 else "") + ". Their rows are unknown. Restore the files to deliver them, "
-                "or rerun with --on-missing-file report to record them as dead letters and go on.",
-                files=gone, option="on-missing-file")
-        out = []
-        for relpath in gone:
-            data_file = self.layout.data_file(relpath)
-            message = (f"{relpath}: the data file vanished before it was read (deleted by TiCDC's "
-                       "file-cleanup-cron-spec, or the store was pruned); its rows are unknown and were not "
-                       "delivered. Restore it to deliver them.")
-            out.append(dead_letter_record(
-                fmt=None if data_file is None else ("csv" if data_file.format == "csv" else "canal-json"),
-                source=relpath, file=relpath, reason="missing file", message=message,
-                schema=None if data_file is None else data_file.schema,
-                table=None if data_file is None else data_file.table,
-                table_version=None if data_file is None else data_file.version, rows="unknown"))
-            self._warnings.append(message)
-        return out
-
     def _with_raw(self, spark: SparkSession, failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Dead-letter records for rows the encode stage set aside, with the raw bytes of their input row.
 
-        The stage sees parsed rows, not input bytes; the few rows it refuses get theirs here: from the
-        batch's messages (changelogs), or from their data file's record at that line (storage)."""
-        from avro_registry_sink.formats.dead_letter import dead_letter_record
+        The stage sees parsed rows, not input bytes; the few rows it refuses get theirs here, from the batch
+        source (a storage tree: their data file's record at that line; a changelog's stage sets its own)."""
+        from avro_registry_sink.model import dead_letter_record
         from avro_registry_sink.spark.sources import location_of
 
         if all("raw_base64" in f for f in failed):
             return failed
-        raw: dict[str, bytes] = {}
         sources = sorted({str(f.get("source")) for f in failed if "raw_base64" not in f})
         fmt = self.options.source.kind
-        if self.layout is None and self._peeked is not None:
-            from pyspark.sql import functions as F
-
-            rows = self._peeked.filter(F.col("source").isin(sources)).select("source", "message").collect()
-            raw = {r["source"]: r["message"].encode("utf-8") for r in rows if r["message"] is not None}
-        elif self.layout is not None:
-            raw = self._storage_raw(spark, sources)
+        raw = self.batches.raw(spark, sources)
         out = []
         for record in failed:
             if "raw_base64" in record:  # already a complete record (the parse side set it aside)
@@ -932,47 +748,11 @@ class _BatchProcessor:
             source = str(record.get("source"))
             where = location_of(source)
             file = where.get("file") or ""
-            kind = fmt if self.layout is None else ("csv" if file.endswith(".csv") else "canal-json")
+            kind = format_for_file(file).name if self.options.source.is_storage else fmt
             fields = {k: v for k, v in record.items() if k not in ("source", "reason", "message")}
             fields.update(where)
             out.append(dead_letter_record(fmt=kind, source=source, reason=str(record.get("reason")),
                                           message=str(record.get("message")), raw=raw.get(source), **fields))
-        return out
-
-    def _storage_raw(self, spark: SparkSession, sources: list[str]) -> dict[str, bytes]:
-        from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, decode_text, iter_records
-        from avro_registry_sink.spark.sources import location_of
-
-        assert self.layout is not None
-        location = self.layout.location
-        lines: dict[str, set[int]] = {}
-        for source in sources:
-            where = location_of(source)
-            if where.get("file") and where.get("line"):
-                lines.setdefault(where["file"], set()).add(int(where["line"]))
-        if not lines:
-            return {}
-        contents = spark.read.format("binaryFile").load([location.spark_path(f) for f in lines]).select("path", "content")
-        out: dict[str, bytes] = {}
-        for row in contents.collect():
-            relpath = location.relative(row["path"])
-            wanted = lines.get(relpath, set())
-            text = decode_text(bytes(row["content"]))
-            if relpath.endswith(".csv"):
-                csv = self.options.csv_options or DEFAULT_CSV_OPTIONS
-                records = list(iter_records(text, csv))
-                for i, record in enumerate(records):
-                    if record.line in wanted:
-                        end = record.end
-                        following = records[i + 1] if i + 1 < len(records) else None
-                        if csv.output_old_value and following is not None and _is_update_half(record, csv, "D") \
-                                and _is_update_half(following, csv, "I"):
-                            end = following.end  # an UPDATE is its old-value row and its new-value row: both replay
-                        out[f"{relpath}:{record.line}"] = text[record.start:end].encode("utf-8", "surrogateescape")
-            else:
-                for number, line in enumerate(text.split("\n"), start=1):
-                    if number in wanted:
-                        out[f"{relpath}:{number}"] = line.rstrip("\r").encode("utf-8", "surrogateescape")
         return out
 
     # -- side state: per batch, current once the batch commits (see side_state) ----------------------
@@ -982,301 +762,15 @@ class _BatchProcessor:
         previous batch of this process, else read from the checkpoint (a rerun of an uncommitted batch sees
         exactly what its first attempt saw)."""
         self._side_loaded_from_store = self._side_batch != batch_id - 1
-        if self._side_loaded_from_store:
-            if self.options.source.is_storage:
-                held = self.side.load(_HELD_FILES, batch_id) or {}
-                self._held_files = dict(held.get("held", {}))
-                self._broken_reported = set(held.get("broken_reported", []))
-                self._file_numbers = dict(self.side.load(_FILE_NUMBERS, batch_id) or {})
-            else:
-                self.catalog = TableCatalog.from_data(self.side.load(_TABLES, batch_id), seed=self.options.tables)
+        self.batches.begin_side(batch_id, from_store=self._side_loaded_from_store)
         self._side_batch = None  # changed by this batch until _end_side
-        self._pending_held = None
-        self._pending_numbers = {}
-        self._catalog_changed = False
 
     def _end_side(self, batch_id: int) -> None:
         """Write what this batch changed of the side state, as batch ``batch_id``'s."""
-        if self._pending_held is not None:
-            changed = self._pending_held != self._held_files or self._broken_reported != self._broken_before
-            self._held_files = self._pending_held
-            if changed:
-                self.side.save(_HELD_FILES, batch_id, {"held": self._held_files,
-                                                       "broken_reported": sorted(self._broken_reported)})
-        if self._pending_numbers:
-            numbers = dict(self._file_numbers)
-            for directory, number in self._pending_numbers.items():
-                numbers[directory] = max(numbers.get(directory, 0), number)
-            if numbers != self._file_numbers:
-                self._file_numbers = numbers
-                self.side.save(_FILE_NUMBERS, batch_id, numbers)
-        if self._catalog_changed and self.catalog is not None:
-            self.side.save(_TABLES, batch_id, self.catalog.to_data())
+        self.batches.end_side(batch_id)
         self._side_batch = batch_id
 
     # -- held data files (no usable schema file yet) ---------------------------------------------------
-
-    def _hold(self, files: Any) -> list[str]:
-        """Remember this batch's held files (saved with the batch) and say what waits and why; a broken
-        schema file is reported once."""
-        self._pending_held = dict(files.held)
-        self._broken_before = set(self._broken_reported)
-        warnings = []
-        new = sorted(set(files.held) - set(self._held_files))
-        for relpath in new:
-            warnings.append(f"{relpath}: held, not read: {files.held[relpath]} It is retried with every later batch.")
-        if files.held and not new:
-            warnings.append(f"{len(files.held)} data file(s) still held, waiting for their schema files.")
-        for relpath, reason in sorted(files.broken.items()):
-            if relpath not in self._broken_reported:
-                self._broken_reported.add(relpath)
-                warnings.append(f"{reason} Only that table version waits; other tables go on.")
-        return warnings
-
-    def _filter_storage(self, files: Any) -> Any:
-        """Leave out the files of tables ``[filter] rules`` exclude (counted in ``filtered``, not dead-lettered)."""
-        selection = self.manager.selection
-        if selection.is_everything:
-            return files
-        import dataclasses
-
-        def count(schema: str, table: str) -> None:
-            name = f"{schema}.{table}"
-            self._filtered[name] = self._filtered.get(name, 0) + 1
-
-        kept = [f for f in files.files if selection.admits(f[1][0], f[1][1])]
-        for _, key, _ in (f for f in files.files if not selection.admits(f[1][0], f[1][1])):
-            count(key[0], key[1])
-        held = {}
-        for relpath, reason in files.held.items():  # <schema>/<table>/...: never wait for a table left out
-            schema, table = (relpath.split("/") + ["", ""])[:2]
-            if selection.admits(schema, table):
-                held[relpath] = reason
-            else:
-                count(schema, table)
-        tables = {key: t for key, t in files.tables.items() if selection.admits(key[0], key[1])}
-        return dataclasses.replace(files, files=kept, tables=tables, held=held)
-
-    def _late_files(self, files: Any) -> list[str]:
-        """Files older (by number) than one an earlier batch took from the same directory.
-
-        TiCDC writes a directory's files in number order; a file that shows up after a newer one (copied
-        or synced out of order) is read when it appears, but its rows went out after newer ones of the same
-        rows: worth a warning (the numbers are kept in the checkpoint's side state).
-        """
-        warnings = []
-        for relpath, _, _ in files.files:
-            directory, _, name = relpath.rpartition("/")
-            newest = self._file_numbers.get(directory, 0)
-            number = int("".join(ch for ch in name if ch.isdigit()) or 0)
-            if number < newest:
-                warnings.append(f"{relpath} arrived after file number {newest} of the same directory; its rows "
-                                "were written after newer changes (files should appear in TiCDC's order).")
-        self._pending_numbers = dict(files.numbers)
-        return warnings
-
-    # -- changelogs ----------------------------------------------------------------------------------
-
-    def _prepare_changelog(self, spark: SparkSession, batch_df: DataFrame, output: Any = None) -> Any:
-        """The batch's messages summarized (tables, column sets, commit-ts ranges, DDLs: one light executor
-        pass), the catalog brought up to date and the schemas registered on the driver, then parsed and encoded
-        in one executor pass (``spark.changelog_stage``); nothing is cached."""
-        from avro_registry_sink.formats.canal_json import DdlEvent, events_from_canal
-        from avro_registry_sink.formats.debezium_json import events_from_debezium
-        from avro_registry_sink.spark.changelog_stage import encode_changelog, summarize_changelog
-
-        assert self.catalog is not None
-        spec = self.options.source
-        fmt = spec.kind
-        batch_id = self.current_batch
-        if self._summary is None or self._summary[0] != batch_id:
-            if self._changelog_plans or self._plan_from_sample(batch_df):
-                return self._strict_changelog(spark, batch_df, output)
-        if self._summary is not None and self._summary[0] == batch_id:
-            summary = self._summary[1]
-        else:
-            summary = summarize_changelog(batch_df, spec)
-        self._summary = None
-        inputs = summary.inputs
-        self._last_inputs = inputs
-        if inputs == 0:
-            return None
-        selection = self.manager.selection
-        stats = list(summary.groups)
-        ddl_rows = list(summary.ddls)
-        excluded = {(r["schema"], r["table"]) for r in stats + ddl_rows if r["schema"] is not None
-                    and r["table"] is not None and not selection.admits(r["schema"], r["table"])}
-        if excluded:  # [filter] rules: these tables' messages are counted and left out, DDLs included
-            for r in stats + ddl_rows:
-                if (r["schema"], r["table"]) in excluded:
-                    name = f"{r['schema']}.{r['table']}"
-                    self._filtered[name] = self._filtered.get(name, 0) + int(r["n"])
-            stats = [r for r in stats if (r["schema"], r["table"]) not in excluded]
-            ddl_rows = [r for r in ddl_rows if (r["schema"], r["table"]) not in excluded]
-        early: list[dict[str, Any]] = []
-        changed = False
-        for row in ddl_rows:  # in commit order: each starts a new version
-            try:
-                got = (events_from_canal if fmt == "canal-json" else events_from_debezium)(
-                    row["message"], source=row["source"])
-                for event in got:
-                    if isinstance(event, DdlEvent):
-                        self.sources.note_ddl(event)
-                        changed |= self.catalog.apply(event)
-            except SourceError as exc:
-                early.append(json.loads(source_error_json(exc, fmt=fmt, raw=row["message"])))
-        for row in sorted(stats, key=lambda r: (r["schema"], r["table"], r["low"] or 0)):
-            key = (row["schema"], row["table"])
-            if key not in self.catalog.known():
-                inferred = infer_table(fmt, row["first"], row["first_source"])
-                if inferred is not None:
-                    changed |= self.catalog.add(inferred.model_copy(update={"version": 0}))
-            elif row["shape"] and key not in self.hints:
-                # No DDL told us the table changed, but its messages did (canal-json's mysqlType): a new
-                # version from the first message of the new shape, instead of dead-lettering valid rows.
-                current = self.catalog.latest(*key)
-                if current is not None and row["shape"] != ",".join(sorted(c.name.lower() for c in current.columns)):
-                    inferred = infer_table(fmt, row["first"], row["first_source"], previous=current)
-                    if inferred is not None and row["low"] is not None:
-                        changed |= self.catalog.add(inferred.model_copy(update={"version": int(row["low"])}))
-        if changed:
-            self._catalog_changed = True
-        tables: dict[tuple[str, str, int], TableDef] = {}
-        for row in stats:
-            for table in self.catalog.versions_between(row["schema"], row["table"], row["low"], row["high"]):
-                tables[(table.schema_name, table.table, table.version)] = table
-        plans = self.manager.prepare_batch(tables[k] for k in sorted(tables))
-        self._changelog_plans.update(plans)
-        batch_df = self._one_task_if_small(batch_df, inputs)
-        history = self.catalog.history((row["schema"], row["table"]) for row in stats)
-        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes) if plans else {}
-        if not plans:  # nothing to write: what the messages hold are dead letters only
-            encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded))
-            early += [json.loads(r[0]) for r in encoded.filter("error IS NOT NULL").select("error").collect()]
-            encoded = spark.createDataFrame([], ENCODED_DDL)
-        else:
-            encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(excluded), output)
-        return encoded, plans, early, inputs, []
-
-    def _strict_changelog(self, spark: SparkSession, batch_df: DataFrame, output: Any) -> Any:
-        """A batch read without a summary: with the table versions and plans of earlier batches, in one Spark job.
-
-        Running continuously, almost every batch holds only tables and versions already planned; reading it
-        once saves a pass over the messages and a Spark job. Should a message need the driver first (a DDL, a
-        new table, version or column set), the executor stops the job before any record is handed on and
-        :meth:`__call__` reads the batch again with its summary."""
-        from avro_registry_sink.spark.changelog_stage import CountsParam, encode_changelog
-
-        assert self.catalog is not None
-        spec = self.options.source
-        self._strict_batch = self.current_batch
-        known = self.catalog.known()
-        history = self.catalog.history(known)
-        plans = dict(self._changelog_plans)
-        shapes = {}
-        if spec.kind == "canal-json":
-            for key in known:
-                latest = self.catalog.latest(*key)
-                if key not in self.hints and latest is not None:
-                    shapes[key] = ",".join(sorted(c.name.lower() for c in latest.columns))
-        if self._counts is None:
-            self._counts = spark.sparkContext.accumulator({"n": 0, "filtered": {}}, CountsParam())
-        else:
-            self._counts.value = {"n": 0, "filtered": {}}
-        counts = self._counts
-        batch_df = self._one_task_if_small(batch_df, self._last_inputs)
-        stage_plans = _stage_plans(plans, self._topics(plans), self.options.sink.max_message_bytes)
-        encoded = encode_changelog(batch_df, spec, history, stage_plans, frozenset(), output, strict=True,
-                                   shapes=shapes, table_filter=self.manager.selection.table_filter, counts=counts)
-
-        def late(report: BatchReport) -> None:
-            value = counts.value
-            report.inputs = self._last_inputs = int(value["n"])
-            for name, n in value["filtered"].items():
-                report.filtered[name] = report.filtered.get(name, 0) + int(n)
-
-        self._late_report = late
-        return encoded, plans, [], 0, []
-
-    #: A changelog batch of fewer messages is read, encoded and written by one task, without a shuffle: the
-    #: shuffle (and the second Spark stage) costs more than the parallelism saves.
-    SMALL_BATCH = 50_000
-
-    def _one_task_if_small(self, batch_df: DataFrame, inputs: int | None) -> DataFrame:
-        """The batch as one Spark partition when it is small (``inputs``: its message count, or the last batch's),
-        which then needs no shuffle to put each Kafka partition's records in order (``_for_sink``)."""
-        if inputs is None or inputs >= self.SMALL_BATCH or self.options.output_partitions:
-            return batch_df
-        self._single_input = True
-        return batch_df.coalesce(1)
-
-    def _plan_from_sample(self, batch_df: DataFrame) -> bool:
-        """The first batch of a run, when ``--tables`` (or the checkpoint) knows its tables: plan the tables the
-        start of each input partition names (a sample, one Arrow batch each), so that the batch is read once,
-        strictly. ``False`` (nothing planned) when the sample holds a DDL, a table the catalog does not know
-        (described by its first message, which only a full summary finds) or a column set other than the
-        table's; then the batch is summarized in full."""
-        from avro_registry_sink.spark.changelog_stage import summarize_changelog
-
-        assert self.catalog is not None
-        if not self.catalog.known():
-            return False
-        sample = summarize_changelog(batch_df, self.options.source, sample=True)
-        if sample.ddls or not sample.groups:
-            return False
-        selection = self.manager.selection
-        canal = self.options.source.kind == "canal-json"
-        tables: dict[tuple[str, str, int], TableDef] = {}
-        for row in sample.groups:
-            key = (row["schema"], row["table"])
-            if not selection.admits(*key):
-                continue
-            latest = self.catalog.latest(*key)
-            if latest is None:
-                return False
-            if canal and row["shape"] and key not in self.hints and \
-                    row["shape"] != ",".join(sorted(c.name.lower() for c in latest.columns)):
-                return False
-            for table in self.catalog.versions_between(key[0], key[1], row["low"], row["high"]):
-                tables[(table.schema_name, table.table, table.version)] = table
-        if not tables:
-            return False
-        self._changelog_plans.update(self.manager.prepare_batch(tables[k] for k in sorted(tables)))
-        return True
-
-    def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
-        """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again
-        with the summary computed here); ``False`` means the failure has another cause."""
-        from avro_registry_sink.spark.changelog_stage import summarize_changelog
-
-        try:
-            summary = summarize_changelog(batch_df, self.options.source)
-        except Exception:  # noqa: BLE001 - the original failure is the one to report
-            return False
-        self._summary = (batch_id, summary)
-        assert self.catalog is not None
-        selection = self.manager.selection
-        canal = self.options.source.kind == "canal-json"
-        for row in summary.ddls:
-            if row["schema"] is None or row["table"] is None or selection.admits(row["schema"], row["table"]):
-                return True
-        for row in summary.groups:
-            key = (row["schema"], row["table"])
-            if not selection.admits(*key):
-                continue
-            latest = self.catalog.latest(*key)
-            if latest is None:
-                return True
-            if canal and row["shape"] and key not in self.hints and \
-                    row["shape"] != ",".join(sorted(c.name.lower() for c in latest.columns)):
-                return True
-            for table in self.catalog.versions_between(key[0], key[1], row["low"], row["high"]):
-                if (table.schema_name, table.table, table.version) not in self._changelog_plans:
-                    return True
-        self._summary = None
-        return False
-
-
 # --------------------------------------------------------------------------------------------------
 # Running
 

@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from avro_registry_sink.columnar import record_fields
 from avro_registry_sink.config import DecimalMode, EncodingOptions, PartitionStrategy
-from avro_registry_sink.encoder import _OP_ALIASES, Op
+from avro_registry_sink.model import MESSAGE_OVERHEAD, OP_ALIASES, OVERSIZE_ADVICE, Op
 from avro_registry_sink.spark.packages import avro_package, ivy_dir
-from avro_registry_sink.spark.stage import MESSAGE_OVERHEAD, OVERSIZE_ADVICE
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, rule_for
 
@@ -34,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-    from avro_registry_sink.spark.stage import StagePlan
+    from avro_registry_sink.spark.plan import StagePlan
 
 __all__ = ["ensure_spark_avro", "has_spark_avro", "jvm_encode_table", "jvm_stage_gap"]
 
@@ -288,7 +287,7 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[list[
         raw = F.col(f"`{op_name}`")
         # Op.parse's aliases: each one in lower case is an alias of the same operation
         codes = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
-        pairs = {alias.lower(): codes[kind] for alias, kind in _OP_ALIASES.items()}
+        pairs = {alias.lower(): codes[kind] for alias, kind in OP_ALIASES.items()}
         op = F.create_map(*[F.lit(x) for pair in pairs.items() for x in pair])[F.lower(raw)]
         op = F.when(raw.isNull(), F.lit(0)).when(op.isNull(), F.raise_error(F.concat(
             F.lit(f"Cannot encode a change of table {name}: unknown operation "), raw,

@@ -12,7 +12,7 @@ A record is pending until a replay delivers it: each replay takes the pending re
 with the same relative paths and schema files, or JSON-lines files of messages), and runs the job's
 batch processor on it once, with the same sink, registry and options. Commit ts come from the raw rows, so
 they are the original ones. Rows that fail again are dead-lettered again with their original location and
-the new reason. The replay's output batch is ``REPLAY_BATCH_BASE + n``: a rerun of an interrupted replay
+the new reason. The replay's output batch is ``model.REPLAY_BATCH_BASE + n``: a rerun of an interrupted replay
 writes the same batch (the file sink replaces it).
 
 >>> # result = replay_dead_letters(spark, JobOptions(source=parse_source("/data/ticdc"), checkpoint=Path("ck")))
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 from urllib.parse import unquote, urlsplit
 
+from avro_registry_sink.model import REPLAY_BATCH_BASE
 from avro_registry_sink.progress import JobTotals, NullProgress, ProgressReporter
 from avro_registry_sink.spark.side_state import LEGACY_FILES, SideState
 from avro_registry_sink.spark.sources import parse_source
@@ -41,11 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.spark.job import JobOptions
     from avro_registry_sink.spark.sinks import Sink
 
-__all__ = ["REPLAY_BATCH_BASE", "ReplayResult", "pending_records", "replay_dead_letters"]
+__all__ = ["ReplayResult", "pending_records", "replay_dead_letters"]
 
-#: Output batch ids of replays start here (above any micro-batch id a job reaches), so a replay's files in
-#: the file sink never replace a micro-batch's.
-REPLAY_BATCH_BASE = 9_000_000_000
 
 
 @dataclass
@@ -192,6 +190,7 @@ def replay_dead_letters(
     ``sink`` and ``router`` default as in :func:`~avro_registry_sink.spark.job.run_job`.
     """
     from avro_registry_sink.errors import ConfigError
+    from avro_registry_sink.spark.batch_storage import StorageBatches
     from avro_registry_sink.spark.job import _batch_processor, _registry_for, _sink_for, build_router, check_checkpoint
 
     if not check_checkpoint(options):  # and it is this very source's
@@ -235,8 +234,8 @@ def replay_dead_letters(
                             "sink": getattr(sink, "description", ""), "checkpoint": str(checkpoint)})
             # a storage tree's files are given to the processor (relpath, path, missing); changelog files'
             # contents come as the stream's batch shape (``binaryFile``: path, content)
-            if options.source.is_storage:
-                processor.explicit_files = [
+            if isinstance(processor.batches, StorageBatches):
+                processor.batches.explicit_files = [
                     (Path(unquote(urlsplit(p).path)).relative_to(tree.resolve()).as_posix(), p, False) for p in paths]
                 batch = spark.createDataFrame([], STREAM_DDL)
             else:

@@ -1,6 +1,6 @@
 """Where the encoded records of a micro-batch go: a real Kafka cluster, or local files.
 
-Both sinks take the stage's output (:data:`~avro_registry_sink.changes.KAFKA_DDL`: ``topic``,
+Both sinks take the stage's output (:data:`~avro_registry_sink.model.KAFKA_DDL`: ``topic``,
 ``partition``, ``key``, ``value``, ``headers``, ``commit_ts``) with its order columns (``order_version``,
 ``order_file``, ``order_line``: table version, input file or partition, line or offset). The job hands the
 Kafka sink each Kafka partition's rows in one Spark partition, sorted by :data:`RECORD_ORDER`; the file
@@ -44,6 +44,7 @@ from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
+from avro_registry_sink.model import KAFKA_COLUMNS
 from avro_registry_sink.redact import redact_text, secret_values
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 
@@ -64,9 +65,6 @@ __all__ = [
     "has_spark_kafka",
     "read_file_sink",
 ]
-
-#: Columns Spark's Kafka sink writes (``commit_ts`` stays behind).
-KAFKA_COLUMNS = ("topic", "partition", "key", "value", "headers")
 
 
 class KafkaSinkError(AvroSinkError):

@@ -18,7 +18,7 @@ Streams (picked up by Spark structured streaming, offsets in the query's checkpo
 Per micro-batch the job turns the stream's rows into :data:`PARSED_DDL` rows on the executors with
 :func:`parse_storage_files` / :func:`parse_changelog`, whose closures hold only plain data (table
 definitions, options, the root path). Every row is either a change event (the
-:data:`~avro_registry_sink.changes.CHANGE_DDL` columns) or a bad line/message (``error``: JSON with the
+:data:`~avro_registry_sink.model.CHANGE_DDL` columns) or a bad line/message (``error``: JSON with the
 location and the reason), plus the order columns that keep per-key order in the output:
 ``order_version`` (storage: the version directory), ``order_file`` (storage: partition/date/file number;
 Kafka: topic/partition; files: the file), ``order_line`` (line or offset; a storage record encoded by
@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import ConfigError, SourceError
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
+from avro_registry_sink.model import ENCODED_DDL, RefusalReason
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
@@ -53,11 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.sources.storage import DataFile, StorageLayout
 
 __all__ = [
-    "ENCODED_DDL",
     "MESSAGES_DDL",
-    "MISCONFIGURATION_REASON",
-    "NOTE_REASON",
-    "ORDER_COLUMNS",
     "PARSED_DDL",
     "PEEKED_DDL",
     "SourceSpec",
@@ -82,7 +79,6 @@ PARSED_DDL = (
     "schema STRING, table STRING, table_version BIGINT, op STRING, commit_ts BIGINT, before STRING, "
     "after STRING, source STRING, order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
 )
-ORDER_COLUMNS = ("order_version", "order_file", "order_line")
 
 #: Raw changelog messages of a batch (Kafka records or lines of files).
 MESSAGES_DDL = "message STRING, source STRING, order_file STRING, order_line BIGINT, error STRING"
@@ -93,7 +89,6 @@ PEEKED_DDL = (
     "table STRING, commit_ts BIGINT, error STRING, shape STRING"
 )
 
-_FORMATS = ("canal-json", "debezium-json")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -184,8 +179,10 @@ def parse_source(text: str, sink: Any = None) -> SourceSpec:
         return _file_source("storage", f"file://{path}{query}")
     if scheme in STORE_OF_SCHEME:
         return _file_source("storage", text)
+    from avro_registry_sink.formats import FORMATS
+
     kind, _, transport = scheme.partition("+")
-    if kind not in _FORMATS or (transport != "kafka" and transport not in STORE_OF_SCHEME):
+    if kind not in FORMATS or not FORMATS[kind].is_changelog or (transport != "kafka" and transport not in STORE_OF_SCHEME):
         raise ConfigError(
             f"Invalid source {redact_url(text)!r}: expected a TiCDC storage-sink directory (a path, storage:///dir, file:///dir, "
             "s3://bucket/prefix?endpoint=..., gcs://, azure://, s3a://, gs://, abfss://, hdfs://), "
@@ -236,9 +233,9 @@ def location_of(source: str) -> dict[str, Any]:
 
 def _error_json(location: str, reason: str, message: str, *, fmt: str | None = None, raw: bytes | str | None = None,
                 table: str | None = None, **extra: Any) -> str:
-    """A dead-letter record (:mod:`~avro_registry_sink.formats.dead_letter`) as JSON; ``table`` may be
+    """A dead-letter record (:func:`~avro_registry_sink.model.dead_letter_record`) as JSON; ``table`` may be
     ``schema.table``."""
-    from avro_registry_sink.formats.dead_letter import dead_letter_json
+    from avro_registry_sink.model import dead_letter_json
 
     fields: dict[str, Any] = {**location_of(location), **{k: v for k, v in extra.items() if v is not None}}
     if table and "schema" not in fields and "." in table:
@@ -421,9 +418,6 @@ def resolve_storage_files(
     return StorageFiles(files=files, tables=tables, errors=errors, numbers=numbers, held=held, broken=broken)
 
 
-#: Reasons of rows the driver does not dead-letter: a note (what was detected) or a batch-stopping error.
-NOTE_REASON = "note"
-MISCONFIGURATION_REASON = "misconfiguration"
 
 
 def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tuple[int, str, int],
@@ -433,16 +427,18 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
 
     ``fast`` (optional) gets the file's resolved CSV settings first and returns true when it took the
     whole file itself (the vectorized path); then only the note rows come from here."""
+    from avro_registry_sink.formats import format_for_extension
     from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvSettingsError, decode_text, resolve_layout
     from avro_registry_sink.sources.storage import read_data_file
 
+    file_format = format_for_extension(data_file.format)
     file_options = options
     try:
-        if data_file.format == "csv":
+        if file_format.has_layout:
             file_options, note = resolve_layout(decode_text(content), table, options or DEFAULT_CSV_OPTIONS,
                                                 explicit=explicit, source=relpath)
             if note:
-                yield _error_row(_error_json(relpath, NOTE_REASON, f"{relpath}: {note}", fmt="csv"),
+                yield _error_row(_error_json(relpath, RefusalReason.NOTE, f"{relpath}: {note}", fmt="csv"),
                                  (order[0], order[1], 0), table.schema_name, table.table, relpath)
             if fast is not None and fast(file_options):
                 return
@@ -454,7 +450,7 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
     except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
         events, errors = [], [SourceError(f"{relpath}: cannot be read: {type(exc).__name__}: {exc}", source=relpath,
                                           line=0, reason=f"{type(exc).__name__}: {exc}", raw=content)]
-    fmt = "csv" if data_file.format == "csv" else "canal-json"
+    fmt = file_format.name
     for event in events:
         for part in split_key_change(event, table):
             yield _event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
@@ -477,8 +473,8 @@ def parse_storage_files(
     Files are read from the bytes Spark hands over (never opened by path here). CSV files are parsed
     with the layout :func:`~avro_registry_sink.formats.csv.resolve_layout` finds (``explicit`` names the
     settings the user gave: those win, and a file that contradicts them gives a
-    :data:`MISCONFIGURATION_REASON` row that fails the batch); what was detected comes as a
-    :data:`NOTE_REASON` row.
+    :attr:`~avro_registry_sink.model.RefusalReason.MISCONFIGURATION` row that fails the batch); what was
+    detected comes as a :attr:`~avro_registry_sink.model.RefusalReason.NOTE` row.
     """
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     tables = dict(files.tables)
@@ -504,13 +500,6 @@ def parse_storage_files(
         yield from _batches(rows(), PARSED_DDL)
 
     return files_df.select("path", "content").mapInArrow(parse, PARSED_DDL)
-
-
-#: The one-pass storage stage's output: Kafka columns, order columns, ``error`` (dead-letter JSON).
-ENCODED_DDL = (
-    "topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
-    "commit_ts BIGINT, order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
-)
 
 
 def encode_storage_files(
@@ -545,9 +534,11 @@ def encode_storage_files(
         import pyarrow as pa
 
         from avro_registry_sink.errors import EncodingError
+        from avro_registry_sink.formats import format_for_extension
         from avro_registry_sink.formats.csv import read_columns
+        from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
         from avro_registry_sink.sources.storage import StorageLayout
-        from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, stage_for
+        from avro_registry_sink.spark.stage import encode_change_batch, stage_for
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -597,7 +588,7 @@ def encode_storage_files(
                     return True
 
                 data_file = _data_file(layout, relpath)
-                if data_file is not None and data_file.format != "csv":
+                if data_file is not None and format_for_extension(data_file.format).is_changelog:
                     yield from _canal_file(relpath, content, table, plan, order, rank, finish, plans)
                     continue
                 rows = list(_storage_file_rows(relpath, content, table, order, data_file, csv_options, explicit, fast))
@@ -674,7 +665,8 @@ def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order:
 
     from avro_registry_sink.formats.canal_json import parse_canal_line
     from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch, encode_typed
+    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
+    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed
 
     lines, numbers = _file_lines(content)
     key = (table.schema_name, table.table, table.version)
@@ -730,7 +722,7 @@ def input_ranks(files: Iterable[tuple[str, Any, tuple[int, str, int]]]) -> dict[
 def _arrow_schema_of_encoded() -> Any:
     import pyarrow as pa
 
-    from avro_registry_sink.spark.stage import KAFKA_SCHEMA
+    from avro_registry_sink.model import KAFKA_SCHEMA
 
     return KAFKA_SCHEMA.append(pa.field("order_version", pa.int64())).append(
         pa.field("order_file", pa.string())).append(pa.field("order_line", pa.int64())).append(
@@ -849,7 +841,7 @@ def _unwrap_dump(msg: Mapping[str, Any], fmt: str, source: str) -> tuple[Any, st
     """A saved Kafka message -> (its value decoded, the value's JSON text); anything else unchanged.
 
     The value may be the JSON itself, JSON text, or base64 of JSON text. A dump whose value is none of
-    these raises a :data:`MISCONFIGURATION_REASON` error: the whole file is in a form this reader cannot
+    these raises a :attr:`~avro_registry_sink.model.RefusalReason.MISCONFIGURATION` error: the whole file is in a form this reader cannot
     take, which retrying row by row would not fix."""
     if "value" not in msg or not set(msg) <= _DUMP_KEYS:
         return msg, None
@@ -874,13 +866,8 @@ def _unwrap_dump(msg: Mapping[str, Any], fmt: str, source: str) -> tuple[Any, st
         f"{source}: this looks like a saved Kafka message ({{\"key\": ..., \"value\": ...}} per line), but its value "
         f"{shown} is neither a {fmt} JSON object, JSON text, nor base64 of JSON text. Expected one {fmt} message "
         "per line, or Kafka dumps whose value is one of those (e.g. kcat -J, or -e -o beginning -f '%s\\n').",
-        reason=MISCONFIGURATION_REASON,
+        reason=RefusalReason.MISCONFIGURATION,
     )
-
-
-def _shape(msg: Mapping[str, Any]) -> str | None:
-    types = msg.get("mysqlType")
-    return ",".join(sorted(str(k).lower() for k in types)) if isinstance(types, Mapping) and types else None
 
 
 def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str | None, str | None, int | None, str | None,
@@ -888,25 +875,25 @@ def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str |
     """What one changelog message is, the per-message way: ``(kind, schema, table, commit_ts, message, error,
     shape)`` with kind ``dml``/``ddl``/``watermark``/``skip``/``error`` (``message``: the JSON text, a saved
     Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: see :func:`peek_changelog`)."""
-    from avro_registry_sink.formats import canal_json, debezium_json
+    from avro_registry_sink.formats import format_named
 
+    input_format = format_named(fmt)
     if message is None or not message.strip():
-        if fmt == "debezium-json":
+        if input_format.has_tombstones:
             return "skip", None, None, None, message, None, None
         return "error", None, None, None, message, _error_json(source, "empty message",
                                                                   f"{source}: empty canal-json message."), None
-    peek = canal_json.peek if fmt == "canal-json" else debezium_json.peek
     try:
         msg = json.loads(message)
         if isinstance(msg, Mapping):
             msg, text = _unwrap_dump(msg, fmt, source)
             message = text if text is not None else message
-        if msg is None and fmt == "debezium-json":  # Debezium's tombstone after a delete
+        if msg is None and input_format.has_tombstones:  # Debezium's tombstone after a delete
             return "skip", None, None, None, message, None, None
         if not isinstance(msg, Mapping):
             raise SourceError("expected a JSON object.", reason="not an object")
-        kind, schema, table, commit_ts = peek(msg)
-        shape = _shape(msg) if fmt == "canal-json" and kind == "dml" else None
+        kind, schema, table, commit_ts = input_format.peek(msg)
+        shape = input_format.shape(msg) if kind == "dml" else None
         return kind, schema, table, commit_ts, message, None, shape
     except Exception as exc:  # noqa: BLE001 - reported as bad input, never fails the batch
         if isinstance(exc, SourceError):
@@ -950,8 +937,7 @@ def parse_message(message: str, source: str, fmt: str, schema: str, table_name: 
                   ) -> Iterator[tuple[Any, ...]]:
     """One DML message (as :func:`peek_message` saw it) -> :data:`PARSED_DDL` rows, the per-message way: its
     change rows (an UPDATE of the key split in two), or one error row."""
-    from avro_registry_sink.formats.canal_json import events_from_canal
-    from avro_registry_sink.formats.debezium_json import events_from_debezium
+    from avro_registry_sink.formats import format_named
 
     versions = history.get((schema, table_name))
     if not versions:
@@ -964,10 +950,7 @@ def parse_message(message: str, source: str, fmt: str, schema: str, table_name: 
         return
     table = pick_version(versions, commit_ts)
     try:
-        if fmt == "canal-json":
-            got = events_from_canal(message, table=table, table_version=table.version, source=source)
-        else:
-            got = events_from_debezium(message, tables={(schema, table_name): table},
+        got = format_named(fmt).events(message, table=table, tables={(schema, table_name): table},
                                        table_version=table.version, source=source)
     except SourceError as exc:
         yield _error_row(source_error_json(exc, fmt=fmt, raw=message, schema=schema, table=table_name,
@@ -1014,10 +997,9 @@ def parse_changelog(
 
 
 def infer_table(fmt: str, message: str, source: str, previous: TableDef | None = None) -> TableDef | None:
-    """A best-effort definition from one DML message (canal-json only: ``mysqlType``/``pkNames``);
-    ``previous`` (the version known so far) keeps what the message cannot say for unchanged columns."""
-    if fmt != "canal-json":
-        return None
-    from avro_registry_sink.formats.canal_json import derive_table
+    """A best-effort definition from one DML message (formats that carry types: canal-json's
+    ``mysqlType``/``pkNames``); ``previous`` (the version known so far) keeps what the message cannot say
+    for unchanged columns."""
+    from avro_registry_sink.formats import format_named
 
-    return derive_table(message, source, previous=previous)
+    return format_named(fmt).derive_table(message, source, previous=previous)

@@ -1,11 +1,11 @@
 """The Spark encoding stage: rows of change events -> Kafka records, with the columnar encoder in ``mapInArrow``.
 
-Two entry points, both returning a DataFrame shaped like :data:`~avro_registry_sink.changes.KAFKA_DDL`
+Two entry points, both returning a DataFrame shaped like :data:`~avro_registry_sink.model.KAFKA_DDL`
 (``topic, partition, key, value, headers, commit_ts``) in the input's row order within each partition:
 
 * :func:`encode_table` - a DataFrame with one table's own columns, plus optional ``_op`` (string,
   default insert) and ``_commit_ts`` (long, default 0);
-* :func:`encode_changes` - a DataFrame shaped like :data:`~avro_registry_sink.changes.CHANGE_DDL`
+* :func:`encode_changes` - a DataFrame shaped like :data:`~avro_registry_sink.model.CHANGE_DDL`
   (several tables and versions; row images as JSON text). Rows are grouped by (schema, table, version)
   inside each Arrow batch; each group's images are parsed in one ``pyarrow.json.read_json`` call against
   an explicit schema, base64 binary columns are decoded with numpy, and the group is encoded by
@@ -20,7 +20,7 @@ vectorized: CRC-32 of the route's schema, table and key texts (see :func:`partit
 
 A row whose table version has no plan, or that cannot be encoded, fails the batch: the error names
 ``schema.table``, the version, the column and the row's ``source``. Executors receive only plain data
-(:class:`StagePlan`); encoders are built lazily in the Python workers and cached by plan.
+(:class:`~avro_registry_sink.spark.plan.StagePlan`); encoders are built lazily in the Python workers and cached by plan.
 
 >>> # out = encode_changes(changes_df, {("shop", "orders", 3): StagePlan(plan, "shop_orders", 6, route)})
 >>> # out.write.format("kafka")...
@@ -29,31 +29,33 @@ A row whose table version has no plan, or that cannot be encoded, fails the batc
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from avro_registry_sink.changes import KAFKA_DDL
 from avro_registry_sink.columnar import ColumnarEncoder, decode_base64, parse_ops
 from avro_registry_sink.config import PartitionStrategy
-from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.errors import AvroSinkError, ConfigError, EncodingError
+from avro_registry_sink.model import (
+    HEADERS_TYPE,
+    KAFKA_DDL,
+    KAFKA_ERROR_SCHEMA,
+    KAFKA_SCHEMA,
+    MESSAGE_OVERHEAD,
+    OVERSIZE_ADVICE,
+    PlanKey,
+    RefusalReason,
+)
 from avro_registry_sink.routing import Route
+from avro_registry_sink.spark.plan import StagePlan
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "CHANGE_SCHEMA",
-    "HEADERS_TYPE",
-    "KAFKA_ERROR_SCHEMA",
-    "KAFKA_SCHEMA",
-    "MESSAGE_OVERHEAD",
-    "StagePlan",
     "encode_change_batch",
     "encode_changes",
     "encode_table",
@@ -64,32 +66,7 @@ __all__ = [
     "stage_for",
 ]
 
-PlanKey = tuple[str, str, int]
-
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-
-#: The Arrow schema of :data:`~avro_registry_sink.changes.KAFKA_DDL`.
-KAFKA_SCHEMA = pa.schema([
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("headers", HEADERS_TYPE),
-    pa.field("commit_ts", pa.int64()),
-])
-
-#: The Arrow schema of :data:`~avro_registry_sink.changes.CHANGE_DDL` (the input of :func:`encode_change_batch`).
-CHANGE_SCHEMA = pa.schema([
-    pa.field("schema", pa.string()), pa.field("table", pa.string()), pa.field("table_version", pa.int64()),
-    pa.field("op", pa.string()), pa.field("commit_ts", pa.int64()), pa.field("before", pa.string()),
-    pa.field("after", pa.string()), pa.field("source", pa.string()),
-])
-
 _OP_LETTERS = np.frombuffer(b"cud", dtype=np.uint8)  # op code 0/1/2 -> header byte
-
-
-#: TiCDC's allowance per Kafka message on top of key and value (``len(key)+len(value)+36 > max-message-bytes``).
-MESSAGE_OVERHEAD = 36
 
 
 def oversize_reason(size: int, limit: int) -> str | None:
@@ -97,26 +74,6 @@ def oversize_reason(size: int, limit: int) -> str | None:
     if not limit or size <= limit:
         return None
     return f"message too large: {size} bytes (key + value + {MESSAGE_OVERHEAD}) > max-message-bytes {limit}; {OVERSIZE_ADVICE}"
-
-
-#: What to do about a message over max-message-bytes.
-OVERSIZE_ADVICE = "raise it in the sink URI and the topic's max.message.bytes, as for TiCDC"
-
-
-@dataclass(frozen=True)
-class StagePlan:
-    """What the stage needs for one table version: encoding plan, topic, partition count and route."""
-
-    encoding: EncodingPlan
-    topic: str
-    partitions: int
-    route: Route
-    max_message_bytes: int = 0  # TiCDC's check: key + value + 36 must not exceed it; 0 = no check
-
-    @property
-    def key(self) -> PlanKey:
-        t = self.encoding.table
-        return (t.schema_name, t.table, t.version)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -524,12 +481,21 @@ def _row_error(exc: BaseException, plan: StagePlan, version: int, source: str | 
 # encode_table
 
 
-#: ``engine`` values of :func:`encode_table`.
+#: ``engine`` values of :func:`encode_table`: the one engine table.
+#:
+#: * ``arrow`` - the columnar encoder in ``mapInArrow`` (this module): the product's engine. The streaming
+#:   job (``run``), ``verify``, replay and the changelog/storage one-pass stages encode only with it: their
+#:   input is change rows of many tables and versions, or raw messages, which the JVM stage does not take.
+#: * ``jvm`` - Spark's own ``to_avro`` and SQL (:mod:`~avro_registry_sink.spark.jvm_stage`): the same bytes
+#:   (``tests/spark/test_jvm_stage.py``), faster for one table's typed DataFrame, where the rows need not
+#:   travel to a Python worker; offered by :func:`encode_table` (the notebook API) only.
+#: * ``auto`` - ``jvm`` where it has an exact conversion for every column (:func:`~.jvm_stage.jvm_stage_gap`),
+#:   else ``arrow``.
 ENGINES = ("auto", "jvm", "arrow")
 
 
 def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = (), engine: str = "auto") -> DataFrame:
-    """Encode a DataFrame of one table's rows into Kafka records (:data:`KAFKA_DDL`).
+    """Encode a DataFrame of one table's rows into Kafka records (:data:`~avro_registry_sink.model.KAFKA_DDL`).
 
     ``df`` holds the table's columns (by name, case-insensitive) and optionally ``_op`` (string:
     ``insert|update|delete``, ``c|u|d``...; null or absent = insert) and ``_commit_ts`` (long; absent = 0).
@@ -611,9 +577,9 @@ def _append_kept(out: pa.RecordBatch, batch: pa.RecordBatch, keep: tuple[str, ..
 
 def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: Sequence[str] = (),
                    isolate: bool = False, output: Any = None) -> DataFrame:
-    """Encode a change DataFrame (:data:`~avro_registry_sink.changes.CHANGE_DDL`) into Kafka records.
+    """Encode a change DataFrame (:data:`~avro_registry_sink.model.CHANGE_DDL`) into Kafka records.
 
-    ``plans`` maps ``(schema, table, table_version)`` to the :class:`StagePlan` of that version. Output
+    ``plans`` maps ``(schema, table, table_version)`` to the :class:`~avro_registry_sink.spark.plan.StagePlan` of that version. Output
     rows keep the input order within each partition; ``keep`` names input columns passed through after
     the Kafka columns (for instance ordering columns). With ``isolate`` rows that cannot be encoded come out
     with null key and value and the reason in an ``error`` column (see :func:`encode_change_batch`)
@@ -690,9 +656,6 @@ def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan
     return combined.take(pa.array(inverse)).to_batches(max_chunksize=n)[0]
 
 
-#: :data:`KAFKA_SCHEMA` plus ``error`` (dead-letter JSON of a row that could not be encoded, else null).
-KAFKA_ERROR_SCHEMA = KAFKA_SCHEMA.append(pa.field("error", pa.string()))
-
 #: Rows set aside one by one before a group is encoded row by row instead (a batch of many bad rows).
 _ISOLATE_LIMIT = 8
 
@@ -752,7 +715,7 @@ def _isolated(stage: _TableStage, typed: pa.RecordBatch, op_codes: np.ndarray, t
 def encode_typed(typed: pa.RecordBatch, op_codes: np.ndarray, commit_ts: np.ndarray, plan: StagePlan,
                  sources: Sequence[str | None]) -> pa.RecordBatch:
     """Typed columns of one table version (the table's column names; values as the columnar encoder takes
-    them) -> records (:data:`KAFKA_ERROR_SCHEMA`, same row order): a row the encoder refuses comes out alone
+    them) -> records (:data:`~avro_registry_sink.model.KAFKA_ERROR_SCHEMA`, same row order): a row the encoder refuses comes out alone
     with its ``error`` (see :func:`encode_change_batch`), every other row is encoded."""
     stage = _stage_for(plan)
     version = plan.encoding.table.version
@@ -785,7 +748,7 @@ def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
     Exact for every input the encoder accepts (its per-value path uses the reference converters), and
     each row's failure stays with that row."""
     from avro_registry_sink.changes import load_image
-    from avro_registry_sink.encoder import Op
+    from avro_registry_sink.model import Op
 
     plan = stage.plan
     omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
@@ -847,7 +810,7 @@ def _with_errors(out: pa.RecordBatch, bad: Mapping[int, EncodingError], plan: St
         context = exc.context
         reason, message = str(context.get("reason") or "cannot encode"), exc.message
         if context.get("missing_definition"):  # every such row fails alike: a configuration problem
-            reason = "misconfiguration"
+            reason = RefusalReason.MISCONFIGURATION
             message += (f" The input does not carry the {context['missing_definition']} of {table.qualified_name}: "
                         "give its CREATE TABLE with --tables and rerun (nothing of this batch was committed).")
         errors[i] = json.dumps({

@@ -26,7 +26,9 @@ from typing import Any, Callable, Iterator
 
 from pyspark.accumulators import AccumulatorParam
 
-__all__ = ["FILE_LINES_DDL", "StageOutput", "Tally", "TallyParam", "empty_tally", "tallied", "tally_of"]
+from avro_registry_sink.model import FILE_LINES_DDL
+
+__all__ = ["StageOutput", "Tally", "TallyParam", "empty_tally", "tallied", "tally_of"]
 
 #: ``{"topics": {topic: [records, tombstones, newest commit ts]}, "errors": [dead-letter JSON, ...]}``
 Tally = dict[str, Any]
@@ -67,10 +69,6 @@ def tally_of(batch: Any) -> Tally:
         out["topics"][topic] = [int(np.count_nonzero(rows)), int(np.count_nonzero(tombstone & rows)),
                                 int(ts[rows].max())]
     return out
-
-
-#: The stage's output for the file sink (see :data:`~avro_registry_sink.spark.file_lines.FILE_LINE_COLUMNS`).
-FILE_LINES_DDL = "topic STRING, line STRING, order_version BIGINT, order_file STRING, order_line BIGINT"
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
+from avro_registry_sink.model import REPLAY_BATCH_BASE
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
 
@@ -76,8 +77,6 @@ PENDING = ("held_files", "unread", "missing_files")
 #: The schema id expected records carry when the registry does not hold their schema (ids start at 1).
 NOT_REGISTERED = 0
 
-#: Output batch ids of replays (``spark.replay.REPLAY_BATCH_BASE``): always committed.
-_REPLAY_BATCH_BASE = 9_000_000_000
 _LINE_MASK = (1 << 40) - 1  # sources.LINE_BITS
 _BATCH_FILE = re.compile(r"batch-(?P<batch>\d+)-part-(?P<part>\d+)\.jsonl")
 _DEFAULT_SAMPLE = 20
@@ -396,7 +395,8 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
     """The rows of the storage tree's committed data files, encoded by the job's one-pass stage."""
     from avro_registry_sink.selection import TableSelection
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.job import _csv_explicit, _stage_plans
+    from avro_registry_sink.spark.batch_storage import csv_explicit
+    from avro_registry_sink.spark.plan import stage_plans_for
     from avro_registry_sink.spark.sources import encode_storage_files, input_ranks, resolve_storage_files
     from avro_registry_sink.spark.storage_source import batch_files, initial_offset, list_tree
     from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
@@ -445,8 +445,8 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
     if not resolved.files:
         return out
     counts = partitions({plan.route.topic for plan in plans.values()})
-    stage_plans = _stage_plans(plans, counts, options.sink.max_message_bytes)
-    explicit = frozenset(_csv_explicit(options.csv_options))
+    stage_plans = stage_plans_for(plans, counts, options.sink.max_message_bytes)
+    explicit = frozenset(csv_explicit(options.csv_options))
     ranks = input_ranks(resolved.files)
     relpath_of = {rank: relpath for relpath, rank in ranks.items()}
     out.tally = spark.sparkContext.accumulator(empty_tally(), TallyParam())
@@ -515,7 +515,8 @@ def _encode_parsed(parsed: DataFrame, plans: Mapping[Any, Any], output: Any) -> 
     passed through with their ``error`` (one pass: no second read of the input)."""
     import pyarrow as pa
 
-    from avro_registry_sink.spark.stage import CHANGE_SCHEMA, KAFKA_SCHEMA, encode_change_batch
+    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
+    from avro_registry_sink.spark.stage import encode_change_batch
     from avro_registry_sink.spark.tally import StageOutput
 
     keep = ("order_version", "order_file", "order_line", "source")
@@ -552,7 +553,7 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
     from pyspark.sql import functions as F
 
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.job import _stage_plans
+    from avro_registry_sink.spark.plan import stage_plans_for
     from avro_registry_sink.spark.sources import changelog_messages, parse_changelog, peek_changelog
     from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
     from avro_registry_sink.tabledef.catalog import TableCatalog
@@ -573,7 +574,7 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
     if raw is None:
         return out
     counts = partitions({plan.route.topic for plan in plans.values()})
-    stage_plans = _stage_plans(plans, counts, options.sink.max_message_bytes)
+    stage_plans = stage_plans_for(plans, counts, options.sink.max_message_bytes)
     out.tally = spark.sparkContext.accumulator(empty_tally(), TallyParam())
     excluded = sorted(k for k in catalog.known() if not selection.admits(*k))
 
@@ -757,7 +758,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
         batch = int(m.group("batch"))
         if batch in staged:
             continue
-        if batch < _REPLAY_BATCH_BASE and (committed_batch is None or batch > committed_batch):
+        if batch < REPLAY_BATCH_BASE and (committed_batch is None or batch > committed_batch):
             later[batch] = later.get(batch, 0) + 1
             continue
         files.append(relpath)
@@ -1124,7 +1125,7 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
 
 def _fill(report: VerifyReport, summary: list[Any], topic_tables: Mapping[str, str], expected: Expected,
           letters: DeadLetters, errors: list[dict[str, Any]]) -> None:
-    from avro_registry_sink.spark.sources import MISCONFIGURATION_REASON, NOTE_REASON
+    from avro_registry_sink.model import RefusalReason, refusal_reason
 
     for row in summary:
         name = topic_tables.get(row["topic"], f"topic {row['topic']}")
@@ -1141,15 +1142,15 @@ def _fill(report: VerifyReport, summary: list[Any], topic_tables: Mapping[str, s
         report.table(name)["unread"] += n
     for record in letters.records:
         counts = report.table(_table_of_letter(record))
-        if record.get("reason") == "missing file":
+        if refusal_reason(record) is RefusalReason.MISSING_FILE:
             counts["missing_files"] += 1
         else:
             counts["dead_lettered"] += 1
-    wrong = [e for e in errors if e.get("reason") == MISCONFIGURATION_REASON]
+    wrong = [e for e in errors if refusal_reason(e) is RefusalReason.MISCONFIGURATION]
     if wrong:
         raise VerifyError(f"The source does not read with these settings: {wrong[0].get('message')} Give verify the "
                           "run's own options (--csv, --tables, --config).")
-    lost = [e for e in errors if e.get("reason") != NOTE_REASON and not expected.error_matches(e, letters)]
+    lost = [e for e in errors if refusal_reason(e) is not RefusalReason.NOTE and not expected.error_matches(e, letters)]
     for error in lost:  # bad input the run neither delivered nor set aside
         name = f"{error['schema']}.{error['table']}" if error.get("schema") and error.get("table") else "?"
         report.table(name)["missing"] += 1
@@ -1386,7 +1387,6 @@ def _expected_values(value_rows: list[tuple[dict[str, Any], str]], expected: Exp
         if isinstance(got, dict) and isinstance(entry["expected_value"], dict):
             entry["differs"] = sorted(k for k in set(got) | set(entry["expected_value"])
                                       if got.get(k) != entry["expected_value"].get(k))
-
 
 
 # --------------------------------------------------------------------------------------------------

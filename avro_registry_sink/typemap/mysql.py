@@ -113,6 +113,14 @@ TYPE_RULES: dict[MySQLType, TypeRule] = {
 
 _TEXT_FAMILY = frozenset(t for t, r in TYPE_RULES.items() if r is _TEXT)
 
+#: The types whose values are integers in every input format (BIT and YEAR included).
+INT_TYPES = frozenset(
+    {MySQLType.TINYINT, MySQLType.SMALLINT, MySQLType.MEDIUMINT, MySQLType.INT, MySQLType.BIGINT,
+     MySQLType.YEAR, MySQLType.BIT}
+)
+#: The types whose values are floating-point numbers.
+FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
+
 
 def rule_for(col: ColumnDef) -> TypeRule:
     """The mapping row for a column (a text type with charset ``binary`` maps like a BLOB)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from avro_registry_sink.encoder import Op
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import go_format_float
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import ColumnDef, TableDef

@@ -296,7 +296,7 @@ def test_a_keys_changes_across_files_keep_their_order_through_kafka(spark, boots
 def test_a_record_over_a_megabyte_reaches_kafka(spark, bootstrap, registry, prefix, tmp_path):
     # Kafka's producers and brokers refuse records over about 1 MB by default; TiCDC's max-message-bytes is
     # 10 MiB, so the sink raises the producer's limit and creates its topics with max.message.bytes to match.
-    from avro_registry_sink.encoder import Op
+    from avro_registry_sink.model import Op
     from avro_registry_sink.tabledef import parse_ddl
     from tests.support.job import canal_ddl, canal_dml
 

@@ -15,8 +15,9 @@ from confluent_kafka.schema_registry.rules.jsonata.jsonata_executor import Jsona
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from avro_registry_sink.config import RegistryConfig
-from avro_registry_sink.encoder import Op, RowEncoder
+from avro_registry_sink.encoder import RowEncoder
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager
+from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.routing import TopicRouter

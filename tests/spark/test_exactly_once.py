@@ -37,11 +37,11 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.changes import Op
 from avro_registry_sink.config import RegistryConfig, parse_sink_uri
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.failpoints import COUNTS_ENV, DRIVER_ENV, ENV, PAUSE_ENV, WORKER_POINTS, FailpointError
 from avro_registry_sink.formats.csv import CsvOptions
+from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.spark.job import JobOptions, run_job

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from avro_registry_sink.config import SinkConfig
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.formats.csv import CsvOptions
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.replay import pending_records, replay_dead_letters

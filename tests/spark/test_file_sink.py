@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from avro_registry_sink.changes import KAFKA_DDL
+from avro_registry_sink.model import KAFKA_DDL
 from avro_registry_sink.spark.sinks import STAGING_DIR, FileSink, read_file_sink
 
 pytestmark = pytest.mark.spark

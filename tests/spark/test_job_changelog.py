@@ -15,7 +15,7 @@ import pytest
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.config import SinkConfig
-from avro_registry_sink.encoder import Op
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.job import JobOptions, run_job
 from avro_registry_sink.spark.sources import parse_source

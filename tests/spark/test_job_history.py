@@ -99,7 +99,7 @@ def test_auto_register_from_the_environment_and_the_settings_file(spark, tmp_pat
 
 
 def test_changelog_ddls_are_on_record_with_their_renames(spark, tmp_path: Path):
-    from avro_registry_sink.encoder import Op
+    from avro_registry_sink.model import Op
     from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
     from tests.support.job import canal_ddl, canal_dml
 

@@ -174,9 +174,9 @@ def test_files_taken_out_of_order_are_reported(tmp_path):
                                 manager, None, None, None, None)  # type: ignore[arg-type]
     uri = f"file:{tmp_path / 'in'}/"
     assert manager.on_register == processor.history.registered
-    assert processor._late_files(resolve_storage_files(layout, [uri + orders[1]])) == []
+    assert processor.batches._late_files(resolve_storage_files(layout, [uri + orders[1]])) == []
     processor._end_side(0)
-    late = processor._late_files(resolve_storage_files(layout, [uri + orders[0]]))
+    late = processor.batches._late_files(resolve_storage_files(layout, [uri + orders[0]]))
     assert len(late) == 1 and late[0].startswith(orders[0]) and "TiCDC's order" in late[0]
     processor._end_side(1)
     assert side_state(tmp_path / "ck", "numbers")

@@ -22,7 +22,8 @@ from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.spark.jvm_stage import ensure_spark_avro, jvm_stage_gap
-from avro_registry_sink.spark.stage import StagePlan, encode_table
+from avro_registry_sink.spark.plan import StagePlan
+from avro_registry_sink.spark.stage import encode_table
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from avro_registry_sink.encoder import Op
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file

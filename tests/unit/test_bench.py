@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from avro_registry_sink.encoder import Op
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.storage import StorageLayout
 from bench.harness import Timing, fmt_ratio, per_round_ratios
 from bench.run import main

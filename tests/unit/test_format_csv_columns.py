@@ -18,10 +18,12 @@ from avro_registry_sink.columnar import ColumnarEncoder
 from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.formats.csv import CsvOptions, parse_csv, read_columns
+from avro_registry_sink.model import CHANGE_SCHEMA
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.stage import CHANGE_SCHEMA, StagePlan, encode_change_batch
+from avro_registry_sink.spark.plan import StagePlan
+from avro_registry_sink.spark.stage import encode_change_batch
 from avro_registry_sink.table import TableDef
 
 

@@ -11,9 +11,10 @@ import pytest
 
 from avro_registry_sink.columnar import ColumnarEncoder
 from avro_registry_sink.config import RegistryConfig, load_config
-from avro_registry_sink.encoder import Op, RowEncoder
+from avro_registry_sink.encoder import RowEncoder
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.manager import SchemaManager
+from avro_registry_sink.model import Op
 from avro_registry_sink.registry.connect import connect
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.selection import TableSelection

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats.canal_json import (
     DdlEvent,
@@ -16,6 +15,7 @@ from avro_registry_sink.formats.canal_json import (
     convert_canal_value,
     events_from_canal,
 )
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "canal"

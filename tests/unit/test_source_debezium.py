@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats.canal_json import DdlEvent, Watermark
 from avro_registry_sink.formats.debezium_json import (
@@ -15,6 +14,7 @@ from avro_registry_sink.formats.debezium_json import (
     events_from_debezium,
     table_from_table_change,
 )
+from avro_registry_sink.model import Op
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "debezium"

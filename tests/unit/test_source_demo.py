@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.formats.csv import CsvOptions
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import DemoManifest, OpCounts, generate_demo
 from avro_registry_sink.sources.storage import StorageLayout
 

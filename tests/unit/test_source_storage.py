@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.encoder import Op
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats.csv import CsvOptions, decode_value, iter_records, parse_csv
+from avro_registry_sink.model import Op
 from avro_registry_sink.sources.storage import DataFile, DateSeparator, StorageLayout, data_file_name, read_data_file
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 

@@ -16,10 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from avro_registry_sink.changes import dump_image, load_image
-from avro_registry_sink.encoder import Op, RowEncoder
+from avro_registry_sink.encoder import RowEncoder
 from avro_registry_sink.errors import AvroSinkError
+from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing import Route
-from avro_registry_sink.spark.stage import CHANGE_SCHEMA, StagePlan, encode_change_batch
+from avro_registry_sink.spark.plan import StagePlan
+from avro_registry_sink.spark.stage import encode_change_batch
 from tests.unit.test_columnar import scenarios
 
 
