@@ -620,7 +620,7 @@ class _JobArgs(TiCDCArgs):
         URI, missing credentials, an unreachable store) before Spark starts."""
         from avro_registry_sink.config import default_state_dir, settings_from_mapping
         from avro_registry_sink.redact import remember
-        from avro_registry_sink.spark.job import JobOptions
+        from avro_registry_sink.spark.job_options import JobOptions
         from avro_registry_sink.spark.sources import parse_source
 
         state = self.state_dir or default_state_dir()
@@ -1125,7 +1125,8 @@ def demo(
     from avro_registry_sink.progress import make_progress
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
-    from avro_registry_sink.spark.job import JobOptions, job_session, run_job
+    from avro_registry_sink.spark.job import job_session, run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sinks import read_file_sink
     from avro_registry_sink.spark.sources import parse_source
 

@@ -68,7 +68,8 @@ def _register_major_2(url: str, table: TableDef, topic_rule: str) -> None:
 
 def bench_throughput(spark: Any, rows: int, rounds: int, bootstrap: str | None, work: Path) -> dict[str, Any]:
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.job import run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import parse_source
     from bench.tree import CSV_OPTIONS, storage_tree
 
@@ -170,7 +171,8 @@ class _Counter:
 
 def bench_breaking_change(spark: Any, breaks: int, batch_rows: int, bootstrap: str, work: Path) -> dict[str, Any]:
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.job import run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import parse_source
 
     root = work / "live-tree"

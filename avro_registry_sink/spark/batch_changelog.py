@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.history.journal import TableSources
     from avro_registry_sink.manager import SchemaManager, TablePlan
     from avro_registry_sink.progress import BatchReport
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.side_state import SideState
 
 __all__ = ["ChangelogBatches"]

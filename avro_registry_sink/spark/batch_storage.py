@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from avro_registry_sink.manager import SchemaManager, TablePlan
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.side_state import SideState
     from avro_registry_sink.storage_fs import StoreFS
 

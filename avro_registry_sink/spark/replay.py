@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from avro_registry_sink.routing import TopicRouter
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sinks import Sink
 
 __all__ = ["ReplayResult", "pending_records", "replay_dead_letters"]

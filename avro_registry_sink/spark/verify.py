@@ -53,7 +53,7 @@ from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
 
 __all__ = [
     "COUNTS",

@@ -44,7 +44,8 @@ from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.spark.verify import verify_run
 from avro_registry_sink.tabledef.ddl import parse_ddl
