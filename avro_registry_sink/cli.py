@@ -57,7 +57,7 @@ def _tidy_params(params: list[Any]) -> list[Any]:
             param.metavar = "" if param.is_flag else _METAVARS.get(param.name or "", (param.name or "").upper())
         if param.help:
             param.help = escape(param.help)
-        param._tidied = True
+        setattr(param, "_tidied", True)  # noqa: B010 - a marker of ours on click's object (no such attribute declared)
     return params
 
 
@@ -687,7 +687,8 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     values: dict[str, Any] = {}
     if config_file is not None:
         data = load_toml(config_file)
-        sink = data.get("sink") if isinstance(data.get("sink"), dict) else {}
+        table = data.get("sink")
+        sink: dict[str, Any] = table if isinstance(table, dict) else {}
         values.update(sink.get("csv") or data.get("csv") or {})
         if "terminator" in sink:  # TiCDC keeps the record separator in [sink], beside [sink.csv]
             values.setdefault("terminator", sink["terminator"])
@@ -752,7 +753,7 @@ def _job_session(options, stores: set[str]):
     """The job's SparkSession (Kafka connector when a side is Kafka, the Hadoop connectors of ``stores``);
     exit 2 when the session lacks a store's connector (spark-submit without --packages)."""
     from avro_registry_sink.spark.job import job_session
-    from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
+    from avro_registry_sink.spark.session import hadoop_version, master_of, missing_store_classes, store_packages
 
     # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink (exactly once writes with confluent-kafka)
     spark_sink = options.sink.scheme == "kafka" and options.sink.delivery != "exactly-once" and \
@@ -760,7 +761,7 @@ def _job_session(options, stores: set[str]):
     spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
     from avro_registry_sink.spark.submit_env import worker_python_problem
 
-    problem = worker_python_problem(spark.sparkContext.master, spark.sparkContext.pythonExec)
+    problem = worker_python_problem(master_of(spark), spark.sparkContext.pythonExec)
     if problem:  # else every batch fails at its first Python stage, blamed on whatever it was writing to
         raise fail(f"Spark cannot start its Python workers: {problem}")
     missing = missing_store_classes(spark, stores)

@@ -103,7 +103,7 @@ def option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
     groups: dict[str, tuple[type, list[str]]] = {}
     for param in inspect.signature(command).parameters.values():
         kind = hints[param.name]
-        if not dataclasses.is_dataclass(kind):
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
             params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=kind))
             continue
         fields = dataclasses.fields(kind)

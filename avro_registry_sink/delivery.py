@@ -410,6 +410,7 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
         producer, before = start.result()
         if first is None:  # nothing of the batch in this slice: no transaction at all
             return
+        token: str | None
         if before is not None:
             status, token = "committed-before", before
         else:
@@ -825,15 +826,15 @@ class TransactionalWriter:
         """Run the slice writers (``results``: their :data:`RESULT_DDL` rows, which Spark computes now), then
         ``check`` (the batch's verdict), then the batch's resolved record."""
         stream = _stream(batch_id)
-        results = results.collect()
+        rows = results.collect()
         tokens = self._tokens.setdefault((stream, batch_id), {})
         refused = []
-        for row in results:
+        for row in rows:
             if row["status"] == "refused":
                 refused.append(row["token"])
             elif row["token"]:
                 tokens[int(row["writer"])] = Token.from_json(row["token"])
-        top = max((int(r["writer"]) for r in results), default=-1)
+        top = max((int(r["writer"]) for r in rows), default=-1)
         if top >= self._writers.get(stream, 0):
             self._writers[stream] = top + 1
             self._save_state()

@@ -265,14 +265,14 @@ def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterat
                     fields.append(CsvField("", False, ""))
                     break
                 continue
-            m = end_re.match(text, pos)
-            if m:
+            ending = end_re.match(text, pos)
+            if ending:
                 rec_end = pos
-                pos = m.end()
+                pos = ending.end()
                 break
             error = f"unexpected {text[pos]!r} after a closing quote (expected the delimiter or the end of the record)"
-            m = end_re.search(text, pos)
-            pos = m.end() if m else n
+            ending = end_re.search(text, pos)
+            pos = ending.end() if ending else n
             break
         end = pos if rec_end is None else rec_end
         if error:

@@ -657,6 +657,8 @@ def generate_demo(
             touched: dict[str, set[Any]] = {name: set() for name in names}
             per_table: dict[str, list[tuple[Op, Any, dict[str, Any] | None, dict[str, Any] | None]]] = {}
             for name, op, _ in txn.ops:
+                before: dict[str, Any] | None
+                after: dict[str, Any] | None
                 if op is Op.INSERT:
                     key = gen.new_key(name)
                     after = gen.row(name, key, has_channel and name == "shop.orders")

@@ -60,7 +60,8 @@ def _version_at(parts: tuple[str, ...]) -> int | None:
         dirs = dirs[:-1]
     valid = [i for i, part in enumerate(dirs) if part.isdigit() and _SUFFIX.fullmatch("/".join(dirs[i + 1:]))]
     later = [i for i in valid if i >= 2]
-    return (later or valid or [None])[0]
+    found = later or valid
+    return found[0] if found else None
 
 
 def _root_of(parts: tuple[str, ...]) -> tuple[int, bool] | None:

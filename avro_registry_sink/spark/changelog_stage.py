@@ -361,8 +361,8 @@ def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list
                 schema, table, mtype = text.split("\x00", 2)
                 _add_group(groups, ("dml", schema, table, None, None if mtype == "\x01" else mtype), members, ts,
                            rows, chunk, light["sub"], order_file)
-    for r in one_by_one:
-        r = int(r)
+    for position in one_by_one:
+        r = int(position)
         text, utf8 = _text(chunk.messages, r)
         if not utf8:
             counts["error"] += 1

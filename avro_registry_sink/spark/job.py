@@ -66,6 +66,7 @@ from avro_registry_sink.spark.job_errors import JobFailed, SparkResourceError
 from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.packages import ivy_dir, kafka_package
 from avro_registry_sink.spark.plan import stage_plans_for
+from avro_registry_sink.spark.session import conf_value, master_of
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import changelog_stream
@@ -325,7 +326,7 @@ class _BatchProcessor:
         self.failed_batch: int | None = None
         self.current_batch: int | None = None  # the batch running (or the last one): a dead JVM fails it
         self.bad_input: list[dict[str, Any]] = []
-        self.dead_letters: list[Path] = []
+        self.dead_letters: list[Path | str] = []
         self.plans: dict[PlanKey, TablePlan] = {}
         self._schemas_seen: set[tuple[str, int]] = set()
         self._partitions: dict[str, int] = {}
@@ -421,7 +422,7 @@ class _BatchProcessor:
     def _spark_partitions(self, spark: SparkSession) -> int:
         if self.options.output_partitions:
             return self.options.output_partitions
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "2")))
+        return max(1, int(conf_value(spark, "spark.sql.shuffle.partitions", "2")))
 
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
@@ -834,8 +835,8 @@ def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
     if not options.source.is_kafka and (options.max_files_per_trigger or options.max_bytes_per_trigger):
         return {k: v for k, v in (("max_files_per_trigger", options.max_files_per_trigger),
                                   ("max_bytes_per_trigger", options.max_bytes_per_trigger)) if v}
-    local = spark.sparkContext.master.startswith("local")
-    heap = memory_bytes(spark.conf.get("spark.driver.memory" if local else "spark.executor.memory", "1g"))
+    local = master_of(spark).startswith("local")
+    heap = memory_bytes(conf_value(spark, "spark.driver.memory" if local else "spark.executor.memory", "1g"))
     budget = trigger_budget(heap)
     if options.source.is_kafka:
         return {"max_offsets_per_trigger": max(1, budget // ASSUMED_MESSAGE_BYTES)}
@@ -870,8 +871,8 @@ def _resource_settings(spark: SparkSession, options: JobOptions) -> dict[str, st
     """The settings a resource failure names, read while the JVM is alive."""
     limits = trigger_limits(spark, options)
     batch = ", ".join(f"{k.replace('_', '-')}={f'{v >> 20}m' if 'bytes' in k else v}" for k, v in limits.items())
-    local = spark.sparkContext.master.startswith("local")
-    return {"heap": spark.conf.get("spark.driver.memory" if local else "spark.executor.memory", "1g"), "batch": batch}
+    local = master_of(spark).startswith("local")
+    return {"heap": conf_value(spark, "spark.driver.memory" if local else "spark.executor.memory", "1g"), "batch": batch}
 
 
 def _jvm_exit_code(spark: SparkSession) -> int | None:

@@ -214,7 +214,10 @@ class FileSink:
 def _filesystem(spark: SparkSession, root: str) -> tuple[Any, Any]:
     """Hadoop's ``FileSystem`` of ``root`` (the raw local one for ``file:``, so that ``.crc`` side files
     stay in the staging directory) and Hadoop's ``Path`` class."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
+    if jvm is None:
+        raise ConfigError("The file sink needs a classic SparkSession with a JVM on the driver (Hadoop's FileSystem); "
+                          "this session has none (Spark Connect).")
     hpath = jvm.org.apache.hadoop.fs.Path
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     if root.startswith("file:"):
@@ -364,7 +367,8 @@ def _produce_partition(conf: Mapping[str, Any]) -> Any:
                 failures.append(redact_text(f"{msg.topic()}[{msg.partition()}]: {err}", secrets))
 
         for row in rows:
-            headers = [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in row["headers"] or []]
+            headers: list[tuple[str, str | bytes | None]] = [
+                (h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in row["headers"] or []]
             value = bytes(row["value"]) if row["value"] is not None else None
             key = bytes(row["key"]) if row["key"] is not None else None
             while True:

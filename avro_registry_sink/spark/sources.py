@@ -191,15 +191,15 @@ def parse_source(text: str, sink: Any = None) -> SourceSpec:
             option="source", value=redact_url(text),
         )
     if transport == "kafka":
-        query = dict(parse_qsl(split.query, keep_blank_values=True))
+        params = dict(parse_qsl(split.query, keep_blank_values=True))
         brokers = tuple(b for b in split.netloc.rpartition("@")[2].split(",") if b)
         topics = tuple(t for t in unquote(split.path.lstrip("/")).split(",") if t)
         if not brokers or not topics:
             raise ConfigError(f"Invalid source {redact_url(text)!r}: name the brokers and at least one topic.",
                               option="source", value=redact_url(text))
         return SourceSpec(kind=kind, transport="kafka", brokers=brokers, topics=topics,
-                          options={k: v for k, v in query.items() if k not in KAFKA_KEYS},
-                          kafka=kafka_options(query, _same_cluster_kafka(brokers, sink)))
+                          options={k: v for k, v in params.items() if k not in KAFKA_KEYS},
+                          kafka=kafka_options(params, _same_cluster_kafka(brokers, sink)))
     rest = text.split("+", 1)[1]
     if transport == "file" and not (unquote(split.netloc + split.path)):
         raise ConfigError(f"Invalid source {redact_url(text)!r}: no directory.", option="source", value=redact_url(text))
@@ -328,6 +328,14 @@ def _file_stream_reader(spark: SparkSession, max_files_per_trigger: int | None, 
 
 def _data_file(layout: StorageLayout, relpath: str) -> DataFile | None:
     return layout.data_file(relpath)
+
+
+def _resolved_data_file(layout: StorageLayout, relpath: str) -> DataFile:
+    """The data file at ``relpath``, a path :func:`resolve_storage_files` took as one on the driver."""
+    data_file = _data_file(layout, relpath)
+    if data_file is None:
+        raise RuntimeError(f"{relpath}: resolved as a storage-sink data file on the driver, but its path is not one's.")
+    return data_file
 
 
 @dataclass
@@ -495,7 +503,7 @@ def parse_storage_files(
                     if relpath in by_relpath:
                         key, order = by_relpath[relpath]
                         yield from _storage_file_rows(relpath, content, tables[key], order,
-                                                      _data_file(layout, relpath), csv_options, explicit)
+                                                      _resolved_data_file(layout, relpath), csv_options, explicit)
 
         yield from _batches(rows(), PARSED_DDL)
 
@@ -587,8 +595,8 @@ def encode_storage_files(
                     taken.append(finish(records, order, columns.lines, pa.nulls(records.num_rows, pa.string()), rank))
                     return True
 
-                data_file = _data_file(layout, relpath)
-                if data_file is not None and format_for_extension(data_file.format).is_changelog:
+                data_file = _resolved_data_file(layout, relpath)
+                if format_for_extension(data_file.format).is_changelog:
                     yield from _canal_file(relpath, content, table, plan, order, rank, finish, plans)
                     continue
                 rows = list(_storage_file_rows(relpath, content, table, order, data_file, csv_options, explicit, fast))

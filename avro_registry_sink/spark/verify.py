@@ -908,7 +908,9 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
     delivered before it in its partition is out of order)."""
     from pyspark.sql import functions as F
 
-    n = max(int(spark.conf.get("spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
+    from avro_registry_sink.spark.session import conf_value
+
+    n = max(int(conf_value(spark, "spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
     both = _sides(expected, delivered, spark).repartition(n, *_KEY).sortWithinPartitions(*_GROUP, "side", "pos")
     item = F.struct("pos", F.col("partition").alias("part"), "ksid", "vsid", "vdig")
     groups = both.groupBy(*_GROUP).agg(
@@ -1018,7 +1020,8 @@ def _decode_records(schemas: Mapping[int, str | None], shown: set[tuple[str, byt
         for batch in batches:
             topics, kbodies, stamps, keys, values = (batch.column(n).to_pylist()
                                                      for n in ("topic", "kbody", "ts", "key", "value"))
-            states, decoded = [], []
+            states: list[str] = []
+            decoded: list[str | None] = []
             for topic, kbody, ts, key, value in zip(topics, kbodies, stamps, keys, values):
                 kstate, kdec = decode(key)
                 vstate, vdec = decode(value)
