@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.kafka_options import KafkaOptions, librdkafka_conf

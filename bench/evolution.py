@@ -27,8 +27,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from avro_registry_sink.config import OnIncompatible, RegistryConfig, parse_sink_uri
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
@@ -273,7 +274,7 @@ def report(throughput: dict[str, Any] | None, change: dict[str, Any] | None, inf
                   ""]
     if change is not None:
         base, breaking = change["base"], change["breaking"]
-        extra = [b - a for a, b in zip(base, breaking)]
+        extra = [b - a for a, b in zip(base, breaking, strict=False)]
         lines += ["| new input, continuous job (1 s trigger) | seconds from the file's write to its last record "
                   "in Kafka (median, min-max) |", "|---|---|",
                   f"| a data file of the current table version ({change['batch_rows']} rows) | {_span(base)} |",

@@ -24,8 +24,9 @@ paths: :mod:`tests.unit.test_changelog_arrow` checks it byte for byte through th
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -564,7 +565,7 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
             if versions.strict and name in versions.shapes and not _same_shape(parsed, chosen, versions.shapes[name]):
                 out.needs = out.needs or f"the columns of {name[0]}.{name[1]}"
                 continue
-            if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns)):
+            if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns, strict=False)):
                 reject[chosen] = True  # a type change without a name change: rare, one by one
                 continue
             key_code[chosen] = len(keys)
@@ -1051,7 +1052,7 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
                 continue
             if _debezium_shape(definition) != shape or (tables and any(
                     _converts_differently(a, b) or a.fsp != b.fsp or a.scale != b.scale
-                    for a, b in zip(definition.columns, tables[0].columns))):
+                    for a, b in zip(definition.columns, tables[0].columns, strict=False))):
                 reject[chosen] = True
                 continue
             key_code[chosen] = len(keys)

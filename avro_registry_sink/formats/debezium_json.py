@@ -53,8 +53,9 @@ import binascii
 import datetime as dt
 import json
 import re
+from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Any, Mapping
+from typing import Any
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.storage_fs import StorageURI

@@ -38,10 +38,11 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError
@@ -122,7 +123,7 @@ def resource_failure(error: BaseException | str, exit_code: int | None, settings
         else:
             cause, what = f"the Spark JVM exited with status {exit_code}", "heap"
     else:
-        for pattern, description, what in _RESOURCE_FAILURES:
+        for pattern, description, what in _RESOURCE_FAILURES:  # noqa: B007 - `what` of the match is read below
             at = text.find(pattern)
             if at >= 0:
                 detail = text[at:at + 120].split(" at ")[0].strip()
@@ -417,7 +418,7 @@ class _BatchProcessor:
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(new)))) as pool:
             versions = list(pool.map(lambda n: version(n[0], n[2]), new))
         return [SchemaVersion(subject=subject, schema_id=schema_id, version=v, table=table)
-                for (subject, schema_id, _, table), v in zip(new, versions)]
+                for (subject, schema_id, _, table), v in zip(new, versions, strict=True)]
 
     def _spark_partitions(self, spark: SparkSession) -> int:
         if self.options.output_partitions:

@@ -24,9 +24,10 @@ import base64
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from avro_registry_sink.model import REPLAY_BATCH_BASE

@@ -14,16 +14,33 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "PROVIDED_ARTIFACTS", "STORE_CLASSES", "STORE_PACKAGES", "apply_hadoop_conf", "conf_value",
-           "default_driver_memory", "hadoop_version", "local_session", "master_of", "memory_bytes",
-           "missing_store_classes", "list_on_driver", "physical_memory", "spread_file_partitions", "store_packages",
-           "submitted_conf", "trigger_budget"]
+__all__ = [
+    "DEFAULT_CONF",
+    "PROVIDED_ARTIFACTS",
+    "STORE_CLASSES",
+    "STORE_PACKAGES",
+    "apply_hadoop_conf",
+    "conf_value",
+    "default_driver_memory",
+    "hadoop_version",
+    "list_on_driver",
+    "local_session",
+    "master_of",
+    "memory_bytes",
+    "missing_store_classes",
+    "physical_memory",
+    "spread_file_partitions",
+    "store_packages",
+    "submitted_conf",
+    "trigger_budget",
+]
 
 #: Settings every session gets unless ``conf`` (or a spark-submit ``--conf``) says otherwise.
 DEFAULT_CONF: dict[str, str] = {

@@ -36,9 +36,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError, ConfigError
@@ -55,12 +56,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.storage_fs import StoreFS
 
 __all__ = [
+    "RECORD_ORDER",
+    "STAGING_DIR",
     "FileRecord",
     "FileSink",
     "KafkaSink",
     "KafkaSinkError",
-    "RECORD_ORDER",
-    "STAGING_DIR",
     "Sink",
     "has_spark_kafka",
     "read_file_sink",

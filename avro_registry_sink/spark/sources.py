@@ -33,9 +33,10 @@ directory so that a restarted job knows the versions the topic's earlier DDLs cr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from avro_registry_sink.changes import ChangeEvent, split_key_change
@@ -285,11 +286,11 @@ def _batches(rows: Iterable[tuple[Any, ...]], ddl: str, size: int = 4096) -> Ite
         chunk.append(row)
         if len(chunk) >= size:
             yield pa.RecordBatch.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in
-                                              enumerate(zip(*chunk))], names=names)
+                                              enumerate(zip(*chunk, strict=False))], names=names)
             chunk = []
     if chunk:
         yield pa.RecordBatch.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in
-                                          enumerate(zip(*chunk))], names=names)
+                                          enumerate(zip(*chunk, strict=False))], names=names)
 
 
 def _event_row(event: ChangeEvent, version: int, order: tuple[int, str, int]) -> tuple[Any, ...]:
@@ -495,7 +496,7 @@ def parse_storage_files(
 
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
-                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                     try:
                         relpath = location.relative(uri)
                     except ConfigError:
@@ -561,7 +562,7 @@ def encode_storage_files(
                 schema=out_schema)
 
         for batch in batches:
-            for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                 try:
                     relpath = location.relative(uri)
                 except ConfigError:
@@ -574,7 +575,7 @@ def encode_storage_files(
                 taken: list[pa.RecordBatch] = []
 
                 def fast(options: Any, table: TableDef = table, plan: Any = plan, order: Any = order,
-                         taken: list[pa.RecordBatch] = taken, rank: int = rank) -> bool:
+                         taken: list[pa.RecordBatch] = taken, rank: int = rank, content: bytes = content) -> bool:
                     columns = read_columns(content, table, options) if options is not None else None
                     if columns is None:
                         return False
@@ -604,7 +605,7 @@ def encode_storage_files(
                 changes = [r for r in rows if r[-1] is None]
                 if changes:
                     change_batch = pa.RecordBatch.from_pylist(
-                        [dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in changes], schema=CHANGE_SCHEMA)
+                        [dict(zip(CHANGE_SCHEMA.names, r[:8], strict=True)) for r in changes], schema=CHANGE_SCHEMA)
                     records = encode_change_batch(change_batch, plans, isolate=True)
                     yield finish(records, order, [r[10] for r in changes], records.column("error"), rank)
                 errors = [r for r in rows if r[-1] is not None]
@@ -695,7 +696,7 @@ def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order:
     changes = [_event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
                for event in events for part in split_key_change(event, table)]
     if changes:
-        change_batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in changes],
+        change_batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8], strict=True)) for r in changes],
                                                   schema=CHANGE_SCHEMA)
         records = encode_change_batch(change_batch, plans, isolate=True)
         yield finish(records, order, [r[10] for r in changes], records.column("error"), rank)
@@ -820,7 +821,7 @@ def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
     def split(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
-                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                     try:
                         name = location.relative(uri)
                     except ConfigError:
@@ -928,7 +929,7 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
                 cols = [batch.column(i).to_pylist() for i in range(5)]
-                for message, source, order_file, order_line, error in zip(*cols):
+                for message, source, order_file, order_line, error in zip(*cols, strict=True):
                     if error is not None:
                         yield (message, source, order_file, order_line, "error", None, None, None, error, None)
                         continue

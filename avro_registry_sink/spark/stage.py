@@ -29,7 +29,8 @@ A row whose table version has no plan, or that cannot be encoded, fails the batc
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa

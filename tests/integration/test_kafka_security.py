@@ -139,7 +139,7 @@ def test_job_reads_and_writes_through_secure_listener(spark, listeners, tmp_path
         records = _consume(address, opts, topics, total, registry_url=url)
         assert len(records) == total
         expected = expected_state(manifest)
-        for name, topic in zip(TABLES, topics):
+        for name, topic in zip(TABLES, topics, strict=False):
             assert replay((k, v) for t, k, v in records if t == topic) == expected[name], name
         with RegistryClient(RegistryConfig(urls=(url,))) as client:
             assert sorted(s for s in client.get_subjects() if s.startswith(prefix)) == sorted(

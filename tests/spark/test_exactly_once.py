@@ -124,7 +124,7 @@ class Source:
         for op, target in ((Op.UPDATE, base + 1), (Op.DELETE, base + 2)):
             self.ts += 3
             out.append((op, target, self.ts, f"w{self.wave}-{target - base}", f"u{self.wave}"))
-        for op, key, ts, _, _ in out:
+        for _op, key, ts, _, _ in out:
             self.expected.add((self.topic(name), key, ts))
         return out
 

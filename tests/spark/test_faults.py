@@ -160,8 +160,8 @@ def test_storage_files_every_row_delivered_or_dead_lettered_alone(spark, tmp_pat
     by_file: dict[str, dict[int, dict]] = {}
     for record in dead:
         by_file.setdefault(record["file"], {})[record["line"]] = record
-    csv_dead = by_file.pop("shop/csv_t/%d/CDC%020d.csv" % (VERSION, 1))
-    json_dead = by_file.pop("shop/json_t/%d/CDC%020d.json" % (VERSION, 1))
+    csv_dead = by_file.pop(f"shop/csv_t/{VERSION}/CDC{1:020d}.csv")
+    json_dead = by_file.pop(f"shop/json_t/{VERSION}/CDC{1:020d}.json")
     assert by_file == {}
     # rows in = delivered + dead-lettered, each bad row alone, with its raw bytes
     assert delivered["shop_csv_t"] == set(range(1, 8))

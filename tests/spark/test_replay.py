@@ -34,7 +34,7 @@ def _delivered(out, client) -> Counter:
 def _expected(manifest) -> Counter:
     changes = decoded_changes(manifest.all_events, manifest_definition(manifest))
     return Counter((name, key, json.dumps(value, sort_keys=True, default=str), event.commit_ts)
-                   for (name, key, value), event in zip(changes, manifest.all_events))
+                   for (name, key, value), event in zip(changes, manifest.all_events, strict=False))
 
 
 def test_replay_after_the_fix_delivers_the_rest_exactly_once(spark, tmp_path, registry):
