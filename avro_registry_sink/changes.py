@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from avro_registry_sink.model import Op
 from avro_registry_sink.table import TableDef

@@ -11,8 +11,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -57,7 +58,7 @@ def _tidy_params(params: list[Any]) -> list[Any]:
             param.metavar = "" if param.is_flag else _METAVARS.get(param.name or "", (param.name or "").upper())
         if param.help:
             param.help = escape(param.help)
-        param._tidied = True
+        setattr(param, "_tidied", True)  # noqa: B010 - a marker of ours on click's object (no such attribute declared)
     return params
 
 
@@ -332,9 +333,9 @@ def encode(
             line_of.append(line_no)
     out: dict[int, str] = {}
     if rows:
-        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_COLUMNS, r)) for r in rows], schema=CHANGE_SCHEMA)
+        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_COLUMNS, r, strict=True)) for r in rows], schema=CHANGE_SCHEMA)
         encoded = encode_change_batch(batch, plans, isolate=True).to_pylist()
-        for line_no, row, record in zip(line_of, rows, encoded):
+        for line_no, row, record in zip(line_of, rows, encoded, strict=True):
             if record["error"]:
                 errors[line_no] = " ".join(json.loads(record["error"])["message"].split())
                 continue
@@ -509,15 +510,15 @@ def _check_subject(client, table: str, subject: str, schema_text: str) -> dict[s
 def registry_serve(
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default; see the warning when exposing it).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
-    data: Annotated[Optional[Path], typer.Option(help="SQLite file for durable storage; omit for in-memory.")] = None,
-    users_file: Annotated[Optional[Path], typer.Option("--users-file", help="HTTP basic auth: a file of NAME:PASSWORD lines (also AVRO_SINK_REGISTRY_USERS='name:pw,...').")] = None,
-    user: Annotated[Optional[list[str]], typer.Option("--user", help="HTTP basic auth user NAME:PASSWORD (repeatable; visible in the process list, prefer --users-file).")] = None,
-    tls_cert: Annotated[Optional[Path], typer.Option("--tls-cert", help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.")] = None,
-    tls_key: Annotated[Optional[Path], typer.Option("--tls-key", help="PEM private key of --tls-cert (password in AVRO_SINK_REGISTRY_TLS_KEY_PASSWORD if encrypted).")] = None,
-    tls_client_ca: Annotated[Optional[Path], typer.Option("--tls-client-ca", help="Require client certificates signed by this PEM CA (mutual TLS).")] = None,
-    max_request_bytes: Annotated[Optional[int], typer.Option("--max-request-bytes", help="Largest request body accepted (default 16 MiB); larger ones get 413.")] = None,
-    max_schema_depth: Annotated[Optional[int], typer.Option("--max-schema-depth", help="Deepest JSON nesting of a schema (default 100, at most 300); deeper ones get 422.")] = None,
-    lock_timeout: Annotated[Optional[float], typer.Option("--lock-timeout", help="Seconds to wait when another process holds the --data file's lock (default 10, or AVRO_SINK_REGISTRY_LOCK_TIMEOUT).")] = None,
+    data: Annotated[Path | None, typer.Option(help="SQLite file for durable storage; omit for in-memory.")] = None,
+    users_file: Annotated[Path | None, typer.Option("--users-file", help="HTTP basic auth: a file of NAME:PASSWORD lines (also AVRO_SINK_REGISTRY_USERS='name:pw,...').")] = None,
+    user: Annotated[list[str] | None, typer.Option("--user", help="HTTP basic auth user NAME:PASSWORD (repeatable; visible in the process list, prefer --users-file).")] = None,
+    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="Serve HTTPS with this PEM certificate (chain); needs --tls-key.")] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key of --tls-cert (password in AVRO_SINK_REGISTRY_TLS_KEY_PASSWORD if encrypted).")] = None,
+    tls_client_ca: Annotated[Path | None, typer.Option("--tls-client-ca", help="Require client certificates signed by this PEM CA (mutual TLS).")] = None,
+    max_request_bytes: Annotated[int | None, typer.Option("--max-request-bytes", help="Largest request body accepted (default 16 MiB); larger ones get 413.")] = None,
+    max_schema_depth: Annotated[int | None, typer.Option("--max-schema-depth", help="Deepest JSON nesting of a schema (default 100, at most 300); deeper ones get 422.")] = None,
+    lock_timeout: Annotated[float | None, typer.Option("--lock-timeout", help="Seconds to wait when another process holds the --data file's lock (default 10, or AVRO_SINK_REGISTRY_LOCK_TIMEOUT).")] = None,
 ) -> None:
     """Run the embedded Confluent-compatible schema registry over HTTP(S)."""
     import os
@@ -589,14 +590,14 @@ def registry_serve(
 # run / demo: the streaming job (avro_registry_sink.spark.job)
 
 SourceOpt = Annotated[str, typer.Option("--source", help="A TiCDC storage sink: a directory, storage:///dir, or TiCDC's storage URI (s3://bucket/prefix?endpoint=...&access-key=...&secret-access-key=..., gcs://, azure://) or a Hadoop URI (s3a://, gs://, abfss://, hdfs://); canal-json+kafka://host:port/topic, canal-json+file:///dir (or +s3://...), debezium-json+kafka://..., debezium-json+file:///dir.")]
-CheckpointOpt = Annotated[Optional[str], typer.Option("--checkpoint", help="Checkpoint directory or storage URI (s3://bucket/prefix?endpoint=..., hdfs://...); default: under the state dir, one per source and sink.")]
-TablesOpt = Annotated[Optional[Path], typer.Option("--tables", help="CREATE TABLE statements: ENUM/SET members and unique keys that storage schema files lack; definitions of changelog tables.")]
-CsvOpt = Annotated[Optional[list[str]], typer.Option("--csv", help="A TiCDC sink.csv setting of the storage sink, KEY=VALUE (include-commit-ts=true, output-old-value=true, delimiter=|, quote=, ...); repeatable.")]
+CheckpointOpt = Annotated[str | None, typer.Option("--checkpoint", help="Checkpoint directory or storage URI (s3://bucket/prefix?endpoint=..., hdfs://...); default: under the state dir, one per source and sink.")]
+TablesOpt = Annotated[Path | None, typer.Option("--tables", help="CREATE TABLE statements: ENUM/SET members and unique keys that storage schema files lack; definitions of changelog tables.")]
+CsvOpt = Annotated[list[str] | None, typer.Option("--csv", help="A TiCDC sink.csv setting of the storage sink, KEY=VALUE (include-commit-ts=true, output-old-value=true, delimiter=|, quote=, ...); repeatable.")]
 ProgressOpt = Annotated[str, typer.Option("--progress", help="auto|rich|json|none: live display on a terminal, JSON log lines otherwise.")]
-AutoRegisterOpt = Annotated[Optional[bool], typer.Option("--auto-register/--no-auto-register", help="Register new schemas (default), or only look up the ids of schemas registered already, failing the batch (exit 1, nothing written) on a missing one: Confluent's auto.register.schemas; also auto-register in the TOML file, AVRO_SINK_AUTO_REGISTER.")]
+AutoRegisterOpt = Annotated[bool | None, typer.Option("--auto-register/--no-auto-register", help="Register new schemas (default), or only look up the ids of schemas registered already, failing the batch (exit 1, nothing written) on a missing one: Confluent's auto.register.schemas; also auto-register in the TOML file, AVRO_SINK_AUTO_REGISTER.")]
 ProducerOpt = Annotated[str, typer.Option("--producer", help="Kafka sink writer: auto|spark|confluent.")]
-OnIncompatibleOpt = Annotated[Optional[str], typer.Option("--on-incompatible", help="stop|new-major: a schema change the registry's compatibility level refuses stops the job (default), or is registered as the subject's next major version with JSONata migration rules for consumers pinned to a major (needs a registry with data contracts). Also the on-incompatible TOML key and AVRO_SINK_ON_INCOMPATIBLE.")]
-DeliveryOpt = Annotated[Optional[str], typer.Option("--delivery", help="at-least-once (default) | exactly-once: Kafka transactions with commit tokens, so a read_committed consumer sees each source row once whatever fails (also the TOML key delivery, AVRO_SINK_DELIVERY).")]
+OnIncompatibleOpt = Annotated[str | None, typer.Option("--on-incompatible", help="stop|new-major: a schema change the registry's compatibility level refuses stops the job (default), or is registered as the subject's next major version with JSONata migration rules for consumers pinned to a major (needs a registry with data contracts). Also the on-incompatible TOML key and AVRO_SINK_ON_INCOMPATIBLE.")]
+DeliveryOpt = Annotated[str | None, typer.Option("--delivery", help="at-least-once (default) | exactly-once: Kafka transactions with commit tokens, so a read_committed consumer sees each source row once whatever fails (also the TOML key delivery, AVRO_SINK_DELIVERY).")]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -620,7 +621,7 @@ class _JobArgs(TiCDCArgs):
         URI, missing credentials, an unreachable store) before Spark starts."""
         from avro_registry_sink.config import default_state_dir, settings_from_mapping
         from avro_registry_sink.redact import remember
-        from avro_registry_sink.spark.job import JobOptions
+        from avro_registry_sink.spark.job_options import JobOptions
         from avro_registry_sink.spark.sources import parse_source
 
         state = self.state_dir or default_state_dir()
@@ -687,7 +688,8 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
     values: dict[str, Any] = {}
     if config_file is not None:
         data = load_toml(config_file)
-        sink = data.get("sink") if isinstance(data.get("sink"), dict) else {}
+        table = data.get("sink")
+        sink: dict[str, Any] = table if isinstance(table, dict) else {}
         values.update(sink.get("csv") or data.get("csv") or {})
         if "terminator" in sink:  # TiCDC keeps the record separator in [sink], beside [sink.csv]
             values.setdefault("terminator", sink["terminator"])
@@ -752,7 +754,7 @@ def _job_session(options, stores: set[str]):
     """The job's SparkSession (Kafka connector when a side is Kafka, the Hadoop connectors of ``stores``);
     exit 2 when the session lacks a store's connector (spark-submit without --packages)."""
     from avro_registry_sink.spark.job import job_session
-    from avro_registry_sink.spark.session import hadoop_version, missing_store_classes, store_packages
+    from avro_registry_sink.spark.session import hadoop_version, master_of, missing_store_classes, store_packages
 
     # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink (exactly once writes with confluent-kafka)
     spark_sink = options.sink.scheme == "kafka" and options.sink.delivery != "exactly-once" and \
@@ -760,7 +762,7 @@ def _job_session(options, stores: set[str]):
     spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
     from avro_registry_sink.spark.submit_env import worker_python_problem
 
-    problem = worker_python_problem(spark.sparkContext.master, spark.sparkContext.pythonExec)
+    problem = worker_python_problem(master_of(spark), spark.sparkContext.pythonExec)
     if problem:  # else every batch fails at its first Python stage, blamed on whatever it was writing to
         raise fail(f"Spark cannot start its Python workers: {problem}")
     missing = missing_store_classes(spark, stores)
@@ -876,10 +878,10 @@ def run(
     job: _JobArgs,
     available_now: Annotated[bool, typer.Option("--available-now/--continuous", help="Process what exists and stop, or keep running.")] = False,
     trigger_interval: Annotated[str, typer.Option("--trigger-interval", help="Micro-batch interval when continuous.")] = "10 seconds",
-    max_files_per_trigger: Annotated[Optional[int], typer.Option("--max-files-per-trigger", min=1, help="Data files per micro-batch (default: as many as --max-bytes-per-trigger allows).")] = None,
-    max_bytes_per_trigger: Annotated[Optional[str], typer.Option("--max-bytes-per-trigger", help="Input per micro-batch, e.g. 512m (default: an eighth of the JVM heap).")] = None,
-    max_offsets_per_trigger: Annotated[Optional[int], typer.Option("--max-offsets-per-trigger", min=1, help="Kafka messages per micro-batch of a changelog topic (default: from the JVM heap).")] = None,
-    max_bad_rows: Annotated[Optional[str], typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
+    max_files_per_trigger: Annotated[int | None, typer.Option("--max-files-per-trigger", min=1, help="Data files per micro-batch (default: as many as --max-bytes-per-trigger allows).")] = None,
+    max_bytes_per_trigger: Annotated[str | None, typer.Option("--max-bytes-per-trigger", help="Input per micro-batch, e.g. 512m (default: an eighth of the JVM heap).")] = None,
+    max_offsets_per_trigger: Annotated[int | None, typer.Option("--max-offsets-per-trigger", min=1, help="Kafka messages per micro-batch of a changelog topic (default: from the JVM heap).")] = None,
+    max_bad_rows: Annotated[str | None, typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     on_missing_file: Annotated[str, typer.Option("--on-missing-file", help="report|fail: a storage data file that vanished before it was read is reported (progress, summary, a dead-letter record) and the batch goes on, or fails the batch.")] = "report",
     wait_for_data: Annotated[bool, typer.Option("--wait-for-data", help="Start even when --source is empty or holds no TiCDC tree yet (the changefeed has not written to it): the job waits for data to appear. Without it such a source is refused before Spark starts.")] = False,
 ) -> None:
@@ -981,7 +983,7 @@ def verify(
     job: _JobArgs,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (default: a table on a terminal, JSON otherwise).")] = False,
     sample: Annotated[int, typer.Option("--sample", min=0, help="Discrepancies shown, at most.")] = 20,
-    read_topic: Annotated[Optional[list[str]], typer.Option("--read-topic", help="TOPIC=OTHER: read the Kafka sink's TOPIC from OTHER (a copy, a mirror); repeatable.")] = None,
+    read_topic: Annotated[list[str] | None, typer.Option("--read-topic", help="TOPIC=OTHER: read the Kafka sink's TOPIC from OTHER (a copy, a mirror); repeatable.")] = None,
     decode_all: Annotated[bool, typer.Option("--decode-all", help="Decode every delivered record with the registry's schemas (default: the records that differ from what their source rows encode to; the others decode by construction).")] = False,
 ) -> None:
     """Prove what a run delivered: read its sink, decode every record through the registry and reconcile it
@@ -1103,7 +1105,7 @@ def _generation_progress(mode: str, console: Any) -> Iterator[Callable[[int, int
 
 @app.command()
 def demo(
-    directory: Annotated[Optional[Path], typer.Option("--dir", help="Where to put the demo input, output and checkpoint (default: a new temporary directory).")] = None,
+    directory: Annotated[Path | None, typer.Option("--dir", help="Where to put the demo input, output and checkpoint (default: a new temporary directory).")] = None,
     rows: Annotated[int, typer.Option("--rows", min=4, help="Rows inserted per table.")] = 12,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the generated data.")] = 7,
     progress: ProgressOpt = "auto",
@@ -1125,7 +1127,8 @@ def demo(
     from avro_registry_sink.progress import make_progress
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
-    from avro_registry_sink.spark.job import JobOptions, job_session, run_job
+    from avro_registry_sink.spark.job import job_session, run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sinks import read_file_sink
     from avro_registry_sink.spark.sources import parse_source
 
@@ -1235,7 +1238,7 @@ def spark_submit(ctx: typer.Context) -> None:
 @app.command()
 def package(
     out: Annotated[Path, typer.Option("--out", help="Directory for executor-env.tar.gz and submit.py.")] = Path("dist"),
-    stores: Annotated[Optional[str], typer.Option("--stores", help="Comma-separated stores the job will use (s3, azure), for the --packages line printed.")] = None,
+    stores: Annotated[str | None, typer.Option("--stores", help="Comma-separated stores the job will use (s3, azure), for the --packages line printed.")] = None,
     kafka: Annotated[bool, typer.Option("--kafka/--no-kafka", help="Include Spark's Kafka connector in the --packages line printed.")] = False,
 ) -> None:
     """Build what a Spark cluster needs to run the job: a packed environment for --archives and the spark-submit file.

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
@@ -34,15 +35,15 @@ __all__ = [
     "read_tables",
 ]
 
-ExtensionOpt = Annotated[Optional[str], typer.Option("--enable-tidb-extension", help="true|false: append _tidb_op, _tidb_commit_ts, _tidb_commit_physical_time.")]
-DecimalOpt = Annotated[Optional[str], typer.Option("--avro-decimal-handling-mode", help="precise|string")]
-BigintOpt = Annotated[Optional[str], typer.Option("--avro-bigint-unsigned-handling-mode", help="long|string")]
-TopicRuleOpt = Annotated[Optional[str], typer.Option("--topic-rule", help="Topic expression, e.g. '{schema}_{table}'.")]
-SinkUriOpt = Annotated[Optional[str], typer.Option("--sink-uri", help="TiCDC-style sink URI: kafka://host:9092/topic?protocol=avro&...")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="TOML settings file (TiCDC's [sink] layout accepted).")]
+ExtensionOpt = Annotated[str | None, typer.Option("--enable-tidb-extension", help="true|false: append _tidb_op, _tidb_commit_ts, _tidb_commit_physical_time.")]
+DecimalOpt = Annotated[str | None, typer.Option("--avro-decimal-handling-mode", help="precise|string")]
+BigintOpt = Annotated[str | None, typer.Option("--avro-bigint-unsigned-handling-mode", help="long|string")]
+TopicRuleOpt = Annotated[str | None, typer.Option("--topic-rule", help="Topic expression, e.g. '{schema}_{table}'.")]
+SinkUriOpt = Annotated[str | None, typer.Option("--sink-uri", help="TiCDC-style sink URI: kafka://host:9092/topic?protocol=avro&...")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (TiCDC's [sink] layout accepted).")]
 DdlOpt = Annotated[Path, typer.Option("--ddl", help="File with CREATE TABLE statements.", exists=False)]
-RegistryOpt = Annotated[Optional[str], typer.Option("--registry", "--schema-registry", help="Schema registry URL(s), comma-separated; default: the embedded registry. --schema-registry is TiCDC's name.")]
-StateDirOpt = Annotated[Optional[Path], typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
+RegistryOpt = Annotated[str | None, typer.Option("--registry", "--schema-registry", help="Schema registry URL(s), comma-separated; default: the embedded registry. --schema-registry is TiCDC's name.")]
+StateDirOpt = Annotated[Path | None, typer.Option("--state-dir", help="Where the embedded registry, checkpoints and file sink output live (default .avro-registry-sink, or AVRO_SINK_HOME).")]
 
 
 def fail(message: str, code: int = 2, secrets: Any = ()) -> typer.Exit:
@@ -103,7 +104,7 @@ def option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
     groups: dict[str, tuple[type, list[str]]] = {}
     for param in inspect.signature(command).parameters.values():
         kind = hints[param.name]
-        if not dataclasses.is_dataclass(kind):
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
             params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=kind))
             continue
         fields = dataclasses.fields(kind)

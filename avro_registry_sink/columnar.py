@@ -45,8 +45,9 @@ A batch's output must stay below 2 GiB per array (Arrow ``binary``); split large
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -138,7 +139,7 @@ def record_fields(schema_json: str | None, columns: Sequence[ColumnDef]) -> list
         return []
     schema = json.loads(schema_json)
     out = []
-    for order, (field, col) in enumerate(zip(schema["fields"], columns)):
+    for order, (field, col) in enumerate(zip(schema["fields"], columns, strict=False)):
         type_ = field["type"]
         null_branch = None
         if isinstance(type_, list):
@@ -339,7 +340,7 @@ class ColumnarEncoder:
     def _columns(self, batch: pa.RecordBatch | pa.Table) -> dict[str, pa.Array]:
         out: dict[str, pa.Array] = {}
         unknown = []
-        for name, arr in zip(batch.schema.names, batch.columns):
+        for name, arr in zip(batch.schema.names, batch.columns, strict=True):
             col = self._by_lower.get(name.lower())
             if col is None:
                 if name.lower() not in self._omitted:
@@ -792,7 +793,7 @@ class ColumnarEncoder:
     def _write(self, header: np.ndarray, fields: list[_Field], datums: list[Any], n: int,
                ops: np.ndarray | None = None, ts: np.ndarray | None = None) -> pa.BinaryArray:
         parts: list[Any] = [Word(np.uint64(int.from_bytes(header.tobytes(), "little")), None, 5, 5)]
-        for field, datum in zip(fields, datums):
+        for field, datum in zip(fields, datums, strict=False):
             parts.extend(_field_parts(field, datum, n))
         if ts is not None and self._ext:
             assert ops is not None

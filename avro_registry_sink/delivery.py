@@ -48,9 +48,10 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError
@@ -68,8 +69,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "CONTROL_PARTITION",
     "DELIVERY_MODES",
-    "DeliveryError",
     "STATE_FILE",
+    "DeliveryError",
     "Token",
     "TransactionalWriter",
     "fused_writer",
@@ -357,9 +358,9 @@ def _headers_of(column: Any) -> Iterator[Any]:
             per_key = [pc.take(values, np.arange(j, len(values), width)).to_pylist() for j in range(width)]
             if width == 2:
                 k0, k1 = names
-                return ([(k0, a), (k1, b)] for a, b in zip(per_key[0], per_key[1]))
-            return (list(zip(names, row)) for row in zip(*per_key))
-    pairs = list(zip(keys.to_pylist(), values.to_pylist()))
+                return ([(k0, a), (k1, b)] for a, b in zip(per_key[0], per_key[1], strict=True))
+            return (list(zip(names, row, strict=True)) for row in zip(*per_key, strict=True))
+    pairs = list(zip(keys.to_pylist(), values.to_pylist(), strict=True))
     starts = (offsets - offsets[0]).tolist()
     return (pairs[starts[i]:starts[i + 1]] or None for i in range(n))
 
@@ -410,6 +411,7 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
         producer, before = start.result()
         if first is None:  # nothing of the batch in this slice: no transaction at all
             return
+        token: str | None
         if before is not None:
             status, token = "committed-before", before
         else:
@@ -447,7 +449,7 @@ def fused_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
                 batch = batch.filter(pc.or_(pc.is_null(error), pa.array(verdict)))
             if committed and batch.num_rows:
                 keep = pa.array([(t, p) not in committed for t, p in zip(batch.column("topic").to_pylist(),
-                                                                          batch.column("partition").to_pylist())])
+                                                                          batch.column("partition").to_pylist(), strict=True)])
                 batch = batch.filter(pc.or_(keep, pc.is_valid(batch.column("error"))))
             if batch.num_rows:
                 yield batch
@@ -562,7 +564,7 @@ def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, producer: Any, fai
             keys = record_batch.column("key").to_pylist()
             values = record_batch.column("value").to_pylist()
             headers = _headers_of(record_batch.column("headers"))
-            for t, p, k, v, h in zip(topics, partitions, keys, values, headers):
+            for t, p, k, v, h in zip(topics, partitions, keys, values, headers, strict=True):
                 try:  # positional: topic, value, key, partition, callback, on_delivery, timestamp, headers
                     produce(t, v, k, p, None, None, 0, h)
                 except BufferError:  # the local queue is full: let deliveries drain
@@ -595,10 +597,8 @@ def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, producer: Any, fai
         err = _kafka_error(exc)
         detail = "; ".join(failures) or str(exc)
         if err is not None and err.txn_requires_abort():
-            try:
+            with contextlib.suppress(KafkaException):  # the next attempt's init_transactions aborts it anyway
                 producer.abort_transaction(timeout)
-            except KafkaException:  # the next attempt's init_transactions aborts it anyway
-                pass
         raise DeliveryError(redact_text(
             f"Writer {writer} of batch {batch} could not commit its Kafka transaction: {detail}. Nothing of this "
             "slice is visible to read_committed consumers; the batch is not committed and a rerun writes it.",
@@ -702,7 +702,7 @@ class TransactionalWriter:
                     newest.pop(key, None)
                 else:
                     newest[key] = value
-            for key, value in newest.items():
+            for value in newest.values():
                 raw = json.loads(value)
                 if raw.get("kind") == "token":
                     token = Token.from_json(value)
@@ -825,15 +825,15 @@ class TransactionalWriter:
         """Run the slice writers (``results``: their :data:`RESULT_DDL` rows, which Spark computes now), then
         ``check`` (the batch's verdict), then the batch's resolved record."""
         stream = _stream(batch_id)
-        results = results.collect()
+        rows = results.collect()
         tokens = self._tokens.setdefault((stream, batch_id), {})
         refused = []
-        for row in results:
+        for row in rows:
             if row["status"] == "refused":
                 refused.append(row["token"])
             elif row["token"]:
                 tokens[int(row["writer"])] = Token.from_json(row["token"])
-        top = max((int(r["writer"]) for r in results), default=-1)
+        top = max((int(r["writer"]) for r in rows), default=-1)
         if top >= self._writers.get(stream, 0):
             self._writers[stream] = top + 1
             self._save_state()

@@ -11,8 +11,9 @@ from __future__ import annotations
 import copy
 import io
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import fastavro
 

@@ -23,8 +23,18 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["COUNTS_ENV", "DRIVER_ENV", "ENV", "EXACTLY_ONCE_POINTS", "FailpointError", "PAUSE_ENV", "POINTS",
-           "WORKER_POINTS", "failpoint", "passes"]
+__all__ = [
+    "COUNTS_ENV",
+    "DRIVER_ENV",
+    "ENV",
+    "EXACTLY_ONCE_POINTS",
+    "PAUSE_ENV",
+    "POINTS",
+    "WORKER_POINTS",
+    "FailpointError",
+    "failpoint",
+    "passes",
+]
 
 ENV = "AVRO_SINK_FAILPOINTS"
 DRIVER_ENV = "AVRO_SINK_FAILPOINT_DRIVER"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from avro_registry_sink.errors import AvroSinkError
@@ -29,7 +30,7 @@ class KafkaConnectionError(AvroSinkError):
     """The Kafka cluster cannot be reached or refuses the connection (wrong credentials, untrusted CA ...)."""
 
 
-def kafka_logger(opts: KafkaOptions | None = None, conf: dict[str, Any] | None = None) -> logging.Logger:
+def kafka_logger(opts: KafkaOptions | None = None, conf: Mapping[str, Any] | None = None) -> logging.Logger:
     """The logger librdkafka writes to: records carry no secret of ``opts`` or ``conf``; warnings and up are
     shown (by the root handlers, else Python's last-resort stderr handler)."""
     logger = logging.getLogger(LOGGER_NAME)

@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from avro_registry_sink.errors import ConfigError, shown_value
 
 __all__ = [
-    "Compression",
     "DEFAULT_KAFKA",
     "KAFKA_KEYS",
+    "Compression",
     "KafkaOptions",
     "SaslMechanism",
     "kafka_options",

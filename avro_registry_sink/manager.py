@@ -33,8 +33,9 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from avro_registry_sink.config import DEFAULT_ENCODING, EncodingOptions, OnIncompatible
 from avro_registry_sink.encoder import EncodingPlan

@@ -34,8 +34,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from enum import Enum, StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -59,9 +60,9 @@ __all__ = [
     "OP_ALIASES",
     "ORDER_COLUMNS",
     "OVERSIZE_ADVICE",
+    "REPLAY_BATCH_BASE",
     "Op",
     "PlanKey",
-    "REPLAY_BATCH_BASE",
     "RefusalReason",
     "dead_letter_json",
     "dead_letter_record",

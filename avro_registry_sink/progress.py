@@ -22,8 +22,9 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, Mapping, Protocol
+from typing import IO, Any, Protocol
 
 from avro_registry_sink.redact import redact_mapping, redact_text
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 import threading
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from avro_registry_sink.config import DispatchRule, PartitionStrategy, SubjectNaming
 from avro_registry_sink.errors import RoutingError
@@ -213,7 +214,7 @@ class TopicRouter:
         key = (schema, table)
         if key in self._routes:
             return self._routes[key]
-        rule = next((r for r, m in zip(self._rules, self._matchers) if m.matches(schema, table)), None)
+        rule = next((r for r, m in zip(self._rules, self._matchers, strict=False) if m.matches(schema, table)), None)
         expression = rule.topic if rule is not None and rule.topic else self._default_topic
         if not expression:
             raise RoutingError(

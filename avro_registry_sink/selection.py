@@ -21,8 +21,9 @@ One transform of table definitions, applied on the driver where the job (and ``e
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.table import TableDef

@@ -42,9 +42,10 @@ import os
 import posixpath
 import re
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from avro_registry_sink.errors import ConfigError
@@ -162,7 +163,7 @@ def _redact(text: str) -> str:
     head, _, query = text.partition("?")
     parts = []
     for piece in query.split("&"):
-        name, sep, value = piece.partition("=")
+        name, sep, _value = piece.partition("=")
         parts.append(f"{name}=***" if sep and _norm(unquote(name)) in SECRET_PARAMETERS else piece)
     return head + "?" + "&".join(parts)
 
@@ -693,10 +694,8 @@ class StoreFS:
     def delete(self, relative: str) -> None:
         """Remove a file (no error when it is already gone)."""
         def run() -> None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.fs.delete_file(self._path(relative))
-            except FileNotFoundError:
-                pass
 
         self._guard("delete", run)
 

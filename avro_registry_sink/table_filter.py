@@ -23,9 +23,9 @@ False
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from avro_registry_sink.errors import ConfigError
 

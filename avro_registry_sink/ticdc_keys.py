@@ -22,9 +22,10 @@ key table is generated from this one (``python -m avro_registry_sink.ticdc_keys`
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from avro_registry_sink.errors import ConfigError, shown_value
 

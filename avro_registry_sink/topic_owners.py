@@ -21,7 +21,8 @@ that topic and its subjects still hold its records and schemas.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import ConfigError
 

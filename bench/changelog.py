@@ -116,7 +116,7 @@ def _canal_values(batch: pa.RecordBatch) -> list[pa.Array]:
 
 def _object(names: list[str], values: list[pa.Array]) -> pa.Array:
     pieces: list[Any] = []
-    for i, (name, value) in enumerate(zip(names, values)):
+    for i, (name, value) in enumerate(zip(names, values, strict=False)):
         pieces.extend([("{" if i == 0 else ",") + f'"{name}":', value])
     pieces.append("}")
     return pc.binary_join_element_wise(*pieces, "")
@@ -155,7 +155,7 @@ def debezium_messages(n: int, tables: int = 1, *, seed: int = SEED, start: int =
     batch, ops, which, commit_ts = _rows(n, tables, seed, start)
     names = [c.name for c in table.columns]
     values = []
-    for col, arr in zip(table.columns, batch.columns):
+    for col, arr in zip(table.columns, batch.columns, strict=False):
         if col.name == "counter":  # BIGINT UNSIGNED: TiCDC casts the uint64 to int64
             text = pa.array(arr.to_numpy().view(np.int64)).cast(pa.string())
         elif col.name == "amount":  # DECIMAL: a JSON number (a float64 in TiCDC's encoder)
@@ -399,13 +399,13 @@ def _same_output(bootstrap: str, product_topics: list[str], anchor_topics: list[
     """Whether two sets of output topics hold the same records per partition, in the same order (the first
     ``limit`` of each partition)."""
     rows = 0
-    for p_topic, a_topic in zip(product_topics, anchor_topics):
+    for p_topic, a_topic in zip(product_topics, anchor_topics, strict=False):
         product, anchor = read_topic(bootstrap, p_topic, limit=limit), read_topic(bootstrap, a_topic, limit=limit)
         rows += sum(len(v) for v in product.values())
         for partition in sorted(set(product) | set(anchor)):
             mine, theirs = product.get(partition, []), anchor.get(partition, [])
             if mine != theirs:
-                first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+                first = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
                 return False, rows, (f"{p_topic}[{partition}]: {len(mine)} vs {len(theirs)} records, first difference "
                                      f"at {first}")
     return True, rows, ""
@@ -460,7 +460,8 @@ def bench_changelog(ctx: Any) -> Any:
             log: list[dict[str, Any]] = []
             counter = {"n": 0}
 
-            def anchor(fmt: str = fmt, source: str = source, messages: Messages = messages, log: list = log) -> int:
+            def anchor(fmt: str = fmt, source: str = source, messages: Messages = messages, log: list = log,
+                       counter: dict[str, int] = counter, number: int = number) -> int:
                 counter["n"] += 1
                 rule = f"a{tag}{number}_{counter['n']}_" + "{schema}_{table}"
                 kafka.create([rule.format(schema=t.schema_name, table=t.table) for t in messages.tables], partitions)
@@ -472,7 +473,7 @@ def bench_changelog(ctx: Any) -> Any:
                 return len(messages)
 
             def product(fmt: str = fmt, source: str = source, messages: Messages = messages, log: list = log,
-                        ddl: Path = ddl) -> int:
+                        ddl: Path = ddl, counter: dict[str, int] = counter, number: int = number) -> int:
                 counter["n"] += 1
                 rule = f"p{tag}{number}_{counter['n']}_" + "{schema}_{table}"
                 args = ["run", "--source", f"{fmt}+kafka://{bootstrap}/{source}", "--tables", str(ddl),
@@ -486,7 +487,8 @@ def bench_changelog(ctx: Any) -> Any:
                             "prefix": rule.split("{")[0], "rows": int(result.get("rows", 0))})
                 return len(messages)
 
-            def between(_name: str, log: list = log) -> None:
+            def between(_name: str, log: list = log, number: int = number, messages: Messages = messages,
+                        n: int = n) -> None:
                 if len(log) >= 2 and log[-1]["name"] == "product" and len(checks) <= number:
                     # the first pair of a configuration: the same records, byte for byte (every record up to
                     # 200,000 messages; above, the first 30,000 records of each partition of the first 3 topics)

@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from bench.harness import (
     Context,
@@ -204,7 +205,7 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
         else:
             assert kafka is not None
             uri = f"kafka://{kafka.bootstrap}/?protocol=avro&partition-num={partitions}"
-            args = _product_args(tree, place / "state", uri) + ["--topic-rule", prefix + TOPIC_RULE]
+            args = [*_product_args(tree, place / "state", uri), "--topic-rule", prefix + TOPIC_RULE]
             if delivery != "at-least-once":
                 args += ["--delivery", delivery]
         start = time.time()
@@ -263,7 +264,7 @@ def same_bytes(product_out: Path, anchor_out: Path) -> tuple[bool, int, str]:
         return False, rows, f"topics/partitions differ: {sorted(product)[:3]} vs {sorted(anchor)[:3]}"
     for k in product:
         if product[k] != anchor[k]:
-            first = next((i for i, (a, b) in enumerate(zip(product[k], anchor[k])) if a != b), None)
+            first = next((i for i, (a, b) in enumerate(zip(product[k], anchor[k], strict=False)) if a != b), None)
             return False, rows, f"{k}: {len(product[k])} vs {len(anchor[k])} records, first difference at {first}"
     return True, rows, ""
 

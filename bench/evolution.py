@@ -27,8 +27,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from avro_registry_sink.config import OnIncompatible, RegistryConfig, parse_sink_uri
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
@@ -68,7 +69,8 @@ def _register_major_2(url: str, table: TableDef, topic_rule: str) -> None:
 
 def bench_throughput(spark: Any, rows: int, rounds: int, bootstrap: str | None, work: Path) -> dict[str, Any]:
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.job import run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import parse_source
     from bench.tree import CSV_OPTIONS, storage_tree
 
@@ -170,7 +172,8 @@ class _Counter:
 
 def bench_breaking_change(spark: Any, breaks: int, batch_rows: int, bootstrap: str, work: Path) -> dict[str, Any]:
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.job import run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import parse_source
 
     root = work / "live-tree"
@@ -271,7 +274,7 @@ def report(throughput: dict[str, Any] | None, change: dict[str, Any] | None, inf
                   ""]
     if change is not None:
         base, breaking = change["base"], change["breaking"]
-        extra = [b - a for a, b in zip(base, breaking)]
+        extra = [b - a for a, b in zip(base, breaking, strict=False)]
         lines += ["| new input, continuous job (1 s trigger) | seconds from the file's write to its last record "
                   "in Kafka (median, min-max) |", "|---|---|",
                   f"| a data file of the current table version ({change['batch_rows']} rows) | {_span(base)} |",

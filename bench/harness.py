@@ -19,9 +19,10 @@ import platform
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = [
     "Context",
@@ -88,7 +89,7 @@ def interleaved(candidates: dict[str, Callable[[], Any]], repeats: int, warmup: 
 
 def per_round_ratios(candidate: Timing, candidate_rows: int, baseline: Timing, baseline_rows: int) -> list[float]:
     """Rows/s of the candidate over rows/s of the baseline, round by round."""
-    return [(candidate_rows / c) / (baseline_rows / b) for c, b in zip(candidate.seconds, baseline.seconds) if c and b]
+    return [(candidate_rows / c) / (baseline_rows / b) for c, b in zip(candidate.seconds, baseline.seconds, strict=False) if c and b]
 
 
 def fmt_ratio(ratios: list[float], unit: str = "x") -> str:

@@ -32,6 +32,7 @@ read at run time and written with the results. No assertions: the numbers are re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import io
 import json
@@ -39,9 +40,10 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import pyarrow as pa
@@ -123,7 +125,7 @@ def bench_encoders(ctx: Context) -> Section:
 
     def run_fastavro() -> int:
         total = 0
-        for k, d in zip(key_datums, datums):
+        for k, d in zip(key_datums, datums, strict=False):
             buf = io.BytesIO()
             buf.write(b"\x00\x00\x00\x00\x01")
             fastavro.schemaless_writer(buf, parsed_key, k)
@@ -229,12 +231,12 @@ class _Confluent:
     def __call__(self, keys: list[dict[str, Any]], values: list[dict[str, Any]]) -> int:
         total = 0
         key, value, kc, vc = self.key, self.value, self.key_ctx, self.value_ctx
-        for k, v in zip(keys, values):
+        for k, v in zip(keys, values, strict=False):
             total += len(key(k, kc)) + len(value(v, vc))
         return total
 
     def bodies(self, keys: list[dict[str, Any]], values: list[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
-        return [(self.key(k, self.key_ctx)[5:], self.value(v, self.value_ctx)[5:]) for k, v in zip(keys, values)]
+        return [(self.key(k, self.key_ctx)[5:], self.value(v, self.value_ctx)[5:]) for k, v in zip(keys, values, strict=False)]
 
     def close(self) -> None:
         self.registry.stop()
@@ -294,8 +296,7 @@ def bench_columns(ctx: Context) -> Section:
         seconds, size = t.median, t.result
         lines.append(f"| {width} | {n:,} | {n / seconds:,.0f} | {n * width / seconds:,.0f} | {size / seconds / 1e6:,.1f} | "
                      f"{size / n:,.0f} |")
-    section.lines = lines + ["", "Columns repeat the reference table's types (ints, BIGINT UNSIGNED, DECIMAL(20,4), "
-                             "VARCHARs of 20-60 chars, a DATETIME string, a nullable TEXT, a DOUBLE)."]
+    section.lines = [*lines, "", "Columns repeat the reference table's types (ints, BIGINT UNSIGNED, DECIMAL(20,4), " "VARCHARs of 20-60 chars, a DATETIME string, a nullable TEXT, a DOUBLE)."]
     return section
 
 
@@ -451,18 +452,7 @@ def bench_manager(ctx: Context) -> Section:
     mismatched = [r["tables"] for r in results if r["client_requests"] != r["steady_requests"] or r["manager_registrations"]]
     how = (f"measured on {encode_n:,} rows and **extrapolated linearly** to 1,000,000 (quick mode)" if extrapolated
            else "measured on 1,000,000 rows")
-    section.lines = lines + [
-        "",
-        f"Yardstick: `ColumnarEncoder.encode` of 1,000,000 reference rows, single thread = **{encode_s:,.3f} s** "
-        f"({how}; median of {ctx.repeats} runs after a warm-up). "
-        "Steady batches: median of "
-        f"{ctx.repeats} interleaved rounds, each looping `prepare_batch` for about {budget * 1e3:,.0f} ms; 'equal copies' "
-        "passes deep copies of the table definitions (the cache's equality check instead of identity, as when definitions are "
-        "rebuilt, e.g. storage-sink definitions completed from hints). HTTP requests are counted at the client's httpx transport"
-        + (" and agree with `RegistryClient.cache_info().http_calls`; the manager registered nothing in steady batches."
-           if not mismatched else
-           f"; for {mismatched} tables they disagree with `cache_info().http_calls` or the manager registered again."),
-    ]
+    section.lines = [*lines, "", f"Yardstick: `ColumnarEncoder.encode` of 1,000,000 reference rows, single thread = **{encode_s:,.3f} s** " f"({how}; median of {ctx.repeats} runs after a warm-up). " "Steady batches: median of " f"{ctx.repeats} interleaved rounds, each looping `prepare_batch` for about {budget * 1000.0:,.0f} ms; 'equal copies' " "passes deep copies of the table definitions (the cache's equality check instead of identity, as when definitions are " "rebuilt, e.g. storage-sink definitions completed from hints). HTTP requests are counted at the client's httpx transport" + (" and agree with `RegistryClient.cache_info().http_calls`; the manager registered nothing in steady batches." if not mismatched else f"; for {mismatched} tables they disagree with `cache_info().http_calls` or the manager registered again.")]
     return section
 
 
@@ -737,10 +727,8 @@ def main(argv: list[str] | None = None) -> int:
             print(blocks[-1], flush=True)
     finally:
         for close in reversed(ctx.cleanup):
-            try:
+            with contextlib.suppress(Exception):  # best effort at exit
                 close()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
         ctx.cleanup.clear()
     wall = time.perf_counter() - started
     summary = ["## Summary", ""] + [f"- {line}" for line in ctx.summary] + [f"- wall time: {wall:,.0f} s", ""]

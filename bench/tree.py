@@ -87,7 +87,7 @@ def _csv_text(batch: pa.RecordBatch, table: TableDef, ops: np.ndarray, commit_ts
     """One CSV line per row (CRLF included), TiCDC's CSV text of every value."""
     fields: list[pa.Array | str] = [pa.array(_OPS[ops]), f'"{table.table}"', f'"{table.schema_name}"',
                                     pa.array(commit_ts).cast(pa.string())]
-    for col, arr in zip(table.columns, batch.columns):
+    for arr in batch.columns:
         t = arr.type
         if pa.types.is_string(t):
             text = _quoted(arr)
@@ -133,7 +133,7 @@ def storage_tree(rows: int, tables: int = 1, *, cache: Path | None = None, rows_
     files = size = 0
     counts = np.zeros(3, np.int64)
     per_table = [rows // tables + (1 if i < rows % tables else 0) for i in range(tables)]
-    for number, (table, count) in enumerate(zip(defs, per_table)):
+    for number, (table, count) in enumerate(zip(defs, per_table, strict=False)):
         write_table_schema_file(table, temp)
         directory = temp / table.schema_name / table.table / str(version) / date
         (directory / "meta").mkdir(parents=True, exist_ok=True)

@@ -103,7 +103,7 @@ def _markdown(results: list[dict[str, Any]], info: dict[str, Any], command: str)
     for r in results:
         best = min(r["verify_s"])
         lines.append(f"| {r['rows']:,} | {r['sink']} | {r['files']} | {r['run_s']:.1f} ({r['run_cpu_s']:.0f}) | "
-                     + ", ".join(f"{s:.1f} ({c:.0f})" for s, c in zip(r["verify_s"], r["verify_cpu_s"]))
+                     + ", ".join(f"{s:.1f} ({c:.0f})" for s, c in zip(r["verify_s"], r["verify_cpu_s"], strict=False))
                      + f" | {r['rows'] / best:,.0f} | {min(r['verify_cpu_s']) / r['rows'] * 1e6:.1f} | "
                      f"{r['load_before'].split('load average:')[-1].strip()} | "
                      f"{r['load_after'].split('load average:')[-1].strip()} |")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: install, start the real Kafka broker (KRaft, fetched from Maven Central), run pytest.
+# The test command: install, start the real Kafka broker (KRaft, fetched from Maven Central), lint (ruff) and
+# type-check (mypy) the code (any finding fails the script), run pytest.
 # Extra arguments go to pytest, e.g. scripts/test.sh -m "not spark" -x
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +15,6 @@ if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
 fi
 cleanup() { if [ "$started_kafka" = 1 ]; then scripts/kafka.sh stop >/dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
+.venv/bin/ruff check avro_registry_sink tests bench conftest.py
+.venv/bin/python -m mypy avro_registry_sink
 .venv/bin/python -m pytest "$@"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings

@@ -19,7 +19,8 @@ avro_registry_sink.errors.ConfigError: Unknown input format 'avro': valid format
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from avro_registry_sink.errors import ConfigError
 

@@ -35,8 +35,9 @@ keep it and replace it when a DDL or schema file gives the real one).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError

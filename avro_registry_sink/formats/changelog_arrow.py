@@ -24,8 +24,9 @@ paths: :mod:`tests.unit.test_changelog_arrow` checks it byte for byte through th
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -391,7 +392,12 @@ def _canal_commit_ts(parsed: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return ts, has_commit | has_es
 
 
-def _table_codes(parsed: pa.Table) -> tuple[np.ndarray, list[tuple[str, str] | None]]:
+def _table_names(dictionary: pa.Array) -> list[tuple[str, str]]:
+    """The (database, table) pairs of a dictionary of ``database \\x00 table`` texts."""
+    return [(database, table) for database, _, table in (text.partition("\x00") for text in dictionary.to_pylist())]
+
+
+def _table_codes(parsed: pa.Table) -> tuple[np.ndarray, list[tuple[str, str]]]:
     """Per message, an index into the list of distinct (database, table) pairs (-1: either is missing)."""
     db = parsed.column("database").combine_chunks()
     tb = parsed.column("table").combine_chunks()
@@ -400,8 +406,7 @@ def _table_codes(parsed: pa.Table) -> tuple[np.ndarray, list[tuple[str, str] | N
     encoded = pc.dictionary_encode(joined)
     codes = _np(encoded.indices, -1).astype(np.int64)
     codes[~both] = -1
-    names = [tuple(text.split("\x00", 1)) for text in encoded.dictionary.to_pylist()]
-    return codes, names  # type: ignore[return-value]
+    return codes, _table_names(encoded.dictionary)
 
 
 def _pick(history: Sequence[tuple[int, TableDef]], ts: np.ndarray) -> np.ndarray:
@@ -455,12 +460,12 @@ def _rows(messages: pa.Array, versions: TableVersions, fmt: _Format) -> Rows:
             shape_of = np.full(todo.size, -1, np.int64)
             shape_list = list(shapes)
             for code, name in enumerate(names):
-                history = versions.history.get(name) if name is not None else None
-                if not history:
+                found = versions.history.get(name) if name is not None else None
+                if not found:
                     continue
                 rows = np.flatnonzero(codes == code)
-                picked = _pick(history, ts[rows])
-                for i, definition in enumerate(h[1] for h in history):
+                picked = _pick(found, ts[rows])
+                for i, definition in enumerate(h[1] for h in found):
                     shape = fmt.shape(definition)
                     if shape in shapes:
                         shape_of[rows[picked == i]] = shape_list.index(shape)
@@ -560,7 +565,7 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
             if versions.strict and name in versions.shapes and not _same_shape(parsed, chosen, versions.shapes[name]):
                 out.needs = out.needs or f"the columns of {name[0]}.{name[1]}"
                 continue
-            if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns)):
+            if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns, strict=False)):
                 reject[chosen] = True  # a type change without a name change: rare, one by one
                 continue
             key_code[chosen] = len(keys)
@@ -822,7 +827,7 @@ def _debezium_commit_ts(parsed: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return np.where(has_commit, _np(commit, 0).astype(np.int64), ms << 18), has_commit | has_ms
 
 
-def _debezium_codes(parsed: pa.Table) -> tuple[np.ndarray, list[Any]]:
+def _debezium_codes(parsed: pa.Table) -> tuple[np.ndarray, list[tuple[str, str]]]:
     source = parsed.column("source").combine_chunks()
     db, tb = pc.struct_field(source, [0]), pc.struct_field(source, [1])
     ok = _valid(db) & _valid(tb) & _np(pc.greater(pc.utf8_length(tb), 0), False)
@@ -830,7 +835,7 @@ def _debezium_codes(parsed: pa.Table) -> tuple[np.ndarray, list[Any]]:
     encoded = pc.dictionary_encode(joined)
     codes = _np(encoded.indices, -1).astype(np.int64)
     codes[~ok] = -1
-    return codes, [tuple(text.split("\x00", 1)) for text in encoded.dictionary.to_pylist()]
+    return codes, _table_names(encoded.dictionary)
 
 
 def _debezium_light(light: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
@@ -1047,7 +1052,7 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
                 continue
             if _debezium_shape(definition) != shape or (tables and any(
                     _converts_differently(a, b) or a.fsp != b.fsp or a.scale != b.scale
-                    for a, b in zip(definition.columns, tables[0].columns))):
+                    for a, b in zip(definition.columns, tables[0].columns, strict=False))):
                 reject[chosen] = True
                 continue
             key_code[chosen] = len(keys)

@@ -42,9 +42,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,16 +58,16 @@ from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
 __all__ = [
     "CSV",
+    "DEFAULT_CSV_OPTIONS",
+    "HEADER_PREFIX",
     "LAYOUT_SETTINGS",
     "BinaryEncodingMethod",
-    "CsvColumns",
     "Csv",
+    "CsvColumns",
     "CsvField",
     "CsvOptions",
     "CsvRecord",
     "CsvSettingsError",
-    "DEFAULT_CSV_OPTIONS",
-    "HEADER_PREFIX",
     "decode_text",
     "decode_value",
     "is_binary_column",
@@ -265,14 +266,14 @@ def iter_records(text: str, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> Iterat
                     fields.append(CsvField("", False, ""))
                     break
                 continue
-            m = end_re.match(text, pos)
-            if m:
+            ending = end_re.match(text, pos)
+            if ending:
                 rec_end = pos
-                pos = m.end()
+                pos = ending.end()
                 break
             error = f"unexpected {text[pos]!r} after a closing quote (expected the delimiter or the end of the record)"
-            m = end_re.search(text, pos)
-            pos = m.end() if m else n
+            ending = end_re.search(text, pos)
+            pos = ending.end() if ending else n
             break
         end = pos if rec_end is None else rec_end
         if error:
@@ -436,7 +437,7 @@ def resolve_layout(
         detected = _detect_flags(records, table, options) if records else None
     if detected is not None:
         for name, field, want, have in zip(LAYOUT_SETTINGS, ("include_commit_ts", "output_old_value",
-                                                             "output_handle_key"), detected, _flags(options)):
+                                                             "output_handle_key"), detected, _flags(options), strict=True):
             if want != have:
                 changes[name] = (field, want)
     binary = [i for i, c in enumerate(table.columns) if is_binary_column(c)]
@@ -641,7 +642,7 @@ def _parse_row(
         i += 1
     values: dict[str, Any] = {}
     bad = False
-    for col, field in zip(table.columns, fields[i:]):
+    for col, field in zip(table.columns, fields[i:], strict=False):
         if not field.quoted and field.raw == options.null:
             values[col.name] = None
             continue
@@ -813,7 +814,7 @@ def read_columns(data: bytes, table: TableDef, options: CsvOptions = DEFAULT_CSV
         is_update = pc.equal(flag, "true").to_numpy(zero_copy_only=False)
         i += 1
     values = []
-    for col, arr in zip(table.columns, column[i:]):
+    for col, arr in zip(table.columns, column[i:], strict=False):
         arr = _typed_column(col, arr, options)
         if arr is None:
             return None

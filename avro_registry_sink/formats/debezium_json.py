@@ -53,8 +53,9 @@ import binascii
 import datetime as dt
 import json
 import re
+from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Any, Mapping
+from typing import Any
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
@@ -432,7 +433,8 @@ def events_from_debezium(
     payload, schema = _envelope(msg)
     if payload is None:
         return []  # tombstone
-    src = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
+    block = payload.get("source")
+    src: Mapping[str, Any] = block if isinstance(block, Mapping) else {}
     op = payload.get("op")
     commit_ts, exact = _commit_ts(payload, src, where, source)
     if op == "m":
@@ -558,12 +560,13 @@ def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | Non
         return "skip", None, None, None
     if not isinstance(payload, Mapping):
         raise SourceError("debezium payload is not a JSON object.", reason="payload not an object")
-    src = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
+    block = payload.get("source")
+    src: Mapping[str, Any] = block if isinstance(block, Mapping) else {}
     commit_ts: int | None = None
     if src.get("commit_ts") is not None:
         commit_ts = int(src["commit_ts"])
-    elif src.get("ts_ms") or payload.get("ts_ms"):
-        commit_ts = commit_ts_from_ms(int(src.get("ts_ms") or payload.get("ts_ms")))
+    elif ts_ms := src.get("ts_ms") or payload.get("ts_ms"):
+        commit_ts = commit_ts_from_ms(int(ts_ms))
     op = payload.get("op")
     if op == "m":
         return "watermark", None, None, commit_ts

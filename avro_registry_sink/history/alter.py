@@ -22,7 +22,8 @@ Dialects: ``postgres`` (PostgreSQL) and ``mysql`` (MySQL 8 and MariaDB 10.5+, wh
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.history.diff import AvroField, SchemaDiff, record_fields

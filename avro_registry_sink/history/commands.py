@@ -14,7 +14,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -34,7 +34,7 @@ from avro_registry_sink.errors import AvroSinkError, RegistryUnavailable
 from avro_registry_sink.history.diff import SchemaDiff, diff_schemas
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecord, select
 
-CheckpointHistoryOpt = Annotated[Optional[str], typer.Option("--checkpoint", help="The job's checkpoint (directory or storage URI): its history/ journal.")]
+CheckpointHistoryOpt = Annotated[str | None, typer.Option("--checkpoint", help="The job's checkpoint (directory or storage URI): its history/ journal.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON instead of a terminal table.")]
 
 
@@ -126,8 +126,8 @@ def history_table(records: list[HistoryRecord], title: str):
 
 def history(
     checkpoint: CheckpointHistoryOpt = None,
-    table: Annotated[Optional[str], typer.Option("--table", help="Only this table (schema.table).")] = None,
-    subject: Annotated[Optional[str], typer.Option("--subject", help="Only this subject.")] = None,
+    table: Annotated[str | None, typer.Option("--table", help="Only this table (schema.table).")] = None,
+    subject: Annotated[str | None, typer.Option("--subject", help="Only this subject.")] = None,
     registry: RegistryOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
@@ -225,12 +225,12 @@ def _field_text(f: Any) -> str:
 
 def diff(
     versions: Annotated[list[str], typer.Argument(help="A B: two subject versions (--subject; 'latest' allowed) or two table versions (--table).")],
-    subject: Annotated[Optional[str], typer.Option("--subject", help="Diff two versions of this subject.")] = None,
-    table: Annotated[Optional[str], typer.Option("--table", help="Diff two table versions of this table (schema.table; from the journal).")] = None,
+    subject: Annotated[str | None, typer.Option("--subject", help="Diff two versions of this subject.")] = None,
+    table: Annotated[str | None, typer.Option("--table", help="Diff two table versions of this table (schema.table; from the journal).")] = None,
     checkpoint: CheckpointHistoryOpt = None,
-    sql: Annotated[Optional[str], typer.Option("--sql", help="postgres|mysql: also print the ALTER TABLE statements that bring a downstream table from A to B.")] = None,
-    target_table: Annotated[Optional[str], typer.Option("--target-table", help="The downstream table's name for --sql (default: the topic, as the JDBC sinks name it).")] = None,
-    rename: Annotated[Optional[list[str]], typer.Option("--rename", help="OLD=NEW: a column rename the journal does not know (repeatable).")] = None,
+    sql: Annotated[str | None, typer.Option("--sql", help="postgres|mysql: also print the ALTER TABLE statements that bring a downstream table from A to B.")] = None,
+    target_table: Annotated[str | None, typer.Option("--target-table", help="The downstream table's name for --sql (default: the topic, as the JDBC sinks name it).")] = None,
+    rename: Annotated[list[str] | None, typer.Option("--rename", help="OLD=NEW: a column rename the journal does not know (repeatable).")] = None,
     registry: RegistryOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
@@ -339,7 +339,7 @@ def register(
     registry: RegistryOpt = None,
     checkpoint: CheckpointHistoryOpt = None,
     state_dir: StateDirOpt = None,
-    table_version: Annotated[Optional[int], typer.Option("--table-version", help="The table version (TiDB's schema version ts) recorded in the history; default: a TSO of now, as TiDB would give the DDL.")] = None,
+    table_version: Annotated[int | None, typer.Option("--table-version", help="The table version (TiDB's schema version ts) recorded in the history; default: a TSO of now, as TiDB would give the DDL.")] = None,
     on_incompatible: Annotated[str, typer.Option("--on-incompatible", help="fail: an incompatible schema fails the command (exit 1).")] = "fail",
     as_json: JsonOpt = False,
 ) -> None:

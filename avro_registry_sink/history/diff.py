@@ -20,9 +20,11 @@ columns is one more change.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 #: The kinds of change, in the order they are listed for one field.
 KINDS = ("added", "removed", "renamed", "type", "nullability", "default", "connect.parameters", "key")
@@ -258,10 +260,8 @@ def renames_in_ddl(text: str | None) -> dict[str, str]:
                 s.pos += 1
                 s.accept("COLUMN")
                 s.accept("IF", "EXISTS")
-                try:
+                with contextlib.suppress(AvroSinkError):
                     pairs.append((s.name("a column name"), s.name("a column name")))
-                except AvroSinkError:
-                    pass
                 continue
             s.pos += 1
     return _chain_pairs([(sanitize_name(o), sanitize_name(n)) for o, n in pairs])

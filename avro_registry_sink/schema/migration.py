@@ -248,7 +248,7 @@ def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None,
         return "$v", "same type"
     if s in _NUMBERS and d in _NUMBERS:
         order = _NUMBERS.index
-        if s in _INTEGERS and d in _FLOATS or order(s) <= order(d):
+        if (s in _INTEGERS and d in _FLOATS) or order(s) <= order(d):
             return "$v", "widening"
         if s == "long" and d == "int":
             return _range_guard("$v", *_INT_RANGE, dst, column), "narrowing"

@@ -33,10 +33,11 @@ import itertools
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, is_binary_column
@@ -55,7 +56,7 @@ PROGRESS_STEP = 10_000
 #: The CSV settings of the demo changefeed.
 DEMO_CSV_OPTIONS = CsvOptions.model_validate({"include-commit-ts": True, "output-old-value": True})
 
-_START = dt.datetime(2024, 5, 9, 8, 0, 0, tzinfo=dt.timezone.utc)
+_START = dt.datetime(2024, 5, 9, 8, 0, 0, tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True)
@@ -657,6 +658,8 @@ def generate_demo(
             touched: dict[str, set[Any]] = {name: set() for name in names}
             per_table: dict[str, list[tuple[Op, Any, dict[str, Any] | None, dict[str, Any] | None]]] = {}
             for name, op, _ in txn.ops:
+                before: dict[str, Any] | None
+                after: dict[str, Any] | None
                 if op is Op.INSERT:
                     key = gen.new_key(name)
                     after = gen.row(name, key, has_channel and name == "shop.orders")
@@ -682,7 +685,7 @@ def generate_demo(
                     counts[name][[Op.INSERT, Op.UPDATE, Op.DELETE].index(op)] += 1
                     pending[name].append((commit_ts, name, op, before, after))
         flush_ms = physical + rng.randint(5, 50)
-        date = dt.datetime.fromtimestamp(flush_ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+        date = dt.datetime.fromtimestamp(flush_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
         for name in names:
             rows = pending[name]
             for start in range(0, len(rows), max(1, max_rows_per_file)):

@@ -39,10 +39,11 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.storage_fs import StorageURI
@@ -60,7 +60,8 @@ def _version_at(parts: tuple[str, ...]) -> int | None:
         dirs = dirs[:-1]
     valid = [i for i, part in enumerate(dirs) if part.isdigit() and _SUFFIX.fullmatch("/".join(dirs[i + 1:]))]
     later = [i for i in valid if i >= 2]
-    return (later or valid or [None])[0]
+    found = later or valid
+    return found[0] if found else None
 
 
 def _root_of(parts: tuple[str, ...]) -> tuple[int, bool] | None:

@@ -15,8 +15,9 @@ hands on is a :class:`PreparedBatch`. Both offer the same methods to the job:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.model import PlanKey
 

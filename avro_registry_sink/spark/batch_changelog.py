@@ -11,7 +11,8 @@ state, saved per batch with the checkpoint.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats import format_named
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.history.journal import TableSources
     from avro_registry_sink.manager import SchemaManager, TablePlan
     from avro_registry_sink.progress import BatchReport
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.side_state import SideState
 
 __all__ = ["ChangelogBatches"]
@@ -99,9 +100,9 @@ class ChangelogBatches:
         assert self.catalog is not None
         spec = self.options.source
         fmt = spec.kind
-        if self._summary is None or self._summary[0] != batch_id:
-            if self._changelog_plans or self._plan_from_sample(batch_df):
-                return self._strict_changelog(spark, batch_df, batch_id, output)
+        if (self._summary is None or self._summary[0] != batch_id) and (
+                self._changelog_plans or self._plan_from_sample(batch_df)):
+            return self._strict_changelog(spark, batch_df, batch_id, output)
         if self._summary is not None and self._summary[0] == batch_id:
             summary = self._summary[1]
         else:

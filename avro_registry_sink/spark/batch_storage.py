@@ -9,7 +9,8 @@ files, the newest file number per directory) is saved per batch with the checkpo
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import CheckpointError, NoHandleKey
 from avro_registry_sink.formats import format_for_extension
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from avro_registry_sink.manager import SchemaManager, TablePlan
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.side_state import SideState
     from avro_registry_sink.storage_fs import StoreFS
 
@@ -297,7 +298,7 @@ class StorageBatches:
             count(key[0], key[1])
         held = {}
         for relpath, reason in files.held.items():  # <schema>/<table>/...: never wait for a table left out
-            schema, table = (relpath.split("/") + ["", ""])[:2]
+            schema, table = [*relpath.split("/"), "", ""][:2]
             if selection.admits(schema, table):
                 held[relpath] = reason
             else:

@@ -24,8 +24,9 @@ never has to look the message up again.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -127,7 +128,7 @@ def _file_chunk(batches: list[pa.RecordBatch], spec: SourceSpec) -> _Chunk:
     lines: list[int] = []
     errors: list[str | None] = []
     for batch in batches:
-        for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+        for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
             try:
                 name = location.relative(uri)
             except ConfigError:
@@ -215,10 +216,8 @@ def _mysql_types(body: Any, rows: np.ndarray) -> tuple[list[str | None], np.ndar
         if at >= 0 and find(b'"mysqlType"', start, at) < 0:
             close = find(b"}", at, end)
             cut = text[at + 12: close + 1] if close >= 0 else b""
-        elif find(b'"mysqlType"', start, end) < 0:
-            out.append(None)
-            continue
-        elif find(key_null, start, end) >= 0 and find(b'"mysqlType"', start, find(key_null, start, end)) < 0:
+        elif (find(b'"mysqlType"', start, end) < 0  # no mysqlType, or a null one first
+              or (find(key_null, start, end) >= 0 and find(b'"mysqlType"', start, find(key_null, start, end)) < 0)):
             out.append(None)
             continue
         else:  # spaces around the colon, or the key elsewhere first: the cut of the general form
@@ -316,7 +315,7 @@ _LIGHT_PEEKS: dict[str, Callable[[pa.Array, Any, np.ndarray], dict[str, Any] | N
 
 def _spread(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
     out: list[Any] = [None] * n
-    for value, row in zip(values, rows.tolist()):
+    for value, row in zip(values, rows.tolist(), strict=False):
         out[row] = value
     return out
 
@@ -361,8 +360,8 @@ def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list
                 schema, table, mtype = text.split("\x00", 2)
                 _add_group(groups, ("dml", schema, table, None, None if mtype == "\x01" else mtype), members, ts,
                            rows, chunk, light["sub"], order_file)
-    for r in one_by_one:
-        r = int(r)
+    for position in one_by_one:
+        r = int(position)
         text, utf8 = _text(chunk.messages, r)
         if not utf8:
             counts["error"] += 1
@@ -646,7 +645,7 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                 parsed.append(row)
                 raw.append(message)
     if parsed:
-        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, row[:8])) for row in parsed],
+        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, row[:8], strict=True)) for row in parsed],
                                            schema=CHANGE_SCHEMA)
         records = encode_change_batch(batch, plans, isolate=True)
         errors = _with_raw(records.column("error"), lambda i: raw[i], fmt)

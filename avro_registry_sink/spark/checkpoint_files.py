@@ -27,8 +27,9 @@ import contextlib
 import json
 import re
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from avro_registry_sink.errors import CheckpointError, ConfigError
 from avro_registry_sink.storage_fs import StorageURI, StoreFS

@@ -106,7 +106,7 @@ def table_from_schema(schema: StructType, name: str, key: Sequence[str]) -> Tabl
         if mysql is None:
             raise ConfigError(
                 f"Column {field.name} of {name} has Spark type {field.dataType.simpleString()}, which has no MySQL "
-                f"type here; valid Spark types: {', '.join(sorted(SPARK_TO_MYSQL) + ['decimal'])}. Cast it, or give "
+                f"type here; valid Spark types: {', '.join([*sorted(SPARK_TO_MYSQL), 'decimal'])}. Cast it, or give "
                 "the table as DDL.", table=name, column=field.name, option="table")
         extra: dict[str, Any] = {}
         if spark_type == "boolean":

@@ -38,10 +38,11 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError
@@ -63,23 +64,19 @@ from avro_registry_sink.spark import checkpoint_files
 from avro_registry_sink.spark.batch_changelog import ChangelogBatches
 from avro_registry_sink.spark.batch_storage import StorageBatches
 from avro_registry_sink.spark.job_errors import JobFailed, SparkResourceError
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.packages import ivy_dir, kafka_package
 from avro_registry_sink.spark.plan import stage_plans_for
+from avro_registry_sink.spark.session import conf_value, master_of
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
-from avro_registry_sink.spark.sources import (
-    SourceSpec,
-    changelog_stream,
-)
+from avro_registry_sink.spark.sources import changelog_stream
 from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
-from avro_registry_sink.table import TableDef
 from avro_registry_sink.topic_owners import TopicOwners
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
-
-    from avro_registry_sink.formats.csv import CsvOptions
 
 __all__ = [
     "BadInputBudgetExceeded",
@@ -96,10 +93,6 @@ __all__ = [
     "run_job",
     "trigger_limits",
 ]
-
-#: ``--on-missing-file``: what a storage data file that vanished before it was read does to its batch.
-ON_MISSING_FILE = ("report", "fail")
-
 
 #: What a failure looks like when Spark itself lost a resource: (pattern in the error text, what it is,
 #: what to change). The JVM exit statuses come from ``-XX:+ExitOnOutOfMemoryError`` (3) and Spark's own
@@ -130,7 +123,7 @@ def resource_failure(error: BaseException | str, exit_code: int | None, settings
         else:
             cause, what = f"the Spark JVM exited with status {exit_code}", "heap"
     else:
-        for pattern, description, what in _RESOURCE_FAILURES:
+        for pattern, description, what in _RESOURCE_FAILURES:  # noqa: B007 - `what` of the match is read below
             at = text.find(pattern)
             if at >= 0:
                 detail = text[at:at + 120].split(" at ")[0].strip()
@@ -146,52 +139,6 @@ def resource_failure(error: BaseException | str, exit_code: int | None, settings
                     f"{settings.get('batch', '?')})",
     }[what]
     return f"{cause[0].upper()}{cause[1:]}: {advice}."
-
-
-@dataclass(frozen=True)
-class JobOptions:
-    """Everything a run needs besides the SparkSession (plain, frozen data)."""
-
-    source: SourceSpec
-    checkpoint: Path | str  # a local directory or a storage URI (s3://bucket/prefix?endpoint=..., hdfs://, ...)
-    sink: SinkConfig = SinkConfig()
-    topic_rule: str | None = None
-    available_now: bool = True
-    trigger_interval: str = "10 seconds"
-    max_files_per_trigger: int | None = None
-    max_bytes_per_trigger: int | None = None  # default (no files/bytes/offsets limit given): trigger_limits
-    max_offsets_per_trigger: int | None = None
-    csv_options: CsvOptions | None = None
-    tables: tuple[TableDef, ...] = ()  # user definitions: complete schema files, seed changelog tables
-    kafka_producer: str = "auto"  # "spark" | "confluent" | "auto"
-    output_partitions: int | None = None  # Spark partitions of the encode/write stage
-    max_bad_rows: int | None = None  # a batch with more dead-lettered rows fails (None: no limit)
-    max_bad_ratio: float | None = None  # ... or with more than this share of its rows dead-lettered
-    query_name: str | None = None
-    on_missing_file: str = "report"  # a storage data file gone before it was read: report it, or fail the batch
-
-    def __post_init__(self) -> None:
-        # option errors surface here, before any SparkSession exists
-        parse_trigger_interval(self.trigger_interval)
-        if self.on_missing_file not in ON_MISSING_FILE:
-            raise ConfigError(
-                f"Invalid value {self.on_missing_file!r} for option '--on-missing-file': valid values are "
-                + ", ".join(ON_MISSING_FILE) + ".", option="on-missing-file", value=self.on_missing_file,
-                choices=list(ON_MISSING_FILE))
-        if self.kafka_producer not in KAFKA_PRODUCERS:
-            raise ConfigError(
-                f"Invalid value {self.kafka_producer!r} for option '--producer': valid values are "
-                + ", ".join(KAFKA_PRODUCERS) + ".", option="producer", value=self.kafka_producer,
-                choices=list(KAFKA_PRODUCERS))
-
-    @property
-    def checkpoint_uri(self) -> StorageURI:
-        """Where the checkpoint and all side state live (:mod:`~avro_registry_sink.storage_fs`)."""
-        return parse_storage_uri(str(self.checkpoint), option="checkpoint")
-
-
-#: ``--producer``: Spark's Kafka sink when available (auto), always (spark), or confluent-kafka's producer.
-KAFKA_PRODUCERS = ("auto", "spark", "confluent")
 
 
 @dataclass
@@ -380,7 +327,7 @@ class _BatchProcessor:
         self.failed_batch: int | None = None
         self.current_batch: int | None = None  # the batch running (or the last one): a dead JVM fails it
         self.bad_input: list[dict[str, Any]] = []
-        self.dead_letters: list[Path] = []
+        self.dead_letters: list[Path | str] = []
         self.plans: dict[PlanKey, TablePlan] = {}
         self._schemas_seen: set[tuple[str, int]] = set()
         self._partitions: dict[str, int] = {}
@@ -471,12 +418,12 @@ class _BatchProcessor:
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(new)))) as pool:
             versions = list(pool.map(lambda n: version(n[0], n[2]), new))
         return [SchemaVersion(subject=subject, schema_id=schema_id, version=v, table=table)
-                for (subject, schema_id, _, table), v in zip(new, versions)]
+                for (subject, schema_id, _, table), v in zip(new, versions, strict=True)]
 
     def _spark_partitions(self, spark: SparkSession) -> int:
         if self.options.output_partitions:
             return self.options.output_partitions
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "2")))
+        return max(1, int(conf_value(spark, "spark.sql.shuffle.partitions", "2")))
 
     def _process(self, batch_df: DataFrame, batch_id: int) -> None:
         started = time.time()
@@ -889,8 +836,8 @@ def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
     if not options.source.is_kafka and (options.max_files_per_trigger or options.max_bytes_per_trigger):
         return {k: v for k, v in (("max_files_per_trigger", options.max_files_per_trigger),
                                   ("max_bytes_per_trigger", options.max_bytes_per_trigger)) if v}
-    local = spark.sparkContext.master.startswith("local")
-    heap = memory_bytes(spark.conf.get("spark.driver.memory" if local else "spark.executor.memory", "1g"))
+    local = master_of(spark).startswith("local")
+    heap = memory_bytes(conf_value(spark, "spark.driver.memory" if local else "spark.executor.memory", "1g"))
     budget = trigger_budget(heap)
     if options.source.is_kafka:
         return {"max_offsets_per_trigger": max(1, budget // ASSUMED_MESSAGE_BYTES)}
@@ -925,8 +872,8 @@ def _resource_settings(spark: SparkSession, options: JobOptions) -> dict[str, st
     """The settings a resource failure names, read while the JVM is alive."""
     limits = trigger_limits(spark, options)
     batch = ", ".join(f"{k.replace('_', '-')}={f'{v >> 20}m' if 'bytes' in k else v}" for k, v in limits.items())
-    local = spark.sparkContext.master.startswith("local")
-    return {"heap": spark.conf.get("spark.driver.memory" if local else "spark.executor.memory", "1g"), "batch": batch}
+    local = master_of(spark).startswith("local")
+    return {"heap": conf_value(spark, "spark.driver.memory" if local else "spark.executor.memory", "1g"), "batch": batch}
 
 
 def _jvm_exit_code(spark: SparkSession) -> int | None:

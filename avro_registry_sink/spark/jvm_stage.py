@@ -20,7 +20,8 @@ per-value reference path handles them; :func:`jvm_stage_gap` says which.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.columnar import record_fields
 from avro_registry_sink.config import DecimalMode, EncodingOptions, PartitionStrategy

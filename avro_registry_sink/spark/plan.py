@@ -8,8 +8,9 @@ the other's module for it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.model import PlanKey

@@ -24,9 +24,10 @@ import base64
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from avro_registry_sink.model import REPLAY_BATCH_BASE
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from avro_registry_sink.routing import TopicRouter
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sinks import Sink
 
 __all__ = ["ReplayResult", "pending_records", "replay_dead_letters"]

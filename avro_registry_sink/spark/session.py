@@ -14,15 +14,33 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_CONF", "PROVIDED_ARTIFACTS", "STORE_CLASSES", "STORE_PACKAGES", "apply_hadoop_conf",
-           "default_driver_memory", "hadoop_version", "local_session", "memory_bytes", "missing_store_classes",
-           "list_on_driver", "physical_memory", "spread_file_partitions", "store_packages", "submitted_conf", "trigger_budget"]
+__all__ = [
+    "DEFAULT_CONF",
+    "PROVIDED_ARTIFACTS",
+    "STORE_CLASSES",
+    "STORE_PACKAGES",
+    "apply_hadoop_conf",
+    "conf_value",
+    "default_driver_memory",
+    "hadoop_version",
+    "list_on_driver",
+    "local_session",
+    "master_of",
+    "memory_bytes",
+    "missing_store_classes",
+    "physical_memory",
+    "spread_file_partitions",
+    "store_packages",
+    "submitted_conf",
+    "trigger_budget",
+]
 
 #: Settings every session gets unless ``conf`` (or a spark-submit ``--conf``) says otherwise.
 DEFAULT_CONF: dict[str, str] = {
@@ -54,6 +72,23 @@ TRIGGER_BOUNDS = (32 << 20, 1 << 30)
 ASSUMED_MESSAGE_BYTES = 1024
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def conf_value(spark: SparkSession, key: str, default: str) -> str:
+    """``spark.conf.get(key, default)``, typed: with a default it is a string (pyspark annotates it ``Optional``)."""
+    value = spark.conf.get(key, default)
+    if value is None:
+        raise ValueError(f"The Spark setting {key} has no value (and not its default {default!r}).")
+    return value
+
+
+def master_of(spark: SparkSession) -> str:
+    """The session's master URL (``local[2]``, ``spark://host:7077``, ...): a running SparkContext always has one
+    (pyspark annotates it ``Optional``)."""
+    master = spark.sparkContext.master
+    if master is None:
+        raise ValueError("The SparkContext has no master URL (spark.master).")
+    return master
 
 
 def memory_bytes(text: str | int) -> int:

@@ -36,9 +36,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError, ConfigError
@@ -55,12 +56,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.storage_fs import StoreFS
 
 __all__ = [
+    "RECORD_ORDER",
+    "STAGING_DIR",
     "FileRecord",
     "FileSink",
     "KafkaSink",
     "KafkaSinkError",
-    "RECORD_ORDER",
-    "STAGING_DIR",
     "Sink",
     "has_spark_kafka",
     "read_file_sink",
@@ -214,7 +215,10 @@ class FileSink:
 def _filesystem(spark: SparkSession, root: str) -> tuple[Any, Any]:
     """Hadoop's ``FileSystem`` of ``root`` (the raw local one for ``file:``, so that ``.crc`` side files
     stay in the staging directory) and Hadoop's ``Path`` class."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
+    if jvm is None:
+        raise ConfigError("The file sink needs a classic SparkSession with a JVM on the driver (Hadoop's FileSystem); "
+                          "this session has none (Spark Connect).")
     hpath = jvm.org.apache.hadoop.fs.Path
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     if root.startswith("file:"):
@@ -364,7 +368,8 @@ def _produce_partition(conf: Mapping[str, Any]) -> Any:
                 failures.append(redact_text(f"{msg.topic()}[{msg.partition()}]: {err}", secrets))
 
         for row in rows:
-            headers = [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in row["headers"] or []]
+            headers: list[tuple[str, str | bytes | None]] = [
+                (h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in row["headers"] or []]
             value = bytes(row["value"]) if row["value"] is not None else None
             key = bytes(row["key"]) if row["key"] is not None else None
             while True:

@@ -33,9 +33,10 @@ directory so that a restarted job knows the versions the topic's earlier DDLs cr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from avro_registry_sink.changes import ChangeEvent, split_key_change
@@ -191,15 +192,15 @@ def parse_source(text: str, sink: Any = None) -> SourceSpec:
             option="source", value=redact_url(text),
         )
     if transport == "kafka":
-        query = dict(parse_qsl(split.query, keep_blank_values=True))
+        params = dict(parse_qsl(split.query, keep_blank_values=True))
         brokers = tuple(b for b in split.netloc.rpartition("@")[2].split(",") if b)
         topics = tuple(t for t in unquote(split.path.lstrip("/")).split(",") if t)
         if not brokers or not topics:
             raise ConfigError(f"Invalid source {redact_url(text)!r}: name the brokers and at least one topic.",
                               option="source", value=redact_url(text))
         return SourceSpec(kind=kind, transport="kafka", brokers=brokers, topics=topics,
-                          options={k: v for k, v in query.items() if k not in KAFKA_KEYS},
-                          kafka=kafka_options(query, _same_cluster_kafka(brokers, sink)))
+                          options={k: v for k, v in params.items() if k not in KAFKA_KEYS},
+                          kafka=kafka_options(params, _same_cluster_kafka(brokers, sink)))
     rest = text.split("+", 1)[1]
     if transport == "file" and not (unquote(split.netloc + split.path)):
         raise ConfigError(f"Invalid source {redact_url(text)!r}: no directory.", option="source", value=redact_url(text))
@@ -285,11 +286,11 @@ def _batches(rows: Iterable[tuple[Any, ...]], ddl: str, size: int = 4096) -> Ite
         chunk.append(row)
         if len(chunk) >= size:
             yield pa.RecordBatch.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in
-                                              enumerate(zip(*chunk))], names=names)
+                                              enumerate(zip(*chunk, strict=False))], names=names)
             chunk = []
     if chunk:
         yield pa.RecordBatch.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in
-                                          enumerate(zip(*chunk))], names=names)
+                                          enumerate(zip(*chunk, strict=False))], names=names)
 
 
 def _event_row(event: ChangeEvent, version: int, order: tuple[int, str, int]) -> tuple[Any, ...]:
@@ -328,6 +329,14 @@ def _file_stream_reader(spark: SparkSession, max_files_per_trigger: int | None, 
 
 def _data_file(layout: StorageLayout, relpath: str) -> DataFile | None:
     return layout.data_file(relpath)
+
+
+def _resolved_data_file(layout: StorageLayout, relpath: str) -> DataFile:
+    """The data file at ``relpath``, a path :func:`resolve_storage_files` took as one on the driver."""
+    data_file = _data_file(layout, relpath)
+    if data_file is None:
+        raise RuntimeError(f"{relpath}: resolved as a storage-sink data file on the driver, but its path is not one's.")
+    return data_file
 
 
 @dataclass
@@ -487,7 +496,7 @@ def parse_storage_files(
 
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
-                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                     try:
                         relpath = location.relative(uri)
                     except ConfigError:
@@ -495,7 +504,7 @@ def parse_storage_files(
                     if relpath in by_relpath:
                         key, order = by_relpath[relpath]
                         yield from _storage_file_rows(relpath, content, tables[key], order,
-                                                      _data_file(layout, relpath), csv_options, explicit)
+                                                      _resolved_data_file(layout, relpath), csv_options, explicit)
 
         yield from _batches(rows(), PARSED_DDL)
 
@@ -553,7 +562,7 @@ def encode_storage_files(
                 schema=out_schema)
 
         for batch in batches:
-            for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                 try:
                     relpath = location.relative(uri)
                 except ConfigError:
@@ -566,7 +575,7 @@ def encode_storage_files(
                 taken: list[pa.RecordBatch] = []
 
                 def fast(options: Any, table: TableDef = table, plan: Any = plan, order: Any = order,
-                         taken: list[pa.RecordBatch] = taken, rank: int = rank) -> bool:
+                         taken: list[pa.RecordBatch] = taken, rank: int = rank, content: bytes = content) -> bool:
                     columns = read_columns(content, table, options) if options is not None else None
                     if columns is None:
                         return False
@@ -587,8 +596,8 @@ def encode_storage_files(
                     taken.append(finish(records, order, columns.lines, pa.nulls(records.num_rows, pa.string()), rank))
                     return True
 
-                data_file = _data_file(layout, relpath)
-                if data_file is not None and format_for_extension(data_file.format).is_changelog:
+                data_file = _resolved_data_file(layout, relpath)
+                if format_for_extension(data_file.format).is_changelog:
                     yield from _canal_file(relpath, content, table, plan, order, rank, finish, plans)
                     continue
                 rows = list(_storage_file_rows(relpath, content, table, order, data_file, csv_options, explicit, fast))
@@ -596,7 +605,7 @@ def encode_storage_files(
                 changes = [r for r in rows if r[-1] is None]
                 if changes:
                     change_batch = pa.RecordBatch.from_pylist(
-                        [dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in changes], schema=CHANGE_SCHEMA)
+                        [dict(zip(CHANGE_SCHEMA.names, r[:8], strict=True)) for r in changes], schema=CHANGE_SCHEMA)
                     records = encode_change_batch(change_batch, plans, isolate=True)
                     yield finish(records, order, [r[10] for r in changes], records.column("error"), rank)
                 errors = [r for r in rows if r[-1] is not None]
@@ -687,7 +696,7 @@ def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order:
     changes = [_event_row(part, table.version, (order[0], order[1], _line_of(event.source)))
                for event in events for part in split_key_change(event, table)]
     if changes:
-        change_batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in changes],
+        change_batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8], strict=True)) for r in changes],
                                                   schema=CHANGE_SCHEMA)
         records = encode_change_batch(change_batch, plans, isolate=True)
         yield finish(records, order, [r[10] for r in changes], records.column("error"), rank)
@@ -812,7 +821,7 @@ def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
     def split(batches: Iterator[Any]) -> Iterator[Any]:
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
-                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                     try:
                         name = location.relative(uri)
                     except ConfigError:
@@ -920,7 +929,7 @@ def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
         def rows() -> Iterator[tuple[Any, ...]]:
             for batch in batches:
                 cols = [batch.column(i).to_pylist() for i in range(5)]
-                for message, source, order_file, order_line, error in zip(*cols):
+                for message, source, order_file, order_line, error in zip(*cols, strict=True):
                     if error is not None:
                         yield (message, source, order_file, order_line, "error", None, None, None, error, None)
                         continue

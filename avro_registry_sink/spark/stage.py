@@ -29,7 +29,8 @@ A row whose table version has no plan, or that cannot be encoded, fails the batc
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -212,8 +213,8 @@ def partition_numbers(route: Route, partitions: int, *, key_columns: Sequence[pa
         return np.zeros(n, np.int32)
     strategy = route.partition
     if strategy is PartitionStrategy.TABLE:
-        crc = zlib.crc32(route.table.encode() + b"\x1f", zlib.crc32(route.schema.encode() + b"\x1f"))
-        return np.full(n, crc % partitions, np.int32)
+        table_crc = zlib.crc32(route.table.encode() + b"\x1f", zlib.crc32(route.schema.encode() + b"\x1f"))
+        return np.full(n, table_crc % partitions, np.int32)
     if strategy is PartitionStrategy.TS:
         ts = commit_ts if commit_ts is not None else np.zeros(n, np.int64)
         return np.mod(ts, partitions).astype(np.int32)
@@ -660,6 +661,15 @@ def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan
 _ISOLATE_LIMIT = 8
 
 
+class RowSources(Protocol):
+    """Where each row came from (``relpath:line``, a message's position, or ``None``), by row index: a list, or
+    a lazy lookup that makes an entry only when asked (only refused rows need theirs)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int, /) -> str | None: ...
+
+
 def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> tuple[pa.RecordBatch, dict[int, EncodingError]]:
     """Encode one table version's rows; returns the records and the errors of the rows that failed.
 
@@ -686,7 +696,7 @@ def _encode_group(part: pa.RecordBatch, plan: StagePlan, version: int) -> tuple[
 
 
 def _isolated(stage: _TableStage, typed: pa.RecordBatch, op_codes: np.ndarray, ts: np.ndarray, version: int,
-              sources: Sequence[str | None]) -> tuple[pa.RecordBatch, dict[int, EncodingError]] | None:
+              sources: RowSources) -> tuple[pa.RecordBatch, dict[int, EncodingError]] | None:
     """Encode typed rows, setting aside up to :data:`_ISOLATE_LIMIT` rows the encoder refuses (the others
     encoded again without them); ``None`` when there are more (the caller goes row by row)."""
     plan = stage.plan
@@ -713,7 +723,7 @@ def _isolated(stage: _TableStage, typed: pa.RecordBatch, op_codes: np.ndarray, t
 
 
 def encode_typed(typed: pa.RecordBatch, op_codes: np.ndarray, commit_ts: np.ndarray, plan: StagePlan,
-                 sources: Sequence[str | None]) -> pa.RecordBatch:
+                 sources: RowSources) -> pa.RecordBatch:
     """Typed columns of one table version (the table's column names; values as the columnar encoder takes
     them) -> records (:data:`~avro_registry_sink.model.KAFKA_ERROR_SCHEMA`, same row order): a row the encoder refuses comes out alone
     with its ``error`` (see :func:`encode_change_batch`), every other row is encoded."""
@@ -738,7 +748,7 @@ def encode_typed(typed: pa.RecordBatch, op_codes: np.ndarray, commit_ts: np.ndar
                else pa.RecordBatch.from_pylist([], schema=KAFKA_SCHEMA))
         got = _spread_rows(out, np.array(keep, np.int64), n, plan), bad
     out, bad = got
-    return _with_errors(out, bad, plan, version, sources)  # type: ignore[arg-type]
+    return _with_errors(out, bad, plan, version, sources)
 
 
 def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
@@ -800,7 +810,7 @@ def _spread_rows(out: pa.RecordBatch, keep: np.ndarray, n: int, plan: StagePlan)
 
 
 def _with_errors(out: pa.RecordBatch, bad: Mapping[int, EncodingError], plan: StagePlan, version: int,
-                 sources: list[str | None]) -> pa.RecordBatch:
+                 sources: RowSources) -> pa.RecordBatch:
     """``out`` plus the ``error`` column (dead-letter JSON for the rows in ``bad``)."""
     import json
 

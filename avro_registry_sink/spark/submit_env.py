@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["spark_submit_args", "spark_submit_env", "worker_python_problem"]
 

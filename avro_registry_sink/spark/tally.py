@@ -21,8 +21,9 @@ and hands on only them and their order (:class:`StageOutput`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
 

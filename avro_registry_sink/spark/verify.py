@@ -40,10 +40,12 @@ values by a digest of their Avro body, schema ids apart.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
 from avro_registry_sink.model import REPLAY_BATCH_BASE
@@ -53,7 +55,7 @@ from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from avro_registry_sink.spark.job import JobOptions
+    from avro_registry_sink.spark.job_options import JobOptions
 
 __all__ = [
     "COUNTS",
@@ -541,7 +543,7 @@ def _encode_parsed(parsed: DataFrame, plans: Mapping[Any, Any], output: Any) -> 
                 n = failed.num_rows
                 empty = [pa.nulls(n, f.type) for f in KAFKA_SCHEMA]
                 yield pa.RecordBatch.from_arrays(empty + [failed.column("error")] + [failed.column(k) for k in keep],
-                                                 names=list(KAFKA_SCHEMA.names) + ["error", *keep])
+                                                 names=[*KAFKA_SCHEMA.names, "error", *keep])
 
     return parsed.mapInArrow(*(output or StageOutput()).wrap(run, ddl))
 
@@ -657,10 +659,8 @@ def _committed_changelog(spark: SparkSession, options: JobOptions, committed: Co
     location = spec.location or parse_storage_uri(str(spec.path), option="source")
     taken = set()
     for path in files:
-        try:
+        with contextlib.suppress(ConfigError):
             taken.add(location.relative(path))
-        except ConfigError:
-            pass
     waiting = [p for p in location.filesystem().list_files() if p not in taken
                and not p.rpartition("/")[2].startswith((".", "_"))]
     if waiting:
@@ -908,7 +908,9 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
     delivered before it in its partition is out of order)."""
     from pyspark.sql import functions as F
 
-    n = max(int(spark.conf.get("spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
+    from avro_registry_sink.spark.session import conf_value
+
+    n = max(int(conf_value(spark, "spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
     both = _sides(expected, delivered, spark).repartition(n, *_KEY).sortWithinPartitions(*_GROUP, "side", "pos")
     item = F.struct("pos", F.col("partition").alias("part"), "ksid", "vsid", "vdig")
     groups = both.groupBy(*_GROUP).agg(
@@ -1018,8 +1020,9 @@ def _decode_records(schemas: Mapping[int, str | None], shown: set[tuple[str, byt
         for batch in batches:
             topics, kbodies, stamps, keys, values = (batch.column(n).to_pylist()
                                                      for n in ("topic", "kbody", "ts", "key", "value"))
-            states, decoded = [], []
-            for topic, kbody, ts, key, value in zip(topics, kbodies, stamps, keys, values):
+            states: list[str] = []
+            decoded: list[str | None] = []
+            for topic, kbody, _ts, key, value in zip(topics, kbodies, stamps, keys, values, strict=True):
                 kstate, kdec = decode(key)
                 vstate, vdec = decode(value)
                 states.append("unknown" if "unknown" in (kstate, vstate) else (
@@ -1030,7 +1033,7 @@ def _decode_records(schemas: Mapping[int, str | None], shown: set[tuple[str, byt
                 else:
                     decoded.append(None)
             keep = [batch.column(n) for n in ("topic", "kbody", "ts", "pos")]
-            yield pa.RecordBatch.from_arrays(keep + [pa.array(states, pa.string()), pa.array(decoded, pa.string())],
+            yield pa.RecordBatch.from_arrays([*keep, pa.array(states, pa.string()), pa.array(decoded, pa.string())],
                                              names=["topic", "kbody", "ts", "pos", "state", "decoded"])
 
     return run
@@ -1305,7 +1308,7 @@ def _samples(report: VerifyReport, rows: list[Any], delivered: Delivered, expect
         shown_key = _plain(key) if key is not None else "hex:" + kbody.hex()
         table = topic_tables.get(topic, f"topic {topic}")
 
-        def at_sink(r: Any) -> str | None:
+        def at_sink(r: Any, topic: str = topic) -> str | None:
             return delivered.location_of(topic, r["part"], r["pos"]) if delivered.location_of else None
 
         for group in groups:
@@ -1316,7 +1319,7 @@ def _samples(report: VerifyReport, rows: list[Any], delivered: Delivered, expect
             def at_source(r: Any) -> str | None:
                 return expected.location_of(r["pos"]) if expected.location_of else None
 
-            def look(r: Any, ts: int = ts) -> dict[str, Any]:
+            def look(r: Any, ts: int = ts, topic: str = topic, kbody: bytes = kbody) -> dict[str, Any]:
                 state = looks.get((topic, kbody, ts, _pos_key(r["pos"])))
                 if state is None:
                     return {}

@@ -28,7 +28,8 @@ are kept while their columns still exist; its version is kept.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef

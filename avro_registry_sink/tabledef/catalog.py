@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from avro_registry_sink.errors import AvroSinkError, SourceError
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
@@ -60,7 +61,7 @@ def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
 
 def _table_to_json(table: TableDef) -> dict[str, Any]:
     data = table.model_dump(mode="json")
-    for col, raw in zip(table.columns, data["columns"]):
+    for col, raw in zip(table.columns, data["columns"], strict=True):
         if isinstance(col.default, bytes):
             raw["default"] = {"hex": col.default.hex()}
     return data

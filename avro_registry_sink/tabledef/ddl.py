@@ -51,8 +51,9 @@ time zone to UTC; a DDL file does not say which session time zone it ran in).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import ParseError
@@ -416,9 +417,8 @@ _CONSTRAINT_WORDS = frozenset({"CONSTRAINT", "PRIMARY", "UNIQUE", "KEY", "INDEX"
 
 def _parse_constraint(s: TokenStream) -> _KeySpec | None:
     """A table-level constraint or index; a key spec for PRIMARY KEY / UNIQUE, else None (skipped)."""
-    if s.accept("CONSTRAINT"):
-        if not (s.at("PRIMARY") or s.at("UNIQUE") or s.at("FOREIGN") or s.at("CHECK")):
-            s.name("a constraint name")
+    if s.accept("CONSTRAINT") and not (s.at("PRIMARY") or s.at("UNIQUE") or s.at("FOREIGN") or s.at("CHECK")):
+        s.name("a constraint name")
     if s.accept("PRIMARY", "KEY"):
         return _parse_key_after_kind(s, primary=True)
     if s.accept("UNIQUE"):
@@ -543,7 +543,7 @@ class _Draft:
             return  # e.g. a virtual generated column, which TableDef does not hold
         actual = self.columns.pop(i).name
         self.primary_key = [c for c in self.primary_key if c != actual]
-        kept = [(k, n) for k, n in zip(self.unique_keys, self.key_names) if k != [actual]]
+        kept = [(k, n) for k, n in zip(self.unique_keys, self.key_names, strict=False) if k != [actual]]
         self.unique_keys = [[c for c in k if c != actual] for k, _ in kept]
         self.key_names = [n for _, n in kept]
 

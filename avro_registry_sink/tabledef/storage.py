@@ -44,9 +44,10 @@ import codecs
 import json
 import re
 import zlib
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef

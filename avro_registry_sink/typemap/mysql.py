@@ -17,10 +17,11 @@ from __future__ import annotations
 import base64
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Context, Decimal, InvalidOperation
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.errors import EncodingError, TableDefinitionError

@@ -279,7 +279,7 @@ def write_storage_tree(root: Path, all_steps: list[Step]) -> list[str]:
     """
     versions = table_versions(all_steps)
     current = {name: v[0] for name, v in versions.items()}
-    for name, (_, table) in current.items():
+    for _, table in current.values():
         write_table_schema_file(table, root)
     numbers: dict[str, int] = {}
     files: list[str] = []

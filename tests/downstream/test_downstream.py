@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions, parse_sink_uri
 from avro_registry_sink.formats.csv import CsvOptions
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.table import MySQLType as T
@@ -152,8 +154,8 @@ def mariadb_table(name: str, table, options: EncodingOptions) -> str:
             return "VARCHAR(255)"
         if col.type is T.DECIMAL and options.decimal_mode is DecimalMode.PRECISE:
             return f"DECIMAL({col.precision},{col.scale})"
-        if col.type is T.INT and col.unsigned or col.type is T.BIGINT and not (
-                col.unsigned and options.bigint_unsigned_mode is BigintUnsignedMode.STRING):
+        if (col.type is T.INT and col.unsigned) or (col.type is T.BIGINT and not (
+                col.unsigned and options.bigint_unsigned_mode is BigintUnsignedMode.STRING)):
             return "BIGINT"
         if col.type in (T.TINYINT, T.SMALLINT, T.MEDIUMINT, T.INT, T.YEAR):
             return "INT"

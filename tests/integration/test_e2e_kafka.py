@@ -31,7 +31,8 @@ from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sin
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sinks import KafkaSink
 from avro_registry_sink.spark.sources import parse_source
 from tests.support.job import (

@@ -65,7 +65,7 @@ def test_pinned_consumers_read_both_eras(registry, case):
         for row_id, key, value in records:
             data = key if case.breaks_key else value
             if case.breaks_key and row_id not in want:
-                with pytest.raises(Exception):  # UPGRADE impossible: no rule, and Avro resolution fails
+                with pytest.raises(Exception):  # noqa: B017 - UPGRADE impossible: no rule, and Avro resolution fails
                     reader(data, ctx)
                 continue
             seen[row_id] = reader(data, ctx)

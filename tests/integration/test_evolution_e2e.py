@@ -23,7 +23,8 @@ from avro_registry_sink.config import OnIncompatible, RegistryConfig, parse_sink
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sources import parse_source
 from tests.support.evolution import CORPUS, canal_changelog, write_storage_tree
 from tests.support.servers import ensure_kafka

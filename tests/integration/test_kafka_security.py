@@ -25,7 +25,8 @@ from avro_registry_sink.kafka_options import kafka_options
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sinks import KafkaSink
 from avro_registry_sink.spark.sources import parse_source
 from tests.support.job import canal_messages, expected_state, replay
@@ -138,7 +139,7 @@ def test_job_reads_and_writes_through_secure_listener(spark, listeners, tmp_path
         records = _consume(address, opts, topics, total, registry_url=url)
         assert len(records) == total
         expected = expected_state(manifest)
-        for name, topic in zip(TABLES, topics):
+        for name, topic in zip(TABLES, topics, strict=False):
             assert replay((k, v) for t, k, v in records if t == topic) == expected[name], name
         with RegistryClient(RegistryConfig(urls=(url,))) as client:
             assert sorted(s for s in client.get_subjects() if s.startswith(prefix)) == sorted(

@@ -393,7 +393,8 @@ def test_racing_registrations_are_each_checked_against_what_was_committed_first(
             barrier = threading.Barrier(2)
             statuses: list[int] = []
 
-            def post(schema: str, subject: str = subject, barrier: threading.Barrier = barrier) -> None:
+            def post(schema: str, subject: str = subject, barrier: threading.Barrier = barrier,
+                     statuses: list[int] = statuses) -> None:
                 with httpx.Client(base_url=registry.url or "", timeout=60) as client:
                     barrier.wait()
                     statuses.append(client.post(f"/subjects/{subject}/versions", json={"schema": schema}).status_code)

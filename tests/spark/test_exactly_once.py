@@ -44,7 +44,8 @@ from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.spark.verify import verify_run
 from avro_registry_sink.tabledef.ddl import parse_ddl
@@ -123,7 +124,7 @@ class Source:
         for op, target in ((Op.UPDATE, base + 1), (Op.DELETE, base + 2)):
             self.ts += 3
             out.append((op, target, self.ts, f"w{self.wave}-{target - base}", f"u{self.wave}"))
-        for op, key, ts, _, _ in out:
+        for _op, key, ts, _, _ in out:
             self.expected.add((self.topic(name), key, ts))
         return out
 

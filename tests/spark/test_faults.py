@@ -27,7 +27,8 @@ from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.replay import pending_records, replay_dead_letters
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
@@ -159,8 +160,8 @@ def test_storage_files_every_row_delivered_or_dead_lettered_alone(spark, tmp_pat
     by_file: dict[str, dict[int, dict]] = {}
     for record in dead:
         by_file.setdefault(record["file"], {})[record["line"]] = record
-    csv_dead = by_file.pop("shop/csv_t/%d/CDC%020d.csv" % (VERSION, 1))
-    json_dead = by_file.pop("shop/json_t/%d/CDC%020d.json" % (VERSION, 1))
+    csv_dead = by_file.pop(f"shop/csv_t/{VERSION}/CDC{1:020d}.csv")
+    json_dead = by_file.pop(f"shop/json_t/{VERSION}/CDC{1:020d}.json")
     assert by_file == {}
     # rows in = delivered + dead-lettered, each bad row alone, with its raw bytes
     assert delivered["shop_csv_t"] == set(range(1, 8))

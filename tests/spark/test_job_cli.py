@@ -53,7 +53,7 @@ def test_run_storage_directory_with_json_summary(spark, tmp_path):
     assert sorted(summary["per_topic"]) == ["cdc_crm_events", "cdc_shop_customers", "cdc_shop_orders"]
     assert len(summary["schemas"]) == 7  # 3 keys + 3 values + the altered orders value
     events = [json.loads(line) for line in first.stderr.splitlines() if line.startswith("{")]
-    assert [e["event"] for e in events][0] == "start" and events[-1]["event"] == "finish"
+    assert events[0]["event"] == "start" and events[-1]["event"] == "finish"
     assert all("lag_seconds" in e for e in events if e["event"] == "batch")
     assert (tmp_path / "state" / "registry.db").exists()  # the embedded registry keeps its ids
 

@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from avro_registry_sink.spark.job import JobOptions, resource_failure, run_job, trigger_limits
+from avro_registry_sink.spark.job import resource_failure, run_job, trigger_limits
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.session import memory_bytes, trigger_budget
 from avro_registry_sink.spark.sources import parse_source
 

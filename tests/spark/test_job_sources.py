@@ -163,7 +163,8 @@ def test_read_file_sink_orders_batches_and_parts(tmp_path):
 def test_files_taken_out_of_order_are_reported(tmp_path):
     from avro_registry_sink.sources.demo import generate_demo
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.job import JobOptions, _BatchProcessor
+    from avro_registry_sink.spark.job import _BatchProcessor
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import resolve_storage_files
 
     manifest = generate_demo(tmp_path / "in", rows_per_table=6)

@@ -20,7 +20,8 @@ import pytest
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import IncompatibleSchema, NoHandleKey
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sinks import FileSink
 from avro_registry_sink.spark.sources import parse_source
 from tests.support.job import by_partition, decode_file_sink, expected_state, key_of, replay, stamp_in_order

@@ -114,7 +114,7 @@ def _same(spark, rows, plan: StagePlan) -> None:
     jvm = encode_table(df, plan, engine="jvm").collect()
     arrow = encode_table(df, plan, engine="arrow").collect()
     assert len(jvm) == len(arrow) == len(rows)
-    for j, a in zip(jvm, arrow):
+    for j, a in zip(jvm, arrow, strict=True):
         assert tuple(j) == tuple(a)
 
 
@@ -170,7 +170,7 @@ def test_a_delete_needs_only_its_key_and_a_record_over_max_message_bytes_fails(a
 
 
 def test_inputs_without_an_exact_conversion_go_to_the_arrow_stage(avro_spark):
-    with_bit = TABLE.model_copy(update={"columns": TABLE.columns + (ColumnDef(name="flags", type=T.BIT, length=8),)})
+    with_bit = TABLE.model_copy(update={"columns": (*TABLE.columns, ColumnDef(name="flags", type=T.BIT, length=8))})
     plan = _plan(table=with_bit)
     rows = [{"id": 1, "code": "a", "ti": 1, "bl": 2, "flags": 5, "_op": "c", "_commit_ts": 5}]
     df = avro_spark.createDataFrame(rows, DDL + ", flags BIGINT")

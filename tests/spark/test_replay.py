@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from avro_registry_sink.cli import app
 from avro_registry_sink.config import SinkConfig, load_config
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import JobOptions, run_job
+from avro_registry_sink.spark.job import run_job
+from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.replay import pending_records, replay_dead_letters
 from avro_registry_sink.spark.sources import parse_source
 from tests.support.job import decode_file_sink, decoded_changes, key_of, manifest_definition
@@ -33,7 +34,7 @@ def _delivered(out, client) -> Counter:
 def _expected(manifest) -> Counter:
     changes = decoded_changes(manifest.all_events, manifest_definition(manifest))
     return Counter((name, key, json.dumps(value, sort_keys=True, default=str), event.commit_ts)
-                   for (name, key, value), event in zip(changes, manifest.all_events))
+                   for (name, key, value), event in zip(changes, manifest.all_events, strict=False))
 
 
 def test_replay_after_the_fix_delivers_the_rest_exactly_once(spark, tmp_path, registry):

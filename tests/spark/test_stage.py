@@ -64,7 +64,7 @@ ORDERS_V1 = TableDef(
     columns=(ColumnDef(name="id", type=T.INT, nullable=False), ColumnDef(name="note", type=T.VARCHAR)),
 )
 ORDERS_V2 = ORDERS_V1.model_copy(update={
-    "version": 2, "columns": ORDERS_V1.columns + (ColumnDef(name="qty", type=T.INT, nullable=False, default="1"),),
+    "version": 2, "columns": (*ORDERS_V1.columns, ColumnDef(name="qty", type=T.INT, nullable=False, default="1")),
 })
 
 
@@ -114,7 +114,7 @@ def _events() -> list[ChangeEvent]:
 
 def _reference(event_row: tuple[Any, ...], plan: StagePlan) -> dict[str, Any]:
     """What the per-row path makes of one change row: the job's reference semantics."""
-    row = dict(zip(CHANGE_COLUMNS, event_row))
+    row = dict(zip(CHANGE_COLUMNS, event_row, strict=False))
     table = plan.encoding.table
     op = Op.parse(row["op"])
     before, after = load_image(row["before"], table), load_image(row["after"], table)
@@ -142,7 +142,7 @@ def test_mixed_tables_and_versions_equal_the_reference(spark, extension):
     assert out.schema.simpleString() == spark.createDataFrame([], KAFKA_DDL).schema.simpleString()
     records = [r.asDict(recursive=True) for r in out.collect()]
     assert len(records) == len(rows)
-    for record, row in zip(records, rows):  # input order is kept
+    for record, row in zip(records, rows, strict=True):  # input order is kept
         expected = _reference(row, plans[(row[0], row[1], row[2])])
         record["key"], record["value"] = bytes(record["key"]), record["value"] and bytes(record["value"])
         record["headers"] = [{"key": h["key"], "value": bytes(h["value"])} for h in record["headers"]]
@@ -154,13 +154,13 @@ def test_decoded_values_deletes_and_extension_fields(spark):
     events = _events()
     out = encode_changes(spark.createDataFrame([e.to_row() for e in events], CHANGE_DDL), plans).collect()
     plan = plans[("shop", "items", 1)]
-    insert = next(r for r, e in zip(out, events) if e.table == "items" and e.op is Op.INSERT)
+    insert = next(r for r, e in zip(out, events, strict=False) if e.table == "items" and e.op is Op.INSERT)
     value = _decode(plan.encoding.value_schema_json, insert["value"])
     assert value["dec"] == Decimal("-123456.7890") and value["wide"] == Decimal("-" + "9" * 35 + ".000000000000000000000000000001")
     assert value["bu"] == -1 and value["bit"] == b"\x08\x01" and value["bl"] == b""
     assert value["en"] == "green,blue" and value["vc"] == "" and value["tx"] is None and value["mi"] == -8388608
     assert value["_tidb_op"] == "c" and value["_tidb_commit_physical_time"] == 1591943372224
-    deletes = [(r, e) for r, e in zip(out, events) if e.op is Op.DELETE]
+    deletes = [(r, e) for r, e in zip(out, events, strict=False) if e.op is Op.DELETE]
     assert deletes and all(r["value"] is None for r, _ in deletes)
     for record, event in deletes:  # keyed by the pre-image, tombstone still carries the commit ts
         key_schema = plans[(event.schema, event.table, event.table_version)].encoding.key_schema_json
@@ -183,7 +183,7 @@ def test_encode_table_with_spark_types(spark):
     df = spark.createDataFrame(rows, ddl)
     records = encode_table(df, plan, keep=["_commit_ts"]).collect()
     encoder = RowEncoder(plan.encoding)
-    for record, row in zip(records, rows):
+    for record, row in zip(records, rows, strict=False):
         values = {k: v for k, v in row.items() if not k.startswith("_")}
         values["f"] = float(__import__("numpy").float32(values["f"]))  # Spark FLOAT holds the float32
         key, value = encoder.encode(row["_op"], values, row["_commit_ts"])
@@ -202,7 +202,7 @@ def test_rows_the_vectorized_parse_cannot_take_still_equal_the_reference(spark):
         ("shop", "orders", 2, "U", 8, None, '{\n "id": 4, "note": "y", "qty": 1}', "a:4"),  # pretty-printed
     ]
     out = encode_changes(spark.createDataFrame(rows, CHANGE_DDL), plans).collect()
-    for record, row in zip(out, rows):
+    for record, row in zip(out, rows, strict=False):
         expected = _reference(row, plan)
         assert (bytes(record["key"]), record["value"] and bytes(record["value"]), record["partition"]) == \
             (expected["key"], expected["value"], expected["partition"])

@@ -208,7 +208,8 @@ def test_a_batch_published_twice_is_duplicated(run, tmp_path):
 
 def test_a_rerun_batch_replaces_its_files_and_verifies(spark, tmp_path, registry):
     from avro_registry_sink.config import SinkConfig
-    from avro_registry_sink.spark.job import JobFailed, JobOptions, run_job
+    from avro_registry_sink.spark.job import JobFailed, run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sinks import FileSink
     from avro_registry_sink.spark.sources import parse_source
     from avro_registry_sink.spark.verify import verify_run
@@ -246,7 +247,8 @@ def test_a_rerun_batch_replaces_its_files_and_verifies(spark, tmp_path, registry
 
 def test_dead_lettered_rows_are_counted_not_missing(spark, tmp_path, registry):
     from avro_registry_sink.config import SinkConfig
-    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.job import run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import parse_source
     from avro_registry_sink.spark.verify import verify_run
 
@@ -279,7 +281,8 @@ def test_verify_refuses_a_checkpoint_no_run_wrote(tmp_path):
 
 def test_a_canal_json_file_source_reconciles(spark, tmp_path, registry):
     from avro_registry_sink.config import SinkConfig
-    from avro_registry_sink.spark.job import JobOptions, run_job
+    from avro_registry_sink.spark.job import run_job
+    from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import parse_source
     from avro_registry_sink.spark.verify import verify_run
     from tests.support.job import canal_messages

@@ -17,7 +17,8 @@ import io
 import json
 import zlib
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import fastavro
 

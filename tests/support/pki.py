@@ -51,7 +51,7 @@ def _issue(
     names: list[x509.GeneralName],
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     builder = (
         x509.CertificateBuilder()
         .subject_name(_name(subject))
@@ -73,7 +73,7 @@ def make_pki(directory: str | Path) -> Pki:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_name = _name("avro-registry-sink test CA")
     ca = (
         x509.CertificateBuilder()

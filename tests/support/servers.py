@@ -17,6 +17,7 @@ failure to start (port taken, crash or timeout during startup) is a ``RuntimeErr
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import socket
@@ -226,10 +227,8 @@ def start_apicurio_in_background(stop_at_exit: bool = True) -> None:
     """
     if os.environ.get("APICURIO_URL", "").strip():
         return
-    try:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
         _begin("apicurio.sh", stop_at_exit)
-    except (OSError, subprocess.SubprocessError):
-        pass
 
 
 def stop_apicurio() -> None:

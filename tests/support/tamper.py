@@ -94,7 +94,7 @@ def tamper_file_sink(out: Path, topic: str, kind: str, client: Any) -> dict[str,
                          "value": bytes.fromhex(raw["value"]) if raw["value"] is not None else None})
         sequences.append(rows)
     changed = tamper(sequences, kind, client)
-    for path, rows in zip(files, sequences):
+    for path, rows in zip(files, sequences, strict=False):
         path.write_text("".join(json.dumps({**r, "key": r["key"].hex(),
                                             "value": r["value"].hex() if r["value"] is not None else None}) + "\n"
                                 for r in rows), encoding="utf-8")

@@ -34,7 +34,7 @@ def make_tls_files(directory: Path, *, common_name: str = "client", key_password
     OpenSSL traditional (``BEGIN EC PRIVATE KEY``) form instead.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
         x509.CertificateBuilder().subject_name(_name("test-ca")).issuer_name(_name("test-ca"))

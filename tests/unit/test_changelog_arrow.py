@@ -86,7 +86,7 @@ def _messages(table: TableDef, rows: list[dict[str, Any]], ops: list[str], ts: l
         part = rows[i: i + k]
         op = Op.parse(ops[i])
         kind = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.DELETE: "DELETE"}[op]
-        data = [{name: _canal_value(col, row[name], rng) for name, col in zip(names, table.columns)} for row in part]
+        data = [{name: _canal_value(col, row[name], rng) for name, col in zip(names, table.columns, strict=False)} for row in part]
         old = None
         if op is Op.UPDATE and rng.random() < 0.8:
             old = []
@@ -145,7 +145,7 @@ def _reference(messages: list[str], fmt: str, history: dict, plans: dict) -> dic
     out: dict[int, list[Any]] = {}
     for i, text in enumerate(messages):
         source = f"f:{i + 1}"
-        kind, schema, table, commit_ts, message, error, _shape = peek_message(text, source, fmt)
+        kind, schema, table, commit_ts, message, _error, _shape = peek_message(text, source, fmt)
         if kind == "error":
             out[i] = ["error"]
             continue
@@ -155,7 +155,7 @@ def _reference(messages: list[str], fmt: str, history: dict, plans: dict) -> dic
         if any(r[-1] is not None for r in rows):
             out[i] = ["error"]
             continue
-        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in rows], schema=CHANGE_SCHEMA)
+        batch = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8], strict=True)) for r in rows], schema=CHANGE_SCHEMA)
         records = encode_change_batch(batch, plans, isolate=True).to_pylist()
         out[i] = ["error" if r["error"] is not None else
                   (r["topic"], r["partition"], r["key"], r["value"], r["headers"], r["commit_ts"]) for r in records]
@@ -258,7 +258,7 @@ def test_flink_canal_corpus_one_pass_equals_per_message_and_flink():
     parsed = fastavro.parse_schema(json.loads(schemas.value_json))
     ours = []
     for i in sorted(got):
-        for _topic, _partition, key, value, headers, _ts in got[i]:
+        for _topic, _partition, _key, value, headers, _ts in got[i]:
             op = dict((h["key"], h["value"]) for h in headers)["op"]
             if value is None:
                 ours.append(("-D", None))
@@ -269,7 +269,7 @@ def test_flink_canal_corpus_one_pass_equals_per_message_and_flink():
             ours.append(({b"c": "+I", b"u": "+U"}[op], (str(record["id"]), record["name"], record["description"])))
     flink = [(k, v) for k, v in _flink_rows(CORPUS / "flink-json" / "canal-data.expected.txt") if k != "-U"]
     assert [k for k, _ in ours] == [k for k, _ in flink]
-    for (kind, mine), (_, theirs) in zip(ours, flink):
+    for (_, mine), (_, theirs) in zip(ours, flink, strict=True):
         if mine is not None:
             assert mine == (theirs[0], theirs[1], None if theirs[2] == "null" else theirs[2])
 
@@ -366,7 +366,7 @@ def _debezium_messages(table: TableDef, rows: list[dict[str, Any]], ops: list[st
     key_names = table.handle_key_names() or ()
     for i, row in enumerate(rows):
         op = Op.parse(ops[i])
-        image = {name: _debezium_value(col, row[name], rng) for name, col in zip(names, table.columns)}
+        image = {name: _debezium_value(col, row[name], rng) for name, col in zip(names, table.columns, strict=False)}
         before = after = None
         letter = {Op.INSERT: rng.choice("cr"), Op.UPDATE: "u", Op.DELETE: "d"}[op]
         if op is Op.INSERT:
@@ -466,7 +466,7 @@ def test_storage_canal_file_one_pass_equals_the_line_reader(scenario, seed):
 
     def finish(records, order, line_numbers, errors, rank):
         return [(int(line), None if e is not None else (r["topic"], r["partition"], r["key"], r["value"], r["headers"]),
-                 e is not None) for line, r, e in zip(line_numbers, records.to_pylist(), errors.to_pylist())]
+                 e is not None) for line, r, e in zip(line_numbers, records.to_pylist(), errors.to_pylist(), strict=False)]
 
     got = sorted((x for part in _canal_file("f", content, table, plans[key], order, 0, finish, plans) for x in part),
                  key=lambda x: x[0])
@@ -479,8 +479,8 @@ def test_storage_canal_file_one_pass_equals_the_line_reader(scenario, seed):
             for e in events for p in split_key_change(e, table)]
     expected = []
     if rows:
-        batch_ = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8])) for r in rows], schema=CHANGE_SCHEMA)
-        for r, rec in zip(rows, encode_change_batch(batch_, plans, isolate=True).to_pylist()):
+        batch_ = pa.RecordBatch.from_pylist([dict(zip(CHANGE_SCHEMA.names, r[:8], strict=True)) for r in rows], schema=CHANGE_SCHEMA)
+        for r, rec in zip(rows, encode_change_batch(batch_, plans, isolate=True).to_pylist(), strict=True):
             expected.append((r[10], None if rec["error"] is not None else
                              (rec["topic"], rec["partition"], rec["key"], rec["value"], rec["headers"]), rec["error"] is not None))
     for err in errors:
@@ -583,10 +583,10 @@ def test_a_strict_pass_stops_at_what_the_driver_must_see():
     wider = texts[0].replace('"region":"int"}', '"region":"int","extra":"int"}')
     for spoiler in (ddl, other, wider):
         with pytest.raises(NeedsSummary):
-            run(texts + [spoiler])
+            run([*texts, spoiler])
         with pytest.raises(NeedsSummary):  # on the per-message path too
             run([spoiler.replace("{", " {", 1)])
     from avro_registry_sink.table_filter import TableFilter
 
-    left_out = run(texts + [other], table_filter=TableFilter.parse(["bench.t000"]))
+    left_out = run([*texts, other], table_filter=TableFilter.parse(["bench.t000"]))
     assert left_out == {"rows": 50, "filtered": {("bench", "t999"): 1}}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import io
 import json
 import string
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 from unittest.mock import patch
 
 import fastavro
@@ -191,9 +192,7 @@ def scenarios(draw: Any) -> tuple[EncodingPlan, pa.RecordBatch, list[str], list[
         is_key = i < key_count
         nullable = False if is_key else draw(st.booleans())
         default = None
-        if nullable and draw(st.booleans()):
-            default = _default_for(col)
-        elif not nullable and not is_key and draw(st.integers(0, 3)) == 0:
+        if (nullable and draw(st.booleans())) or (not nullable and not is_key and draw(st.integers(0, 3)) == 0):
             default = _default_for(col)
         col = col.model_copy(update={"nullable": nullable, "default": default})
         columns.append(col)
@@ -218,7 +217,7 @@ def scenarios(draw: Any) -> tuple[EncodingPlan, pa.RecordBatch, list[str], list[
     plan = EncodingPlan.from_schemas(derive_schemas(table, options), draw(st.integers(0, 2**31 - 1)), draw(st.integers(0, 2**31 - 1)))
     rows = draw(st.integers(0, 25))
     arrays = []
-    for values, arrow_type, adapt in zip(value_strategies, arrow_types, adapters):
+    for values, arrow_type, adapt in zip(value_strategies, arrow_types, adapters, strict=False):
         raw = draw(st.lists(values, min_size=rows, max_size=rows))
         arrays.append(pa.array([None if v is None else adapt(v, arrow_type) for v in raw], arrow_type))
     batch = pa.RecordBatch.from_arrays(arrays, names=names)
@@ -232,7 +231,7 @@ def scenarios(draw: Any) -> tuple[EncodingPlan, pa.RecordBatch, list[str], list[
 def reference(plan: EncodingPlan, batch: pa.RecordBatch, ops: list[str], ts: list[int]) -> tuple[list, list]:
     encoder = RowEncoder(plan)
     keys, values = [], []
-    for row, op, commit_ts in zip(batch.to_pylist(), ops, ts):
+    for row, op, commit_ts in zip(batch.to_pylist(), ops, ts, strict=True):
         k, v = encoder.encode(op, row, commit_ts)
         keys.append(k)
         values.append(v)
@@ -306,7 +305,7 @@ def test_decimal_text_with_more_digits_than_the_scale_is_floored_like_the_refere
     table = _table(ID, ColumnDef(name="d", type=T.DECIMAL, precision=10, scale=2, nullable=False))
     plan = _plan(table)
     batch = pa.RecordBatch.from_pydict({"id": [1, 2, 3], "d": ["1.239", "-1.231", " 7.5 "]})
-    keys, values = ColumnarEncoder(plan).encode(batch)
+    _keys, values = ColumnarEncoder(plan).encode(batch)
     assert values.to_pylist() == reference(plan, batch, ["c"] * 3, [0] * 3)[1]
 
 
@@ -370,7 +369,7 @@ def _error(plan: EncodingPlan, batch: pa.RecordBatch, **kwargs: Any) -> Encoding
 def _reference_error(plan: EncodingPlan, batch: pa.RecordBatch, ops: list[str] | None = None) -> EncodingError:
     encoder = RowEncoder(plan)
     with pytest.raises(EncodingError) as info:
-        for row, op in zip(batch.to_pylist(), ops or ["insert"] * batch.num_rows):
+        for row, op in zip(batch.to_pylist(), ops or ["insert"] * batch.num_rows, strict=False):
             encoder.encode(op, row)
     return info.value
 
@@ -432,7 +431,7 @@ def test_unknown_and_missing_columns():
     assert "has columns 'extra' that its definition (version 0) lacks" in str(err)
     err = _error(plan, pa.RecordBatch.from_pydict({"id": [1]}))
     assert "has no column 'v' (schema id 42)" in str(err)
-    keys, values = ColumnarEncoder(plan).encode(pa.RecordBatch.from_pydict({"ID": [1]}), ops=pa.array(["d"]))
+    _keys, values = ColumnarEncoder(plan).encode(pa.RecordBatch.from_pydict({"ID": [1]}), ops=pa.array(["d"]))
     assert values.to_pylist() == [None]  # a delete needs only the key
 
 

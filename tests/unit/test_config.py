@@ -92,7 +92,7 @@ timeout = 3.5
 def test_bad_toml_and_dispatcher(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[[dispatchers]]\nmatcher=['*.*']\npartition='random'\n")
-    with pytest.raises(ConfigError, match="'partition'.*index-value"):
+    with pytest.raises(ConfigError, match=r"'partition'.*index-value"):
         load_config(config_file=bad, environ={})
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(config_file=tmp_path / "missing.toml", environ={})
@@ -102,6 +102,6 @@ def test_models_are_frozen_and_pickle():
     import pickle
 
     cfg = parse_sink_uri("kafka://k:9092/t?protocol=avro&schema-registry=http://u:pw@r:1")
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - any refusal of the assignment (pydantic's own error type)
         cfg.encoding.decimal_mode = DecimalMode.STRING  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(cfg)) == cfg

@@ -89,7 +89,7 @@ def test_row_errors_name_table_column_and_schema_id():
         enc.encode("insert", {"id": 1, "n": None})
     with pytest.raises(EncodingError, match="no value for column 'n'"):
         enc.encode("insert", {"id": 1})
-    with pytest.raises(EncodingError, match="lacks.*stale"):
+    with pytest.raises(EncodingError, match=r"lacks.*stale"):
         enc.encode("insert", {"id": 1, "n": 1, "extra": 2})
     with pytest.raises(EncodingError, match="Unknown operation 'upsert'"):
         enc.encode("upsert", {"id": 1, "n": 1})

@@ -36,9 +36,9 @@ def _plan(table: TableDef) -> StagePlan:
 def _reference(text: str, table: TableDef, options: CsvOptions, plan: StagePlan) -> list[tuple]:
     events, errors = parse_csv(text, table, options)
     assert not errors
-    rows = [dict(zip(CHANGE_SCHEMA.names, part.to_row())) for e in events for part in split_key_change(e, table)]
+    rows = [dict(zip(CHANGE_SCHEMA.names, part.to_row(), strict=False)) for e in events for part in split_key_change(e, table)]
     out = encode_change_batch(pa.RecordBatch.from_pylist(rows, schema=CHANGE_SCHEMA), {plan.key: plan})
-    return list(zip(out.column("key").to_pylist(), out.column("value").to_pylist(), out.column("commit_ts").to_pylist()))
+    return list(zip(out.column("key").to_pylist(), out.column("value").to_pylist(), out.column("commit_ts").to_pylist(), strict=True))
 
 
 def _vectorized(data: bytes, table: TableDef, options: CsvOptions, plan: StagePlan) -> list[tuple] | None:
@@ -48,7 +48,7 @@ def _vectorized(data: bytes, table: TableDef, options: CsvOptions, plan: StagePl
     ops = pa.DictionaryArray.from_arrays(pa.array(columns.op_codes.astype(np.int8)), pa.array(["insert", "update", "delete"]))
     keys, values = ColumnarEncoder(plan.encoding).encode(columns.values, ops=ops,
                                                          commit_ts=pa.array(columns.commit_ts, pa.int64()))
-    return list(zip(keys.to_pylist(), values.to_pylist(), columns.commit_ts.tolist()))
+    return list(zip(keys.to_pylist(), values.to_pylist(), columns.commit_ts.tolist(), strict=True))
 
 
 @pytest.mark.parametrize("old_value", [True, False])

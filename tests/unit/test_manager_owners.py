@@ -150,7 +150,7 @@ def test_the_lookup_is_retried_while_the_registry_is_unavailable():
 def test_tables_of_one_batch_are_all_routed_before_anything_is_registered():
     registry = FakeRegistry()
     manager = SchemaManager(registry, TopicRouter(topic_rule="{schema}_{table}"))
-    with pytest.raises(RoutingError, match="shop.订单 and shop.商品"):
+    with pytest.raises(RoutingError, match=r"shop.订单 and shop.商品"):
         manager.prepare_batch([table("shop", "订单"), table("shop", "商品")])
     assert registry.subjects == {}
     assert json.dumps(registry.calls) == "[]"

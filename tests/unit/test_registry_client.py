@@ -341,25 +341,23 @@ def test_retries_then_succeeds(client, sleeps, failure):
 
 
 def test_backoff_is_capped(sleeps):
-    with make_client(sleeps, max_retries=6, retry_backoff=1.0, retry_backoff_max=3.0) as client:
-        with respx.mock(base_url=BASE) as router:
-            router.get("/subjects", name="subjects").respond(503)
-            with pytest.raises(errors.RegistryUnavailable):
-                client.get_subjects()
+    with make_client(sleeps, max_retries=6, retry_backoff=1.0, retry_backoff_max=3.0) as client, respx.mock(base_url=BASE) as router:
+        router.get("/subjects", name="subjects").respond(503)
+        with pytest.raises(errors.RegistryUnavailable):
+            client.get_subjects()
     _assert_backoff(sleeps, 6, backoff=1.0, cap=3.0)
 
 
 def test_retries_exhausted_on_transport_errors_names_every_url(sleeps):
-    with make_client(sleeps, urls=(BASE, BASE2), max_retries=2) as client:
-        with respx.mock(assert_all_called=True) as router:
-            first = router.get(f"{BASE}/subjects/orders-value/versions/latest", name="first").mock(
-                side_effect=httpx.ConnectError("connection refused")
-            )
-            second = router.get(f"{BASE2}/subjects/orders-value/versions/latest", name="second").mock(
-                side_effect=httpx.ConnectTimeout("timed out")
-            )
-            with pytest.raises(errors.RegistryUnavailable) as info:
-                client.get_latest("orders-value")
+    with make_client(sleeps, urls=(BASE, BASE2), max_retries=2) as client, respx.mock(assert_all_called=True) as router:
+        first = router.get(f"{BASE}/subjects/orders-value/versions/latest", name="first").mock(
+            side_effect=httpx.ConnectError("connection refused")
+        )
+        second = router.get(f"{BASE2}/subjects/orders-value/versions/latest", name="second").mock(
+            side_effect=httpx.ConnectTimeout("timed out")
+        )
+        with pytest.raises(errors.RegistryUnavailable) as info:
+            client.get_latest("orders-value")
     err = info.value
     assert first.call_count == 3 and second.call_count == 3
     assert len(sleeps) == 4  # 2 per URL; none before the fail-over or after the last attempt
@@ -386,23 +384,21 @@ def test_retries_exhausted_on_status_keeps_the_registry_answer(client, sleeps):
 
 
 def test_fails_over_to_the_next_url(sleeps):
-    with make_client(sleeps, urls=(BASE, BASE2), max_retries=1) as client:
-        with respx.mock() as router:
-            down = router.post(f"{BASE}/subjects/orders-value/versions", name="down").respond(503)
-            up = router.post(f"{BASE2}/subjects/orders-value/versions", name="up").respond(200, json={"id": 12})
-            assert client.register("orders-value", SCHEMA) == 12
+    with make_client(sleeps, urls=(BASE, BASE2), max_retries=1) as client, respx.mock() as router:
+        down = router.post(f"{BASE}/subjects/orders-value/versions", name="down").respond(503)
+        up = router.post(f"{BASE2}/subjects/orders-value/versions", name="up").respond(200, json={"id": 12})
+        assert client.register("orders-value", SCHEMA) == 12
     assert down.call_count == 2 and up.call_count == 1
     assert len(sleeps) == 1
     assert body_of(up.calls.last.request) == {"schema": SCHEMA}
 
 
 def test_no_fail_over_for_a_refusal(sleeps):
-    with make_client(sleeps, urls=(BASE, BASE2)) as client:
-        with respx.mock(assert_all_called=False) as router:
-            first = router.get(f"{BASE}/subjects/x/versions", name="first").respond(404, json={"error_code": 40401, "message": "Subject 'x' not found."})
-            second = router.get(f"{BASE2}/subjects/x/versions", name="second").respond(200, json=[1])
-            with pytest.raises(errors.SubjectNotFound):
-                client.get_versions("x")
+    with make_client(sleeps, urls=(BASE, BASE2)) as client, respx.mock(assert_all_called=False) as router:
+        first = router.get(f"{BASE}/subjects/x/versions", name="first").respond(404, json={"error_code": 40401, "message": "Subject 'x' not found."})
+        second = router.get(f"{BASE2}/subjects/x/versions", name="second").respond(200, json=[1])
+        with pytest.raises(errors.SubjectNotFound):
+            client.get_versions("x")
     assert first.call_count == 1 and second.call_count == 0 and sleeps == []
 
 
@@ -621,7 +617,7 @@ def test_tls_client_certificate_is_loaded(tmp_path):
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))

@@ -62,7 +62,7 @@ def test_a_fixed_topic_collision_advises_a_rule_with_placeholders():
 def test_substituted_names_that_collide_are_refused():
     router = TopicRouter(topic_rule="{schema}_{table}")
     router.route("a_b", "c")
-    with pytest.raises(RoutingError, match="a_b.c and a.b_c"):
+    with pytest.raises(RoutingError, match=r"a_b.c and a.b_c"):
         router.route("a", "b_c")
 
 
@@ -78,7 +78,7 @@ def test_first_matching_dispatcher_wins_and_unmatched_use_default():
 
 
 def test_no_rule_and_no_default_topic():
-    with pytest.raises(RoutingError, match="No topic for table db.t"):
+    with pytest.raises(RoutingError, match=r"No topic for table db.t"):
         TopicRouter().route("db", "t")
 
 
@@ -187,7 +187,7 @@ def test_a_table_moved_to_another_topic_keeps_its_old_one():
     router.claim("shop", "订单", "shop___", ["shop___-key", "shop___-value"])
     route = router.route("shop", "订单")
     assert route.topic == "shop_orders" and not router.claimed_earlier(route)
-    with pytest.raises(RoutingError, match="shop.订单 .* and shop.商品 would both go to topic 'shop___'"):
+    with pytest.raises(RoutingError, match=r"shop.订单 .* and shop.商品 would both go to topic 'shop___'"):
         router.route("shop", "商品")
 
 

@@ -70,7 +70,7 @@ def test_key_falls_back_to_smallest_not_null_unique_index_first_created():
 
 
 def test_no_handle_key_is_rejected_with_the_table_name():
-    with pytest.raises(NoHandleKey, match="test.t"):
+    with pytest.raises(NoHandleKey, match=r"test.t"):
         derive_schemas(table([c("a"), c("b", nullable=False)], uks=[("a",)]))
 
 

@@ -177,7 +177,7 @@ def test_bad_value_names_the_column() -> None:
 def test_unknown_column_suggests_a_missed_ddl() -> None:
     message = json.loads(lines("storage_t3.json")[0])
     message["data"][0]["note"] = "new column"
-    with pytest.raises(SourceError, match="has no column.*'note'.*Was a DDL missed"):
+    with pytest.raises(SourceError, match=r"has no column.*'note'.*Was a DDL missed"):
         events_from_canal(message, tables=TABLES)
 
 

@@ -232,7 +232,7 @@ def test_malformed_messages(message: str, reason: str) -> None:
 def test_unknown_column_is_reported() -> None:
     msg = json.loads(read("ticdc_update_bare.json"))
     msg["after"]["extra_col"] = 1
-    with pytest.raises(SourceError, match="no column.*'extra_col'"):
+    with pytest.raises(SourceError, match=r"no column.*'extra_col'"):
         events_from_debezium(msg, tables=TABLES)
 
 

@@ -311,7 +311,7 @@ def test_schema_file_version_must_match_its_name(tmp_path: Path) -> None:
 
 def test_schema_file_location_must_match_its_content(tmp_path: Path) -> None:
     _touch(tmp_path, "a/t/meta/schema_100_0000000001.json", json.dumps({"Table": "x", "Schema": "a", "TableVersion": 100}))
-    with pytest.raises(SourceError, match="describes 'a'.'x' but lies under a/t"):
+    with pytest.raises(SourceError, match=r"describes 'a'.'x' but lies under a/t"):
         StorageLayout(tmp_path).schema_files()
 
 

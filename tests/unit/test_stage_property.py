@@ -39,7 +39,7 @@ def test_the_stage_equals_the_reference_row_by_row(scenario, spoil):
         if i < len(images):
             images[i] = "{}" if i % 2 else "[1, 2]"
     rows = []
-    for image, op, commit_ts in zip(images, ops, ts):
+    for image, op, commit_ts in zip(images, ops, ts, strict=False):
         deleted = Op.parse(op) is Op.DELETE
         rows.append({"schema": table.schema_name, "table": table.table, "table_version": table.version, "op": op,
                      "commit_ts": commit_ts, "before": image if deleted else None,
@@ -50,7 +50,7 @@ def test_the_stage_equals_the_reference_row_by_row(scenario, spoil):
 
     reference = RowEncoder(plan)
     assert len(out) == len(rows)
-    for row, record in zip(rows, out):
+    for row, record in zip(rows, out, strict=True):
         try:
             image = load_image(row["before"] or row["after"], table)
             key, value = reference.encode(row["op"], image, row["commit_ts"])

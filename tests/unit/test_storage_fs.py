@@ -96,7 +96,7 @@ def test_errors_do_not_echo_credentials():
 
 
 def test_unknown_scheme_lists_the_valid_ones():
-    with pytest.raises(ConfigError, match="valid schemes: .*s3.*"):
+    with pytest.raises(ConfigError, match=r"valid schemes: .*s3.*"):
         parse_storage_uri("ftp://host/x")
 
 

@@ -76,5 +76,5 @@ def test_column_filter_keeps_matched_columns_last_match_wins():
     assert not f.matches("Secret_Key")
     assert f.matches("secret_ok")
     assert not ColumnFilter.parse(["a", "b"]).matches("c")
-    with pytest.raises(ConfigError, match="column-selectors.columns"):
+    with pytest.raises(ConfigError, match=r"column-selectors.columns"):
         ColumnFilter.parse(["a.b"])

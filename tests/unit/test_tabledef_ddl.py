@@ -455,7 +455,7 @@ def test_keys_and_handle_key(body: str, primary: tuple, uniques: tuple, handle: 
     assert t.primary_key == primary
     assert t.unique_keys == uniques
     if handle is None:
-        with pytest.raises(NoHandleKey, match="s.t has no primary key"):
+        with pytest.raises(NoHandleKey, match=r"s.t has no primary key"):
             t.handle_key_columns()
     else:
         assert tuple(c.name for c in t.handle_key_columns()) == handle

@@ -317,7 +317,7 @@ def test_documented_changefeed_toml_each_key_honoured_or_refused_by_name():
 def test_whole_documented_toml_is_refused_naming_the_first_unsupported_key(tmp_path):
     path = tmp_path / "changefeed.toml"
     path.write_text(DOCUMENTED_TOML)
-    with pytest.raises(ConfigError, match="'filter.event-filters'.*not supported"):
+    with pytest.raises(ConfigError, match=r"'filter.event-filters'.*not supported"):
         load_config(config_file=path, environ={})
 
 

@@ -151,7 +151,7 @@ def test_html_escaping_in_defaults_matches_go():
 
 
 def test_bad_default_names_the_column():
-    with pytest.raises(TableDefinitionError, match="'c'.*default"):
+    with pytest.raises(TableDefinitionError, match=r"'c'.*default"):
         column_field(col(T.INT, default="abc"), PRECISE, "db.t")
 
 

@@ -320,7 +320,7 @@ async def _get_version_schema(request: Request, store: RegistryStore) -> Respons
 
 async def _latest_with_metadata(request: Request, store: RegistryStore) -> Response:
     # key=k1&value=v1&key=k2&value=v2: paired by position, extra keys or values ignored (as Confluent)
-    pairs = list(zip(request.query_params.getlist("key"), request.query_params.getlist("value")))
+    pairs = list(zip(request.query_params.getlist("key"), request.query_params.getlist("value"), strict=False))
     return await _call_json(store.latest_with_metadata, request.path_params["subject"], pairs,
                             deleted=_flag(request, "deleted"))
 

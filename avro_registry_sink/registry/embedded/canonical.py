@@ -9,6 +9,7 @@ parser's message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -321,10 +322,8 @@ class SchemaParser:
             default = f.get("default", _MISSING)
             if default is not _MISSING and fnode.kind in ("float", "double") and isinstance(default, str):
                 # Java turns a textual float default ("NaN", "1.5") into a number before validating.
-                try:
+                with contextlib.suppress(ValueError):
                     default = float(default)
-                except ValueError:
-                    pass
             if self.validate_defaults and _is_non_finite(default):
                 raise SchemaParseError(
                     f"Invalid default for field {fname}: {default} is not a finite number "
@@ -434,7 +433,7 @@ def _is_valid_default(t: _Type, value: object) -> bool:
         if not isinstance(value, dict):
             return False
         for f in t.fields:
-            member = value[f.name] if f.name in value else f.default
+            member = value.get(f.name, f.default)
             if member is _MISSING or not _is_valid_default(f.type, member):
                 return False
         return True

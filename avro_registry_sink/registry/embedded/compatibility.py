@@ -177,7 +177,7 @@ def differences(reader: avro.schema.Schema, writer: avro.schema.Schema, names: t
         ):
             triples.append(triple)
     if not triples:  # pragma: no cover - defensive, if the checker's internals ever change shape
-        triples = list(zip(result.incompatibilities, sorted(result.messages), sorted(result.locations)))
+        triples = list(zip(result.incompatibilities, sorted(result.messages), sorted(result.locations), strict=False))
     out = []
     for kind, message, location in triples:
         error_type = kind.name.upper()
