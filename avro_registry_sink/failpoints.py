@@ -30,6 +30,7 @@ __all__ = [
     "EXACTLY_ONCE_POINTS",
     "PAUSE_ENV",
     "POINTS",
+    "PROBES",
     "WORKER_POINTS",
     "FailpointError",
     "failpoint",
@@ -59,6 +60,10 @@ WORKER_POINTS = (
     "eos.produced",  # an Arrow batch of the slice handed to the producer, in its open transaction
     "eos.before-commit",  # the slice's records and token produced, not committed
     "eos.after-commit",  # the slice's transaction committed, the task not finished
+)
+#: Probes: points no fault test acts on, whose passes a test counts to see which way the job went.
+PROBES = (
+    "storage.record-by-record",  # a storage data file read record by record (not by the vectorized reader)
 )
 _hits: dict[str, int] = {}
 _spec_seen: list[str] = [""]  # the spec the counts belong to

@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import ConfigError, SourceError
+from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
 from avro_registry_sink.model import ENCODED_DDL, RefusalReason
 from avro_registry_sink.redact import redact_url
@@ -451,6 +452,7 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
                                  (order[0], order[1], 0), table.schema_name, table.table, relpath)
             if fast is not None and fast(file_options):
                 return
+        failpoint("storage.record-by-record")  # a probe: tests count the files read here
         events, errors = read_data_file(data_file, table, file_options, data=content)
     except CsvSettingsError as exc:
         yield _error_row(source_error_json(exc, fmt="csv"), (order[0], order[1], 0), table.schema_name, table.table,
@@ -547,7 +549,7 @@ def encode_storage_files(
         from avro_registry_sink.formats.csv import read_columns
         from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
         from avro_registry_sink.sources.storage import StorageLayout
-        from avro_registry_sink.spark.stage import encode_change_batch, stage_for
+        from avro_registry_sink.spark.stage import encode_change_batch, encode_typed, stage_for
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -575,7 +577,8 @@ def encode_storage_files(
                 taken: list[pa.RecordBatch] = []
 
                 def fast(options: Any, table: TableDef = table, plan: Any = plan, order: Any = order,
-                         taken: list[pa.RecordBatch] = taken, rank: int = rank, content: bytes = content) -> bool:
+                         taken: list[pa.RecordBatch] = taken, rank: int = rank, content: bytes = content,
+                         relpath: str = relpath) -> bool:
                     columns = read_columns(content, table, options) if options is not None else None
                     if columns is None:
                         return False
@@ -583,9 +586,16 @@ def encode_storage_files(
                     omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
                     if omitted:  # left out by a column selector
                         values = values.select([n for n in values.schema.names if n.lower() not in omitted])
-                    # A row the encoder refuses sends the file to the reference path, which names the row by the
-                    # line it starts on (the vectorized reader's line numbers name an UPDATE written as two rows
-                    # by its first row, one line before the one the dead letter must name).
+                    if columns.exact_lines:
+                        # A row the encoder refuses is set aside alone, named by the line its record starts on
+                        # (an UPDATE written as two rows: its first, as the reference path names it); the rest
+                        # of the file stays here.
+                        records = encode_typed(values, columns.op_codes, columns.commit_ts, plan,
+                                               _LineSources(relpath, columns.lines))
+                        taken.append(finish(records, order, columns.lines, records.column("error"), rank))
+                        return True
+                    # A quoted value spans lines: the vectorized reader knows each record's position, not its
+                    # line, so a row the encoder refuses sends the file to the reference path, which names it.
                     try:
                         records, oversize = stage_for(plan).encode_checked(values, columns.op_codes,
                                                                            columns.commit_ts)
