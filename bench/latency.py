@@ -25,7 +25,6 @@ appearance to its records being consumed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -35,30 +34,14 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.changelog import anchor_frame, canal_messages, create_table_sql
+from bench.latency_parts import Result, Watcher, create_topics, delete_topics
 
 _MARK_TS = "999999999999999999"  # commitTs placeholder (18 digits), replaced at send time
 _MARK_ES = "9999999999999"  # es placeholder (13 digits)
-
-
-@dataclass
-class Result:
-    candidate: str
-    rate: int
-    sent: int = 0
-    received: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
-    batches: list[float] = field(default_factory=list)  # micro-batch durations, seconds
-    note: str = ""
-
-    def pct(self, q: float) -> float:
-        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("nan")
 
 
 def _templates(n: int, seed: int = 7) -> list[bytes]:
@@ -116,53 +99,6 @@ class Feeder(threading.Thread):
         self.last_ms = int(time.time() * 1000)
 
 
-class Watcher(threading.Thread):
-    """Consumes the output topics from their start; records each record's latency (consume time - commit time)."""
-
-    def __init__(self, bootstrap: str, topics: list[str]) -> None:
-        super().__init__(daemon=True)
-        from confluent_kafka import Consumer
-
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-latency-{uuid.uuid4().hex}",
-                                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                  "fetch.wait.max.ms": 10, "topic.metadata.refresh.interval.ms": 500})
-        self.consumer.subscribe(topics)
-        self.seen: list[tuple[int, float]] = []  # (commit physical ms, consumed at ms)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                for msg in self.consumer.consume(10000, 0.05):
-                    if msg.error() is not None:
-                        continue
-                    now = time.time() * 1000
-                    ts = next((int(v) for k, v in (msg.headers() or []) if k == "commit_ts"), None)
-                    if ts is not None:
-                        self.seen.append((ts >> 18, now))
-        finally:
-            self.consumer.close()
-
-
-def _create(bootstrap: str, topics: list[str], partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).values():
-        with contextlib.suppress(Exception):
-            future.result()
-
-
-def _delete(bootstrap: str, prefix: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [t for t in admin.list_topics(timeout=30).topics if t.startswith(prefix)]
-    for future in (admin.delete_topics(topics).values() if topics else ()):
-        with contextlib.suppress(Exception):
-            future.result()
-
-
 def _measure(feeder: Feeder, watcher: Watcher, warmup_until_ms: int, result: Result) -> None:
     feeder.join()
     deadline = time.time() + 30  # let the last messages through
@@ -186,8 +122,8 @@ def run_plain(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: flo
     table = reference_table(schema="bench", name="t000")
     source, rule = f"lat{tag}_plain_src", f"lat{tag}_plain_out_" + "{schema}_{table}"
     out_topic = rule.format(schema="bench", table="t000")
-    _create(bootstrap, [source], partitions)
-    _create(bootstrap, [out_topic], 3)
+    create_topics(bootstrap, [source], partitions)
+    create_topics(bootstrap, [out_topic], 3)
     ids = register_tables(registry_url, (table,), rule)
     frame = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
              .option("startingOffsets", "earliest").load())
@@ -203,7 +139,7 @@ def run_plain(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: flo
                           if p.get("numInputRows")]
     finally:
         query.stop()
-        _delete(bootstrap, f"lat{tag}_plain")
+        delete_topics(bootstrap, f"lat{tag}_plain")
     return result
 
 
@@ -241,7 +177,7 @@ def run_product(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: f
     table = reference_table(schema="bench", name="t000")
     source, rule = f"lat{tag}_prod_src", f"lat{tag}_prod_out_" + "{schema}_{table}"
     out_topic = rule.format(schema="bench", table="t000")
-    _create(bootstrap, [source], partitions)
+    create_topics(bootstrap, [source], partitions)
     sink = parse_sink_uri(f"kafka://{bootstrap}/?protocol=avro&partition-num=3")
     options = JobOptions(source=parse_source(f"canal-json+kafka://{bootstrap}/{source}"), checkpoint=work / "prod-ck",
                          sink=sink, topic_rule=rule, available_now=False, trigger_interval="0 seconds",
@@ -270,7 +206,7 @@ def run_product(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: f
         result = _drive(bootstrap, source, [out_topic], rate, seconds, warmup, partitions, templates, result)
     finally:
         thread.join(warmup + seconds + 90)
-        _delete(bootstrap, f"lat{tag}_prod")
+        delete_topics(bootstrap, f"lat{tag}_prod")
     result.batches = batches[1:]
     if errors:
         result.note = f"{type(errors[0]).__name__}: {errors[0]}"[:300]

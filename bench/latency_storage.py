@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.latency import Result, Watcher, _create, _delete
+from bench.latency_parts import Result, Watcher, create_topics, delete_topics
 
 
 class TreeWriter(threading.Thread):
@@ -84,7 +84,7 @@ def run_storage(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: f
     writer.write_file(100)  # the first file: the job starts with something to do
     rule = f"lat{tag}_tree_" + "{schema}_{table}"
     out_topic = rule.format(schema="bench", table="t000")
-    _create(bootstrap, [out_topic], 3)
+    create_topics(bootstrap, [out_topic], 3)
     options = JobOptions(source=parse_source(str(root)), checkpoint=work / "ck",
                          sink=parse_sink_uri(f"kafka://{bootstrap}/?protocol=avro&partition-num=3"), topic_rule=rule,
                          available_now=False, trigger_interval="0 seconds", csv_options=CsvOptions(include_commit_ts=True))
@@ -132,7 +132,7 @@ def run_storage(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: f
         result.latencies_ms = [t - c for c, t in window]
     finally:
         thread.join(seconds + warmup + 120)
-        _delete(bootstrap, f"lat{tag}_tree")
+        delete_topics(bootstrap, f"lat{tag}_tree")
     result.batches = batches[1:]
     if errors:
         result.note = f"{type(errors[0]).__name__}: {errors[0]}"[:300]
