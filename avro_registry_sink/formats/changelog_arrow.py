@@ -24,7 +24,7 @@ paths: :mod:`tests.unit.test_changelog_arrow` checks it byte for byte through th
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,6 +415,30 @@ def _pick(history: Sequence[tuple[int, TableDef]], ts: np.ndarray) -> np.ndarray
     return np.maximum(np.searchsorted(starts, ts, side="right") - 1, 0)
 
 
+def _planned_groups(name: tuple[str, str], rows: np.ndarray, ts: np.ndarray, versions: TableVersions, out: Rows,
+                    reject: np.ndarray) -> Iterator[tuple[PlanKey, TableDef, np.ndarray]]:
+    """Rows ``rows`` of table ``name`` grouped by the table version their commit ts picks: ``(plan key, definition,
+    rows)`` for each version the batch planned. Rows of an unknown table or of a version not planned are marked in
+    ``reject`` (the per-message reader reports them); in a strict pass ``out.needs`` says what the driver must see."""
+    history = versions.history.get(name)
+    if not history:
+        if versions.strict:
+            out.needs = out.needs or f"table {name[0]}.{name[1]}"
+        reject[rows] = True
+        return
+    picked = _pick(history, ts[rows])
+    for i in np.unique(picked):
+        version, definition = history[int(i)]
+        key = (name[0], name[1], version)
+        chosen = rows[picked == i]
+        if key not in versions.planned:
+            if versions.strict:
+                out.needs = out.needs or f"version {version} of {name[0]}.{name[1]}"
+            reject[chosen] = True
+            continue
+        yield key, definition, chosen
+
+
 def canal_rows(messages: pa.Array, versions: TableVersions) -> Rows:
     """A batch of canal-json messages (binary or text) -> :class:`Rows` (see the module docs)."""
     return _rows(messages, versions, _CANAL)
@@ -543,22 +567,7 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
             continue
         if not rows.size:
             continue
-        history = versions.history.get(name)
-        if not history:
-            if versions.strict:
-                out.needs = out.needs or f"table {name[0]}.{name[1]}"
-            reject[rows] = True  # unknown table: the per-message reader reports it
-            continue
-        picked = _pick(history, ts[rows])
-        for i in np.unique(picked):
-            version, definition = history[int(i)]
-            key = (name[0], name[1], version)
-            chosen = rows[picked == i]
-            if key not in versions.planned:
-                if versions.strict:
-                    out.needs = out.needs or f"version {version} of {name[0]}.{name[1]}"
-                reject[chosen] = True
-                continue
+        for key, definition, chosen in _planned_groups(name, rows, ts, versions, out, reject):
             if tuple(c.name for c in definition.columns) != columns:
                 reject[chosen] = True
                 continue
@@ -1034,22 +1043,7 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
             continue
         if not rows.size:
             continue
-        history = versions.history.get(name)
-        if not history:
-            if versions.strict:
-                out.needs = out.needs or f"table {name[0]}.{name[1]}"
-            reject[rows] = True
-            continue
-        picked = _pick(history, ts[rows])
-        for i in np.unique(picked):
-            version, definition = history[int(i)]
-            key = (name[0], name[1], version)
-            chosen = rows[picked == i]
-            if key not in versions.planned:
-                if versions.strict:
-                    out.needs = out.needs or f"version {version} of {name[0]}.{name[1]}"
-                reject[chosen] = True
-                continue
+        for key, definition, chosen in _planned_groups(name, rows, ts, versions, out, reject):
             if _debezium_shape(definition) != shape or (tables and any(
                     _converts_differently(a, b) or a.fsp != b.fsp or a.scale != b.scale
                     for a, b in zip(definition.columns, tables[0].columns, strict=False))):
