@@ -54,3 +54,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     write("slowest files:")
     for path, seconds in sorted(_SUITE_SECONDS.items(), key=lambda item: -item[1])[:15]:
         write(f"{seconds:8.1f}s  {path}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Spark drivers started with a class-data-sharing archive and C1 only (tests/support/jvm_archive.py)
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(item.nodeid.startswith("tests/") and not item.nodeid.startswith("tests/unit/") for item in session.items):
+        from tests.support.jvm_archive import driver_options
+
+        options = driver_options()
+        if options:
+            os.environ["SPARK_SUBMIT_OPTS"] = options
