@@ -503,7 +503,7 @@ def test_storage_canal_file_one_pass_equals_the_line_reader(scenario, seed):
 
 def _summary_reference(messages: list[str], fmt: str) -> tuple[int, dict[tuple, list[Any]], list[tuple]]:
     """What the driver must learn, message by message (peek_message): per (schema, table, shape) the count,
-    commit-ts range and first message; the DDLs."""
+    commit-ts range and first message; the DDLs, by commit ts."""
     from avro_registry_sink.spark.sources import peek_message
 
     groups: dict[tuple, list[Any]] = {}
@@ -511,14 +511,15 @@ def _summary_reference(messages: list[str], fmt: str) -> tuple[int, dict[tuple, 
     for i, text in enumerate(messages):
         kind, schema, table, ts, message, _error, shape = peek_message(text, f"f:{i + 1}", fmt)
         if kind == "ddl":
-            ddls.append((schema, table, ts, message))
+            ddls.append((ts or 0, i, (schema, table, ts, message)))
         elif kind == "dml":
             have = groups.setdefault((schema, table, shape), [0, ts, ts, (ts, i), message])
             have[0] += 1
             have[1], have[2] = min(have[1], ts), max(have[2], ts)
             if (ts, i) < have[3]:
                 have[3], have[4] = (ts, i), message
-    return len(messages), groups, ddls
+    # the driver applies DDLs in commit-ts order, then in the order they were read
+    return len(messages), groups, [ddl for _ts, _i, ddl in sorted(ddls, key=lambda d: d[:2])]
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
