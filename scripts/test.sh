@@ -22,4 +22,6 @@ archive=$!
 .venv/bin/ruff check avro_registry_sink tests bench conftest.py
 .venv/bin/python -m mypy avro_registry_sink
 wait "$archive" || true
-.venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist): each test file, and the registry/database suites as a whole, run in one worker
+# (tests/conftest.py). AVRO_SINK_TEST_WORKERS=0 runs the suite in this process, one test after another.
+.venv/bin/python -m pytest -n "${AVRO_SINK_TEST_WORKERS:-2}" --dist loadgroup "$@"

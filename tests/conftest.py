@@ -57,6 +57,35 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 # --------------------------------------------------------------------------------------------------
+# Two workers (pytest-xdist, ``scripts/test.sh`` passes ``-n 2 --dist loadgroup``): each test file is one unit of
+# work, so a module's fixtures are set up once; every suite that talks to the registry servers, Kafka Connect
+# and the databases (tests/integration, tests/downstream) is one unit, so one worker starts and stops those
+# servers; the longest files go first, so neither worker is left with a long one at the end.
+
+#: Files that take a minute or more on 2 cores (the summary's "slowest files"), started first.
+SLOW_FIRST = ("tests/spark/test_exactly_once.py", "tests/spark/test_nothing_lost.py", "tests/integration/",
+              "tests/downstream/", "tests/deploy/test_cluster.py", "tests/deploy/test_object_store.py",
+              "tests/spark/test_verify.py", "tests/spark/test_docs_runnable.py")
+SHARED_SERVERS = ("tests/integration/", "tests/downstream/")
+
+
+def _unit_of_work(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return "registry-servers" if path.startswith(SHARED_SERVERS) else path
+
+
+def _rank(nodeid: str) -> int:
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: _rank(item.nodeid))  # stable: each file keeps its own order
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_unit_of_work(item.nodeid)))
+
+
+# --------------------------------------------------------------------------------------------------
 # Spark drivers started with a class-data-sharing archive and C1 only (tests/support/jvm_archive.py)
 
 def pytest_collection_finish(session: pytest.Session) -> None:

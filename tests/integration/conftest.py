@@ -185,8 +185,12 @@ def apicurio_disabled() -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """When a selected test runs on Apicurio, launch its start now, so the JVM boots while other tests run."""
-    if session.config.option.collectonly or apicurio_disabled():
+    """When a selected test runs on Apicurio, launch its start now, so the JVM boots while other tests run.
+
+    Not in a pytest-xdist worker: each worker collects every test, and only the one that runs this directory
+    (one unit of work, tests/conftest.py) may start, and at its exit stop, the registry.
+    """
+    if session.config.option.collectonly or apicurio_disabled() or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     if any(getattr(item, "callspec", None) and item.callspec.params.get("registry_target") == "apicurio"
            for item in session.items):
