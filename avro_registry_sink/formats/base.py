@@ -85,6 +85,12 @@ class InputFormat:
         """A batch of messages -> typed Arrow columns per table version, in one pass."""
         raise NotImplementedError(f"{self.name} has no one-pass Arrow reader")
 
+    def summary_peek(self, texts: pa.Array, body: Any, rows: Any) -> dict[str, Any] | None:
+        """The light parse of messages ``rows`` for a batch's summary (kind, schema, table, commit ts per message,
+        without reading the rows; see :mod:`~avro_registry_sink.formats.changelog_arrow`); ``None``: the
+        summary reads each message whole."""
+        return None
+
     def __repr__(self) -> str:
         return f"<input format {self.name}>"
 

@@ -457,6 +457,11 @@ class CanalJson(InputFormat):
 
         return canal_rows(messages, versions)
 
+    def summary_peek(self, texts: Any, body: Any, rows: Any) -> Any:
+        from avro_registry_sink.formats.changelog_arrow import canal_summary_peek
+
+        return canal_summary_peek(texts, body, rows)
+
 
 #: The canal-json format object (see :mod:`avro_registry_sink.formats.base`).
 CANAL_JSON = register(CanalJson())

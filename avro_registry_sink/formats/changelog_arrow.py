@@ -36,7 +36,8 @@ from avro_registry_sink.model import PlanKey
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
-__all__ = ["Body", "Rows", "TableRows", "TableVersions", "canal_rows", "debezium_rows", "latin1_bytes", "utf8_messages"]
+__all__ = ["Body", "Rows", "TableRows", "TableVersions", "canal_rows", "canal_summary_peek", "debezium_rows",
+           "debezium_summary_peek", "latin1_bytes", "utf8_messages"]
 
 _OP_INSERT, _OP_UPDATE, _OP_DELETE = 0, 1, 2
 
@@ -1145,3 +1146,116 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
 
 
 _DEBEZIUM = _Format(shape=_debezium_shape, light=_debezium_light, light_schema=_DEBEZIUM_LIGHT, part=_debezium_part)
+
+
+# --------------------------------------------------------------------------------------------------
+# The summary's light parse: what the driver learns of a batch (kinds, tables, commit ts, canal-json's column
+# types) without reading the rows: each changelog format's InputFormat.summary_peek. ``kind``: 0 dml, 1 ddl,
+# 2 watermark, -1 read message by message.
+
+def _mysql_types(body: Body, rows: np.ndarray) -> tuple[list[str | None], np.ndarray]:
+    """The ``mysqlType`` object of each message ``rows`` (of a :class:`Body`)
+    as its text (``None``: none, or ``null``), cut out of the message as it is; and the messages where the cut is
+    unsure (read one by one instead).
+
+    A cut ends at the first ``}``: every distinct cut is checked to be a JSON object, so a ``}`` inside a type
+    text (which leaves the cut unterminated) is caught."""
+    text = body.bytes
+    find, starts, ends = text.find, body.starts, body.ends
+    out: list[str | None] = []
+    unsure = np.zeros(rows.size, bool)
+    checked: dict[bytes, str | None] = {}
+    key, key_null = b'"mysqlType":{', b'"mysqlType":null'
+    for j, i in enumerate(rows.tolist()):
+        start, end = starts[i], ends[i]
+        at = find(key, start, end)
+        if at >= 0 and find(b'"mysqlType"', start, at) < 0:
+            close = find(b"}", at, end)
+            cut = text[at + 12: close + 1] if close >= 0 else b""
+        elif (find(b'"mysqlType"', start, end) < 0  # no mysqlType, or a null one first
+              or (find(key_null, start, end) >= 0 and find(b'"mysqlType"', start, find(key_null, start, end)) < 0)):
+            out.append(None)
+            continue
+        else:  # spaces around the colon, or the key elsewhere first: the cut of the general form
+            general = _general_cut(text, start, end)
+            if general is None:
+                out.append(None)
+                continue
+            cut = general
+        good = checked.get(cut, "?")
+        if good == "?":
+            try:
+                good = cut.decode("utf-8") if isinstance(json.loads(cut), dict) else None
+            except ValueError:
+                good = None
+            checked[cut] = good
+        if good is None:
+            unsure[j] = True
+        out.append(good)
+    return out, unsure
+
+
+def _general_cut(text: bytes, start: int, end: int) -> bytes | None:
+    """The ``mysqlType`` cut with spaces around the colon (``None``: the key holds ``null``); an empty cut
+    (refused by the check) when it is something else."""
+    at = text.find(b'"mysqlType"', start, end) + len(b'"mysqlType"')
+    while at < end and text[at] in b" \t":
+        at += 1
+    if at >= end or text[at] != 0x3A:  # ':'
+        return b""
+    at += 1
+    while at < end and text[at] in b" \t":
+        at += 1
+    if text.startswith(b"null", at):
+        return None
+    close = text.find(b"}", at, end) if at < end and text[at] == 0x7B else -1
+    return text[at: close + 1] if close >= 0 else b""
+
+
+def canal_summary_peek(texts: pa.Array, body: Body, rows: np.ndarray) -> dict[str, Any] | None:
+    """The light parse of canal-json messages ``rows``: kind (0 dml, 1 ddl, 2 watermark, -1 per message),
+    schema, table, commit ts and the ``mysqlType`` text of each."""
+    sub = texts.take(pa.array(rows))
+    parsed = _read(sub, _PEEK_SCHEMA, "ignore")
+    if parsed is None:
+        return None
+    kind_text = parsed.column("type").combine_chunks()
+    watermark = _np(pc.equal(kind_text, "TIDB_WATERMARK"), False)
+    ddl = _np(parsed.column("isDdl"), False).astype(bool) & ~watermark
+    ts, has_ts = _canal_commit_ts(parsed)
+    schema = parsed.column("database").combine_chunks()
+    table = parsed.column("table").combine_chunks()
+    named = _valid(schema) & _valid(table)
+    kind = np.where(watermark, 2, np.where(ddl, 1, np.where(named & has_ts, 0, -1)))
+    dml = np.flatnonzero(kind == 0)
+    cuts, unsure = _mysql_types(body, rows[dml])
+    kind[dml[unsure]] = -1  # a mysqlType the cut cannot take: the whole message is read
+    mtype = pa.array(_spread_values(cuts, dml, len(sub)), pa.string())
+    return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts, "mtype": mtype, "sub": sub}
+
+
+def debezium_summary_peek(texts: pa.Array, body: Body, rows: np.ndarray) -> dict[str, Any] | None:
+    """The light parse of bare debezium payloads ``rows``: kind (0 dml, 2 watermark, -1 per message: envelopes,
+    DDLs, anything else), schema, table and commit ts."""
+    sub = texts.take(pa.array(rows))
+    parsed = _read(sub, _DEBEZIUM_LIGHT, "ignore")
+    if parsed is None:
+        return None
+    op = parsed.column("op").combine_chunks()
+    ts, has_ts = _debezium_commit_ts(parsed)
+    source = parsed.column("source").combine_chunks()
+    schema, table = pc.struct_field(source, [0]), pc.struct_field(source, [1])
+    named = _valid(schema) & _valid(table) & _np(pc.greater(pc.utf8_length(table), 0), False)
+    dml = _np(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
+    envelope = _valid(parsed.column("payload")) | _valid(parsed.column("schema"))
+    kind = np.where(envelope, -1, np.where(dml & named & has_ts, 0,
+                                           np.where(_np(pc.equal(op, "m"), False) & has_ts, 2, -1)))
+    return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts,
+            "mtype": pa.nulls(len(sub), pa.string()), "sub": sub}
+
+
+def _spread_values(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
+    out: list[Any] = [None] * n
+    for value, row in zip(values, rows.tolist(), strict=False):
+        out[row] = value
+    return out

@@ -600,6 +600,11 @@ class DebeziumJson(InputFormat):
 
         return debezium_rows(messages, versions)
 
+    def summary_peek(self, texts: Any, body: Any, rows: Any) -> Any:
+        from avro_registry_sink.formats.changelog_arrow import debezium_summary_peek
+
+        return debezium_summary_peek(texts, body, rows)
+
 
 #: The debezium-json format object (see :mod:`avro_registry_sink.formats.base`).
 DEBEZIUM_JSON = register(DebeziumJson())

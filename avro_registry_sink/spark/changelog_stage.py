@@ -24,7 +24,7 @@ never has to look the message up again.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -197,131 +197,9 @@ class Summary:
     ddls: list[dict[str, Any]]
 
 
-def _mysql_types(body: Any, rows: np.ndarray) -> tuple[list[str | None], np.ndarray]:
-    """The ``mysqlType`` object of each message ``rows`` (of a :class:`~avro_registry_sink.formats.changelog_arrow.Body`)
-    as its text (``None``: none, or ``null``), cut out of the message as it is; and the messages where the cut is
-    unsure (read one by one instead).
-
-    A cut ends at the first ``}``: every distinct cut is checked to be a JSON object, so a ``}`` inside a type
-    text (which leaves the cut unterminated) is caught."""
-    text = body.bytes
-    find, starts, ends = text.find, body.starts, body.ends
-    out: list[str | None] = []
-    unsure = np.zeros(rows.size, bool)
-    checked: dict[bytes, str | None] = {}
-    key, key_null = b'"mysqlType":{', b'"mysqlType":null'
-    for j, i in enumerate(rows.tolist()):
-        start, end = starts[i], ends[i]
-        at = find(key, start, end)
-        if at >= 0 and find(b'"mysqlType"', start, at) < 0:
-            close = find(b"}", at, end)
-            cut = text[at + 12: close + 1] if close >= 0 else b""
-        elif (find(b'"mysqlType"', start, end) < 0  # no mysqlType, or a null one first
-              or (find(key_null, start, end) >= 0 and find(b'"mysqlType"', start, find(key_null, start, end)) < 0)):
-            out.append(None)
-            continue
-        else:  # spaces around the colon, or the key elsewhere first: the cut of the general form
-            cut = _general_cut(text, start, end)
-            if cut is None:
-                out.append(None)
-                continue
-        good = checked.get(cut, "?")
-        if good == "?":
-            try:
-                good = cut.decode("utf-8") if isinstance(json.loads(cut), dict) else None
-            except ValueError:
-                good = None
-            checked[cut] = good
-        if good is None:
-            unsure[j] = True
-        out.append(good)
-    return out, unsure
-
-
-def _general_cut(text: bytes, start: int, end: int) -> bytes | None:
-    """The ``mysqlType`` cut with spaces around the colon (``None``: the key holds ``null``); an empty cut
-    (refused by the check) when it is something else."""
-    at = text.find(b'"mysqlType"', start, end) + len(b'"mysqlType"')
-    while at < end and text[at] in b" \t":
-        at += 1
-    if at >= end or text[at] != 0x3A:  # ':'
-        return b""
-    at += 1
-    while at < end and text[at] in b" \t":
-        at += 1
-    if text.startswith(b"null", at):
-        return None
-    close = text.find(b"}", at, end) if at < end and text[at] == 0x7B else -1
-    return text[at: close + 1] if close >= 0 else b""
-
-
-def _canal_light(texts: pa.Array, body: Any, rows: np.ndarray) -> dict[str, Any] | None:
-    """The light parse of canal-json messages ``rows``: kind (0 dml, 1 ddl, 2 watermark, -1 per message),
-    schema, table, commit ts and the ``mysqlType`` text of each."""
-    from avro_registry_sink.formats.changelog_arrow import _PEEK_SCHEMA, _canal_commit_ts, _np, _read, _valid
-
-    sub = texts.take(pa.array(rows))
-    parsed = _read(sub, _PEEK_SCHEMA, "ignore")
-    if parsed is None:
-        return None
-    kind_text = parsed.column("type").combine_chunks()
-    watermark = _np(pc.equal(kind_text, "TIDB_WATERMARK"), False)
-    ddl = _np(parsed.column("isDdl"), False).astype(bool) & ~watermark
-    ts, has_ts = _canal_commit_ts(parsed)
-    schema = parsed.column("database").combine_chunks()
-    table = parsed.column("table").combine_chunks()
-    named = _valid(schema) & _valid(table)
-    kind = np.where(watermark, 2, np.where(ddl, 1, np.where(named & has_ts, 0, -1)))
-    dml = np.flatnonzero(kind == 0)
-    cuts, unsure = _mysql_types(body, rows[dml])
-    kind[dml[unsure]] = -1  # a mysqlType the cut cannot take: the whole message is read
-    mtype = pa.array(_spread(cuts, dml, len(sub)), pa.string())
-    return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts, "mtype": mtype, "sub": sub}
-
-
-def _light_peek(fmt: str, texts: pa.Array, body: Any, rows: np.ndarray) -> dict[str, Any] | None:
-    """The light parse of messages ``rows`` in format ``fmt`` (see :data:`_LIGHT_PEEKS`)."""
-    return _LIGHT_PEEKS[fmt](texts, body, rows)
-
-
-def _debezium_light(texts: pa.Array, rows: np.ndarray) -> dict[str, Any] | None:
-    """The light parse of bare debezium payloads ``rows``: kind (0 dml, 2 watermark, -1 per message: envelopes,
-    DDLs, anything else), schema, table and commit ts."""
-    from avro_registry_sink.formats.changelog_arrow import _DEBEZIUM_LIGHT, _debezium_commit_ts, _np, _read, _valid
-
-    sub = texts.take(pa.array(rows))
-    parsed = _read(sub, _DEBEZIUM_LIGHT, "ignore")
-    if parsed is None:
-        return None
-    op = parsed.column("op").combine_chunks()
-    ts, has_ts = _debezium_commit_ts(parsed)
-    source = parsed.column("source").combine_chunks()
-    schema, table = pc.struct_field(source, [0]), pc.struct_field(source, [1])
-    named = _valid(schema) & _valid(table) & _np(pc.greater(pc.utf8_length(table), 0), False)
-    dml = _np(pc.is_in(op, value_set=pa.array(["c", "r", "u", "d"])), False)
-    envelope = _valid(parsed.column("payload")) | _valid(parsed.column("schema"))
-    kind = np.where(envelope, -1, np.where(dml & named & has_ts, 0,
-                                           np.where(_np(pc.equal(op, "m"), False) & has_ts, 2, -1)))
-    return {"kind": kind, "schema": schema, "table": table, "ts": ts, "has_ts": has_ts,
-            "mtype": pa.nulls(len(sub), pa.string()), "sub": sub}
-
-
-#: Each changelog format's light parse, by format name.
-_LIGHT_PEEKS: dict[str, Callable[[pa.Array, Any, np.ndarray], dict[str, Any] | None]] = {
-    "canal-json": _canal_light,
-    "debezium-json": lambda texts, body, rows: _debezium_light(texts, rows),
-}
-
-
-def _spread(values: list[Any], rows: np.ndarray, n: int) -> list[Any]:
-    out: list[Any] = [None] * n
-    for value, row in zip(values, rows.tolist(), strict=False):
-        out[row] = value
-    return out
-
-
 def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list[Any]], ddls: list[dict[str, Any]],
                      counts: dict[str, int]) -> None:
+    from avro_registry_sink.formats import format_named
     from avro_registry_sink.formats.changelog_arrow import Body, _candidates, utf8_messages
     from avro_registry_sink.spark.sources import peek_message
 
@@ -336,7 +214,7 @@ def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list
     rows = np.flatnonzero(fast)
     light = None
     if rows.size:
-        light = _light_peek(fmt, texts, body, rows)
+        light = format_named(fmt).summary_peek(texts, body, rows)
     if light is None:
         one_by_one = np.flatnonzero(~pre)
     else:

@@ -26,12 +26,12 @@ from hypothesis import strategies as st
 
 from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.encoder import EncodingPlan
-from avro_registry_sink.formats.changelog_arrow import Body, TableVersions, canal_rows, latin1_bytes
+from avro_registry_sink.formats.changelog_arrow import Body, TableVersions, _mysql_types, canal_rows, latin1_bytes
 from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.sources.demo import go_format_float
-from avro_registry_sink.spark.changelog_stage import _Chunk, _encode_chunk, _mysql_types, _Sources
+from avro_registry_sink.spark.changelog_stage import _Chunk, _encode_chunk, _Sources
 from avro_registry_sink.spark.plan import StagePlan
 from avro_registry_sink.spark.sources import parse_message, peek_message
 from avro_registry_sink.spark.stage import encode_change_batch
