@@ -117,8 +117,7 @@ def _kafka_chunk(batches: list[pa.RecordBatch]) -> _Chunk:
 
 
 def _file_chunk(batches: list[pa.RecordBatch], spec: SourceSpec) -> _Chunk:
-    from avro_registry_sink.errors import ConfigError
-    from avro_registry_sink.spark.sources import _error_json, _split_messages
+    from avro_registry_sink.spark.sources import file_messages
     from avro_registry_sink.storage_fs import parse_storage_uri
 
     location = spec.location or parse_storage_uri(spec.path or ".")
@@ -127,25 +126,12 @@ def _file_chunk(batches: list[pa.RecordBatch], spec: SourceSpec) -> _Chunk:
     files: list[str] = []
     lines: list[int] = []
     errors: list[str | None] = []
-    for batch in batches:
-        for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-            try:
-                name = location.relative(uri)
-            except ConfigError:
-                name = uri
-            text = bytes(content).decode("utf-8", "surrogateescape")
-            for line, message in _split_messages(text):
-                source = f"{name}:{line}"
-                error = None
-                if any("\udc80" <= ch <= "\udcff" for ch in message):
-                    error = _error_json(source, "invalid UTF-8", f"{source}: invalid UTF-8 bytes in the message.",
-                                        fmt=spec.kind, raw=message.encode("utf-8", "surrogateescape"))
-                    message = None  # type: ignore[assignment]
-                messages.append(message)
-                sources.append(source)
-                files.append(name)
-                lines.append(line)
-                errors.append(error)
+    for message, source, name, line, error in file_messages(batches, location, spec.kind):
+        messages.append(message)
+        sources.append(source)
+        files.append(name)
+        lines.append(line)
+        errors.append(error)
     return _Chunk(pa.array(messages, pa.string()), pa.array(files, pa.string()), np.asarray(lines, np.int64),
                   _Sources(sources), pa.array(errors, pa.string()) if any(e is not None for e in errors) else None)
 

@@ -64,6 +64,7 @@ __all__ = [
     "changelog_messages",
     "changelog_stream",
     "encode_storage_files",
+    "file_messages",
     "infer_table",
     "location_of",
     "parse_changelog",
@@ -808,6 +809,28 @@ def _split_messages(text: str) -> list[tuple[int, str]]:
     return [(lines[0][0], text)]
 
 
+def file_messages(batches: Iterable[Any], location: Any, fmt: str) -> Iterator[tuple[str | None, str, str, int,
+                                                                                 str | None]]:
+    """The messages of changelog files (Arrow batches of ``path``, ``content``): ``(message, source, file, line,
+    error)`` each, ``file`` relative to ``location`` (a storage location). A message that is not UTF-8 is
+    ``None`` with an ``invalid UTF-8`` error of its own (its raw bytes kept); the file's other messages are read."""
+    for batch in batches:
+        for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+            try:
+                name = location.relative(uri)
+            except ConfigError:
+                name = uri
+            text = bytes(content).decode("utf-8", "surrogateescape")
+            for line, message in _split_messages(text):
+                source = f"{name}:{line}"
+                if any("\udc80" <= ch <= "\udcff" for ch in message):
+                    yield (None, source, name, line, _error_json(
+                        source, "invalid UTF-8", f"{source}: invalid UTF-8 bytes in the message.", fmt=fmt,
+                        raw=message.encode("utf-8", "surrogateescape")))
+                    continue
+                yield (message, source, name, line, None)
+
+
 def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
     """A batch of the raw stream as :data:`MESSAGES_DDL` rows.
 
@@ -829,24 +852,7 @@ def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
     files = batch_df.select("path", "content")  # the stream's files, read by Spark from their store
 
     def split(batches: Iterator[Any]) -> Iterator[Any]:
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for batch in batches:
-                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                    try:
-                        name = location.relative(uri)
-                    except ConfigError:
-                        name = uri
-                    text = bytes(content).decode("utf-8", "surrogateescape")
-                    for line, message in _split_messages(text):
-                        source = f"{name}:{line}"
-                        if any("\udc80" <= ch <= "\udcff" for ch in message):
-                            yield (None, source, name, line, _error_json(
-                                source, "invalid UTF-8", f"{source}: invalid UTF-8 bytes in the message.", fmt=fmt,
-                                raw=message.encode("utf-8", "surrogateescape")))
-                            continue
-                        yield (message, source, name, line, None)
-
-        yield from _batches(rows(), MESSAGES_DDL)
+        yield from _batches(file_messages(batches, location, fmt), MESSAGES_DDL)
 
     return files.mapInArrow(split, MESSAGES_DDL)
 
