@@ -98,6 +98,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return UnitsOfWork(config, log)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the servers this process started (an xdist worker runs no exit handlers)."""
+    from tests.support.servers import stop_started_servers
+
+    stop_started_servers()
+
+
 # --------------------------------------------------------------------------------------------------
 # Spark drivers started with a class-data-sharing archive and C1 only (tests/support/jvm_archive.py)
 

@@ -148,6 +148,17 @@ def _stop_at_exit(name: str) -> None:
     _script(name, "stop", timeout=120)
 
 
+def stop_started_servers() -> None:
+    """Stop, now, every server this process started (the stops :func:`_begin` registered for exit).
+
+    A pytest-xdist worker ends without running exit handlers, so ``tests/conftest.py`` calls this at the end of
+    each worker's (and a serial run's) session."""
+    for name in sorted(_stop_registered):
+        _stop_at_exit(name)
+    _stop_registered.clear()
+    atexit.unregister(_stop_at_exit)
+
+
 def _finish(name: str, unavailable: tuple[str, ...] = ()) -> str:
     """Wait for the start that ``_begin`` launched and return the address it printed.
 
