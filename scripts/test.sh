@@ -23,5 +23,6 @@ archive=$!
 .venv/bin/python -m mypy avro_registry_sink
 wait "$archive" || true
 # Two workers (pytest-xdist): each test file, and the registry/database suites as a whole, run in one worker
-# (tests/conftest.py: pytest_xdist_make_scheduler). AVRO_SINK_TEST_WORKERS=0 runs the suite in this process, one test after another.
+# (tests/conftest.py: pytest_xdist_make_scheduler). AVRO_SINK_TEST_WORKERS=0 runs the suite in this process,
+# one test after another.
 .venv/bin/python -m pytest -n "${AVRO_SINK_TEST_WORKERS:-2}" --dist loadscope "$@"

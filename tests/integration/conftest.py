@@ -188,7 +188,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """When a selected test runs on Apicurio, launch its start now, so the JVM boots while other tests run.
 
     Not in a pytest-xdist worker: each worker collects every test, and only the one that runs this directory
-    (one unit of work, tests/conftest.py) may start, and at its exit stop, the registry.
+    (one unit of work, tests/conftest.py) may start the registry, and stop it when its session ends.
     """
     if session.config.option.collectonly or apicurio_disabled() or os.environ.get("PYTEST_XDIST_WORKER"):
         return
