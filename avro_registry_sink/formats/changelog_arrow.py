@@ -131,13 +131,19 @@ def _lines(texts: pa.Array) -> pa.Buffer:
     return data[int(offsets[0]): int(offsets[-1])] if data is not None else pa.py_buffer(b"")
 
 
-def _read(texts: pa.Array, schema: pa.Schema, behaviour: str = "infer") -> pa.Table | None:
-    """Arrow's JSON reader over the messages (one per line), or ``None`` when it refuses any of them."""
-    import pyarrow.json as pj
-
+def _read(texts: pa.Array, schema: pa.Schema, behaviour: str = "infer", body: pa.Buffer | None = None
+          ) -> pa.Table | None:
+    """Arrow's JSON reader over the messages (one per line; ``body``: those lines already joined), or ``None``
+    when it refuses any of them."""
     if len(texts) == 0:
         return None
-    body = _lines(texts)
+    return _read_body(_lines(texts) if body is None else body, len(texts), schema, behaviour)
+
+
+def _read_body(body: pa.Buffer, count: int, schema: pa.Schema, behaviour: str = "infer") -> pa.Table | None:
+    """:func:`_read` over ``count`` messages already joined by newlines."""
+    import pyarrow.json as pj
+
     try:
         table = pj.read_json(
             pa.BufferReader(body),
@@ -147,7 +153,7 @@ def _read(texts: pa.Array, schema: pa.Schema, behaviour: str = "infer") -> pa.Ta
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    return table if table.num_rows == len(texts) else None
+    return table if table.num_rows == count else None
 
 
 def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -362,13 +368,15 @@ _CANAL_TOP = ("id", "database", "table", "pkNames", "isDdl", "type", "es", "ts",
               "data", "_tidb")
 
 
-def _canal_schema(columns: Sequence[str]) -> pa.Schema:
+def _canal_schema(columns: Sequence[str], *, cut: bool = False) -> pa.Schema:
+    """The explicit schema of a canal-json message whose rows have ``columns`` (``cut``: with ``sqlType`` and
+    ``mysqlType`` emptied by :func:`_cut_types`)."""
     row = pa.struct([pa.field(name, pa.string()) for name in columns])
     return pa.schema([
         ("id", pa.int64()), ("database", pa.string()), ("table", pa.string()), ("pkNames", pa.list_(pa.string())),
         ("isDdl", pa.bool_()), ("type", pa.string()), ("es", pa.int64()), ("ts", pa.int64()), ("sql", pa.string()),
-        ("sqlType", pa.struct([pa.field(name, pa.int64()) for name in columns])),
-        ("mysqlType", pa.struct([pa.field(name, pa.string()) for name in columns])),
+        ("sqlType", pa.struct([] if cut else [pa.field(name, pa.int64()) for name in columns])),
+        ("mysqlType", pa.struct([] if cut else [pa.field(name, pa.string()) for name in columns])),
         ("old", pa.list_(row)), ("data", pa.list_(row)),
         ("_tidb", pa.struct([("commitTs", pa.int64()), ("watermarkTs", pa.int64())])),
     ])
@@ -517,11 +525,145 @@ _PIECES = 16
 _SMALLEST_PIECE = 64
 
 
+_SQL_TYPE_KEY = ',"sqlType":{'
+_MYSQL_TYPE_KEY = '},"mysqlType":{'
+
+
+def _from(arr: pa.Array, starts: np.ndarray, end: int) -> pa.Array:
+    """A string array over ``arr``'s data whose element ``i`` runs from ``starts[i]`` (absolute offsets, in order)
+    to the next start (the last to ``end``), without a copy."""
+    offsets = np.append(starts, end).astype(np.int64)
+    return pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), arr.buffers()[2])
+
+
+def _positions(data: np.ndarray, byte: int, block: int = 1 << 20) -> np.ndarray:
+    """Where ``byte`` occurs in ``data``, a block at a time (one comparison over a whole chunk's bytes spends
+    most of its time in page faults on its result)."""
+    parts = [np.flatnonzero(data[i: i + block] == byte) + i for i in range(0, data.size, block)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+@dataclass
+class _TypeObjects:
+    """The ``sqlType`` and ``mysqlType`` objects of canal-json messages, cut out of the text (parsing them into
+    Arrow columns cost as much as the rest of a message): the messages with both objects emptied, one per line,
+    and per message the keys each object holds (``codes`` index ``keys``)."""
+
+    body: pa.Buffer
+    codes: np.ndarray  # per message cut, in order: an index into ``keys``
+    #: Per distinct pair of objects: the keys of sqlType and of mysqlType (repeated keys repeated).
+    keys: list[tuple[list[str], list[str]]]
+
+    def count(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """How often ``name`` is a key of the two objects, for the messages ``rows``."""
+        per = np.array([sql.count(name) + mysql.count(name) for sql, mysql in self.keys], np.int64)
+        return per[self.codes[rows]]
+
+    def same_shape(self, rows: np.ndarray, shape: str) -> bool:
+        """Whether the messages ``rows`` list exactly the columns ``shape`` names in ``mysqlType`` (or list none),
+        as :func:`~avro_registry_sink.formats.canal_json.message_shape` reads it."""
+        shapes = {",".join(sorted(k.lower() for k in mysql)) for _, mysql in
+                  (self.keys[int(c)] for c in np.unique(self.codes[rows]))}
+        shapes.discard("")
+        return not shapes or shapes == {shape}
+
+
+def _cut_types(texts: pa.Array) -> tuple[np.ndarray, _TypeObjects | None]:
+    """Which messages carry ``,"sqlType":{...},"mysqlType":{...}`` as TiCDC writes it (two flat objects, one
+    after the other, each a JSON object of its own), and those messages with the two objects emptied.
+
+    A message is cut only where no reading of it can differ: ``,"sqlType":`` outside a string is a key (a quote
+    inside a string is escaped), and the text cut out, from the first ``}`` after each object's start, must parse
+    as those two objects and nothing else (a nested object, a brace in a key or not JSON fails that; a second
+    ``sqlType`` shows up in the parse of the rest). The others are read whole."""
+    n = len(texts)
+    ok = np.zeros(n, bool)
+    if n == 0 or texts.null_count:
+        return ok, None
+    large = pa.types.is_large_string(texts.type)
+    offs = np.frombuffer(texts.buffers()[1], np.int64 if large else np.int32)[texts.offset: texts.offset + n + 1]
+    spans: np.ndarray = offs.astype(np.int64)
+    begin, end = spans[:-1], spans[1:]
+    at = _np(pc.find_substring(texts, _SQL_TYPE_KEY), -1).astype(np.int64)
+    ok = at >= 0
+    if not ok.any():
+        return ok, None
+    inside = np.where(ok, begin + at + len(_SQL_TYPE_KEY), begin)  # the first byte in sqlType's object
+    last = int(end[-1])
+    data = np.frombuffer(texts.buffers()[2], np.uint8)
+    closes = _positions(data[:last], ord("}"))  # every "}": the first after each object's start ends it
+    closes = np.append(closes, last)
+    sql_end = closes[np.searchsorted(closes, inside)]  # sqlType's "}"
+    ok &= sql_end + len(_MYSQL_TYPE_KEY) < end
+    sql_end = np.where(ok, sql_end, begin)
+    follows = data[np.minimum(sql_end[:, None] + np.arange(len(_MYSQL_TYPE_KEY)), last - 1)]
+    ok &= (follows == np.frombuffer(_MYSQL_TYPE_KEY.encode(), np.uint8)).all(axis=1)
+    inside2 = sql_end + len(_MYSQL_TYPE_KEY)
+    mysql_end = closes[np.searchsorted(closes, np.where(ok, inside2, begin))]  # mysqlType's "}"
+    ok &= mysql_end < end
+    if not ok.any():
+        return ok, None
+    rows = np.flatnonzero(ok)
+    # Each message cut as three pieces, [its start, inside sqlType), [inside sqlType, mysqlType's "}"), [that "}",
+    # its end), with the gaps of the messages not cut as pieces of their own, which nothing takes
+    bounds = np.empty(4 * rows.size, np.int64)
+    bounds[0::4], bounds[1::4], bounds[2::4], bounds[3::4] = begin[rows], inside[rows], mysql_end[rows], end[rows]
+    pieces = _from(texts, bounds, last)
+    head = pieces.take(pa.array(np.arange(0, 4 * rows.size, 4)))
+    objects = pieces.take(pa.array(np.arange(1, 4 * rows.size, 4)))
+    tail = pieces.take(pa.array(np.arange(2, 4 * rows.size, 4)))
+    lines = pc.binary_join_element_wise(head, pa.scalar(_MYSQL_TYPE_KEY, pa.large_string()), tail,
+                                        pa.scalar("\n", pa.large_string()), pa.scalar("", pa.large_string()))
+    encoded = pc.dictionary_encode(objects)
+    keys: list[tuple[list[str], list[str]]] = []
+    good = np.ones(len(encoded.dictionary), bool)
+    for i, inner in enumerate(encoded.dictionary.to_pylist()):
+        try:
+            pairs = json.loads('{"sqlType":{' + inner + "}}", object_pairs_hook=lambda p: p)
+        except ValueError:
+            pairs = None
+        if (not isinstance(pairs, list) or [k for k, _ in pairs] != ["sqlType", "mysqlType"]
+                or not all(isinstance(v, list) for _, v in pairs)):
+            good[i] = False
+            keys.append(([], []))
+            continue
+        keys.append(([k for k, _ in pairs[0][1]], [k for k, _ in pairs[1][1]]))
+    codes_kept = _np(encoded.indices, -1).astype(np.int64)
+    if not good.all():  # a pair that is not JSON: those messages are read whole
+        bad = ~good[codes_kept]
+        ok[rows[bad]] = False
+        keep = np.flatnonzero(~bad)
+        if not keep.size:
+            return ok, None
+        lines = lines.take(pa.array(keep))
+        codes_kept = codes_kept[keep]
+        rows = rows[keep]
+    body_offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset: lines.offset + len(lines) + 1]
+    data = lines.buffers()[2]
+    body = data[int(body_offsets[0]): int(body_offsets[-1])] if data is not None else pa.py_buffer(b"")
+    return ok, _TypeObjects(body=body, codes=codes_kept, keys=keys)
+
+
 def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[str, ...], versions: TableVersions,
-                out: Rows, slow: np.ndarray, skipped: np.ndarray) -> None:
-    """Read the messages ``todo`` (indexes into ``texts``) whose table versions have the column names ``columns``."""
+                out: Rows, slow: np.ndarray, skipped: np.ndarray, *, whole: bool = False) -> None:
+    """Read the messages ``todo`` (indexes into ``texts``) whose table versions have the column names ``columns``
+    (``whole``: with their ``sqlType`` and ``mysqlType`` parsed, not cut out; see :func:`_cut_types`)."""
     sub = texts.take(pa.array(todo))
-    parsed = _read(sub, _canal_schema(columns)) if columns else None
+    types: _TypeObjects | None = None
+    if columns and not whole:
+        cut, types = _cut_types(sub)
+        if types is None:
+            whole = True
+        elif not cut.all():
+            _canal_part(texts, body, todo[~cut], columns, versions, out, slow, skipped, whole=True)
+            todo = todo[cut]
+    if types is not None:
+        parsed = _read_body(types.body, todo.size, _canal_schema(columns, cut=True))
+        if parsed is not None and any(parsed.schema.field(name).type.num_fields for name in ("sqlType", "mysqlType")):
+            _canal_part(texts, body, todo, columns, versions, out, slow, skipped, whole=True)  # a second sqlType...
+            return
+    else:
+        parsed = _read(sub, _canal_schema(columns)) if columns else None
     if parsed is None:
         if columns and todo.size > _SMALLEST_PIECE:
             for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
@@ -572,7 +714,9 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
             if tuple(c.name for c in definition.columns) != columns:
                 reject[chosen] = True
                 continue
-            if versions.strict and name in versions.shapes and not _same_shape(parsed, chosen, versions.shapes[name]):
+            if versions.strict and name in versions.shapes and not (
+                    types.same_shape(chosen, versions.shapes[name]) if types is not None
+                    else _same_shape(parsed, chosen, versions.shapes[name])):
                 out.needs = out.needs or f"the columns of {name[0]}.{name[1]}"
                 continue
             if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns, strict=False)):
@@ -629,7 +773,7 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
             reject[np.unique(old_parent[bad_old & old_rows])] = True
             typed_old[name] = conv_old
     # Nulls: present as null, or missing? Only where it matters (see the module docs).
-    meta = _MetaKeys(parsed)
+    meta = _MetaKeys(parsed) if types is None else _MetaKeys(parsed, ("_tidb",), types)
     key_names = set(tables[0].handle_key_names() or ())
     old_rows_n = np.where(has_old, old_len, 0)
     for name in columns:
@@ -753,12 +897,14 @@ class _MetaKeys:
     """Keys named like a column outside the row objects (``mysqlType``, ``sqlType``, ``_tidb``, the top level),
     per message: how many, and whether that cannot be told (a ``null`` there)."""
 
-    def __init__(self, parsed: pa.Table, containers: tuple[str, ...] = ("mysqlType", "sqlType", "_tidb")) -> None:
+    def __init__(self, parsed: pa.Table, containers: tuple[str, ...] = ("mysqlType", "sqlType", "_tidb"),
+                 cut: _TypeObjects | None = None) -> None:
         self.parsed = parsed
         self.containers = containers
+        self.cut = cut  # the objects cut out of the text before the parse, counted from the cut
 
     def count(self, name: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        total = np.zeros(rows.size, np.int64)
+        total = np.zeros(rows.size, np.int64) if self.cut is None else self.cut.count(name, rows)
         unknown = np.zeros(rows.size, bool)
         idx = pa.array(rows)
         top = self.parsed.schema.names

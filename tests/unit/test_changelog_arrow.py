@@ -126,7 +126,24 @@ def _messages(table: TableDef, rows: list[dict[str, Any]], ops: list[str], ts: l
             message["_tidb"] = {"watermarkTs": ts[i]}
         elif spoil < 0.09:
             message["database"] = 5
+        elif spoil < 0.10:
+            message["mysqlType"] = None
+        elif spoil < 0.11:
+            message["mysqlType"] = dict(message["mysqlType"], extra_col="int")
         text = dump(message)
+        # Spoilers of the sqlType/mysqlType objects, which the vectorized path cuts out of the text
+        cut = rng.random() / max(rate, 1e-9)
+        first = json.dumps(names[0], ensure_ascii=False) if names else '"id"'
+        if cut < 0.01:  # a brace in a key of sqlType
+            text = text.replace('"sqlType":{', '"sqlType":{"x}{":1,', 1)
+        elif cut < 0.02:  # a repeated key
+            text = text.replace('"sqlType":{', '"sqlType":{' + first + ":4,", 1)
+        elif cut < 0.03:  # not JSON inside sqlType
+            text = text.replace('"sqlType":{', '"sqlType":{"zz":1 ', 1)
+        elif cut < 0.04:  # a second sqlType after the rows
+            text = text[:-1] + ',"sqlType":{' + first + ":4}}"
+        elif cut < 0.05:  # a repeated key in mysqlType
+            text = text.replace('"mysqlType":{', '"mysqlType":{' + first + ':"int",', 1)
         if rng.random() < 0.02 * rate:
             text = text[: len(text) // 2]
         out.append(text)
@@ -226,6 +243,42 @@ def test_ticdc_messages_take_the_vectorized_path_whole():
     assert found.slow.size == 0 and sum(r.columns.num_rows for r in found.tables) == 3000
     texts = messages.texts.to_pylist()
     _same_per_message(_reference(texts, "canal-json", history, plans), _one_pass(texts, "canal-json", history, plans, True))
+
+
+def test_sql_and_mysql_types_cut_out_of_the_text_change_no_result():
+    """The vectorized path parses canal-json with ``sqlType``/``mysqlType`` cut out of the text (their keys
+    counted from the cut): a missing column is still told from a null one, and every form of those objects that
+    the cut must not take gives what the per-message reader gives."""
+    from bench.changelog import canal_messages
+
+    messages = canal_messages(40, 1)
+    table = messages.tables[0]
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
+    texts = messages.texts.to_pylist()
+
+    def variant(i: int, change: Any) -> str:
+        message = json.loads(texts[i])
+        change(message)
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+    null_note = variant(1, lambda m: m["data"][0].update(note=None))
+    missing_note = variant(2, lambda m: m["data"][0].pop("note"))
+    spoiled = [
+        texts[3].replace('"sqlType":{', '"sqlType":{"x}{":1,', 1),  # a brace in a key
+        texts[4].replace('"sqlType":{', '"sqlType":{"note":4,', 1),  # a repeated key
+        texts[5].replace('"sqlType":{', '"sqlType":{"zz":1 ', 1),  # not JSON
+        texts[6][:-1] + ',"sqlType":{"note":4}}',  # a second sqlType
+        variant(7, lambda m: m.update(mysqlType=None)),
+        variant(8, lambda m: (m["data"][0].pop("note"), m["mysqlType"].update(nOte="text"))),
+        variant(9, lambda m: (m["data"][0].pop("note"), m["sqlType"].update(extra=1))),
+        texts[10].replace('"sqlType":{', '"sqlType" : {', 1),  # another writer's spacing
+    ]
+    clean = [null_note, missing_note, *texts[11:]]
+    found = canal_rows(pa.array(clean, pa.string()), TableVersions(history=history, planned=frozenset(plans)))
+    assert found.slow.tolist() == [1]  # a null: on the vectorized path; a missing column: read one by one
+    batch = [*clean, *spoiled]
+    _same_per_message(_reference(batch, "canal-json", history, plans), _one_pass(batch, "canal-json", history, plans, False))
 
 
 # --------------------------------------------------------------------------------------------------
