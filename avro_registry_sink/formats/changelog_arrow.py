@@ -648,7 +648,7 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
                 out: Rows, slow: np.ndarray, skipped: np.ndarray, *, whole: bool = False) -> None:
     """Read the messages ``todo`` (indexes into ``texts``) whose table versions have the column names ``columns``
     (``whole``: with their ``sqlType`` and ``mysqlType`` parsed, not cut out; see :func:`_cut_types`)."""
-    sub = texts.take(pa.array(todo))
+    sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))  # (todo: ascending, distinct)
     types: _TypeObjects | None = None
     if columns and not whole:
         cut, types = _cut_types(sub)
@@ -942,6 +942,14 @@ _CANAL = _Format(shape=lambda table: tuple(c.name for c in table.columns), light
 _DEBEZIUM_TOP = ("before", "after", "op", "ts_ms", "source", "transaction")
 _DEBEZIUM_SOURCE = pa.struct([("db", pa.string()), ("table", pa.string()), ("commit_ts", pa.int64()),
                               ("ts_ms", pa.int64())])
+#: ``source`` as the full parse declares it: the fields above first (read by position), then the rest of what
+#: TiCDC and Debezium's MySQL connector write, each of the one JSON type they write it as (declared fields convert
+#: faster than inferred ones; a value of another type makes the parse refuse the piece, which is then read again
+#: in smaller pieces, and one by one).
+_DEBEZIUM_SOURCE_FULL = pa.struct([*_DEBEZIUM_SOURCE, *(pa.field(name, kind) for name, kind in (
+    ("version", pa.string()), ("connector", pa.string()), ("name", pa.string()), ("snapshot", pa.string()),
+    ("server_id", pa.int64()), ("gtid", pa.string()), ("file", pa.string()), ("pos", pa.int64()),
+    ("row", pa.int64()), ("thread", pa.int64()), ("query", pa.string()), ("cluster_id", pa.string())))])
 _DEBEZIUM_LIGHT = pa.schema([("op", pa.string()), ("ts_ms", pa.int64()), ("source", _DEBEZIUM_SOURCE),
                              ("payload", pa.struct([])), ("schema", pa.struct([]))])
 _EPOCH_DAY_LOW, _EPOCH_DAY_HIGH = -719162, 2932896  # 0001-01-01 .. 9999-12-31, Python's date range
@@ -968,7 +976,7 @@ def _debezium_shape(table: TableDef) -> tuple[tuple[str, str], ...]:
 def _debezium_schema(shape: tuple[tuple[str, str], ...], table: TableDef) -> pa.Schema:
     row = pa.struct([pa.field(c.name, _debezium_type(c)) for c in table.columns])
     return pa.schema([("before", row), ("after", row), ("op", pa.string()), ("ts_ms", pa.int64()),
-                      ("source", _DEBEZIUM_SOURCE)])
+                      ("source", _DEBEZIUM_SOURCE_FULL)])
 
 
 def _debezium_commit_ts(parsed: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -1146,7 +1154,7 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
                    slow: np.ndarray, skipped: np.ndarray) -> None:
     """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``."""
     tables_of_shape = [d for h in versions.history.values() for _, d in h if _debezium_shape(d) == shape]
-    sub = texts.take(pa.array(todo))
+    sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))
     parsed = _read(sub, _debezium_schema(shape, tables_of_shape[0])) if tables_of_shape else None
     if parsed is None:
         if tables_of_shape and todo.size > _SMALLEST_PIECE:
