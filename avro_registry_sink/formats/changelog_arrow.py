@@ -529,11 +529,30 @@ _SQL_TYPE_KEY = ',"sqlType":{'
 _MYSQL_TYPE_KEY = '},"mysqlType":{'
 
 
-def _from(arr: pa.Array, starts: np.ndarray, end: int) -> pa.Array:
-    """A string array over ``arr``'s data whose element ``i`` runs from ``starts[i]`` (absolute offsets, in order)
-    to the next start (the last to ``end``), without a copy."""
-    offsets = np.append(starts, end).astype(np.int64)
-    return pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), arr.buffers()[2])
+#: What a string view holds inline (longer strings are a buffer, an offset and their first four bytes).
+_INLINE = 12
+_CUT_TEXT = np.frombuffer((_MYSQL_TYPE_KEY + "\n").encode(), np.uint8)
+
+
+def _views(sources: Sequence[np.ndarray], which: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A string-view array of the pieces ``sources[which[i]][starts[i]: starts[i] + lengths[i]]``, without a copy
+    of any piece longer than :data:`_INLINE` bytes."""
+    n = starts.size
+    raw = np.zeros((n, 16), np.uint8)  # Arrow's view: length, then the inline bytes, or prefix, buffer, offset
+    raw[:, 0:4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
+    inline = lengths <= _INLINE
+    shown = np.where(inline, lengths, 4)
+    for index, source in enumerate(sources):
+        mine = which == index
+        for j in range(_INLINE):
+            chosen = np.flatnonzero(mine & (j < shown))
+            if chosen.size:
+                raw[chosen, 4 + j] = source[starts[chosen] + j]
+        long_ = np.flatnonzero(mine & ~inline)
+        raw[long_, 8:12] = np.full(long_.size, index, "<i4").view(np.uint8).reshape(-1, 4)
+        raw[long_, 12:16] = starts[long_].astype("<i4").view(np.uint8).reshape(-1, 4)
+    buffers = [None, pa.py_buffer(raw), *(pa.py_buffer(source) for source in sources)]
+    return pa.Array.from_buffers(pa.string_view(), n, buffers)
 
 
 def _positions(data: np.ndarray, byte: int, block: int = 1 << 20) -> np.ndarray:
@@ -603,17 +622,11 @@ def _cut_types(texts: pa.Array) -> tuple[np.ndarray, _TypeObjects | None]:
     ok &= mysql_end < end
     if not ok.any():
         return ok, None
+    ok &= (inside - begin > _INLINE) & (end - mysql_end > _INLINE)  # (pieces that views cannot hold inline)
     rows = np.flatnonzero(ok)
-    # Each message cut as three pieces, [its start, inside sqlType), [inside sqlType, mysqlType's "}"), [that "}",
-    # its end), with the gaps of the messages not cut as pieces of their own, which nothing takes
-    bounds = np.empty(4 * rows.size, np.int64)
-    bounds[0::4], bounds[1::4], bounds[2::4], bounds[3::4] = begin[rows], inside[rows], mysql_end[rows], end[rows]
-    pieces = _from(texts, bounds, last)
-    head = pieces.take(pa.array(np.arange(0, 4 * rows.size, 4)))
-    objects = pieces.take(pa.array(np.arange(1, 4 * rows.size, 4)))
-    tail = pieces.take(pa.array(np.arange(2, 4 * rows.size, 4)))
-    lines = pc.binary_join_element_wise(head, pa.scalar(_MYSQL_TYPE_KEY, pa.large_string()), tail,
-                                        pa.scalar("\n", pa.large_string()), pa.scalar("", pa.large_string()))
+    if not rows.size:
+        return ok, None
+    objects = _views([data], np.zeros(rows.size, np.int32), inside[rows], mysql_end[rows] - inside[rows])
     encoded = pc.dictionary_encode(objects)
     keys: list[tuple[list[str], list[str]]] = []
     good = np.ones(len(encoded.dictionary), bool)
@@ -632,15 +645,23 @@ def _cut_types(texts: pa.Array) -> tuple[np.ndarray, _TypeObjects | None]:
     if not good.all():  # a pair that is not JSON: those messages are read whole
         bad = ~good[codes_kept]
         ok[rows[bad]] = False
-        keep = np.flatnonzero(~bad)
-        if not keep.size:
+        rows, codes_kept = rows[~bad], codes_kept[~bad]
+        if not rows.size:
             return ok, None
-        lines = lines.take(pa.array(keep))
-        codes_kept = codes_kept[keep]
-        rows = rows[keep]
-    body_offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset: lines.offset + len(lines) + 1]
-    data = lines.buffers()[2]
-    body = data[int(body_offsets[0]): int(body_offsets[-1])] if data is not None else pa.py_buffer(b"")
+    # The lines Arrow's reader takes: per message [its start, inside sqlType) + '},"mysqlType":{' + [mysqlType's
+    # "}", its end) + a newline, as views, copied once into one buffer by the cast
+    k = rows.size
+    starts = np.empty(4 * k, np.int64)
+    lengths = np.empty(4 * k, np.int64)
+    which = np.zeros(4 * k, np.int32)
+    starts[0::4], lengths[0::4] = begin[rows], inside[rows] - begin[rows]
+    starts[1::4], lengths[1::4], which[1::4] = 0, len(_MYSQL_TYPE_KEY), 1
+    starts[2::4], lengths[2::4] = mysql_end[rows], end[rows] - mysql_end[rows]
+    starts[3::4], lengths[3::4], which[3::4] = len(_MYSQL_TYPE_KEY), 1, 1
+    lines = _views([data, _CUT_TEXT], which, starts, lengths).cast(pa.large_string())
+    offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset: lines.offset + len(lines) + 1]
+    body = lines.buffers()[2]
+    body = body[int(offsets[0]): int(offsets[-1])] if body is not None else pa.py_buffer(b"")
     return ok, _TypeObjects(body=body, codes=codes_kept, keys=keys)
 
 
