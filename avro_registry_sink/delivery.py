@@ -400,6 +400,9 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
         import pyarrow as pa
         from pyspark import TaskContext
 
+        from avro_registry_sink.workers import settle
+
+        settle()
         ctx = TaskContext.get()
         writer = ctx.partitionId() if ctx is not None else 0
         schema = pa.schema([("writer", pa.int32()), ("status", pa.string()), ("token", pa.string())])

@@ -277,6 +277,9 @@ def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool =
     fmt = spec.kind
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from avro_registry_sink.workers import settle
+
+        settle()
         groups: dict[tuple[Any, ...], list[Any]] = {}
         ddls: list[dict[str, Any]] = []
         counts = {"n": 0, "error": 0}

@@ -123,6 +123,9 @@ def tallied(encode: Callable[[Iterator[Any]], Iterator[Any]], accumulator: Any) 
     from avro_registry_sink.failpoints import failpoint
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
+        from avro_registry_sink.workers import settle
+
+        settle()
         for out in encode(batches):
             if accumulator is not None:
                 accumulator.add(tally_of(out))
