@@ -97,10 +97,12 @@ class _Chunk:
     errors: pa.Array | None = None
 
 
+#: What the executor passes read of a batch: of Kafka records, or of changelog files.
+_INPUT_COLUMNS = {True: ("value", "topic", "partition", "offset"), False: ("path", "content")}
+
+
 def _input_frame(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
-    if spec.is_kafka:
-        return batch_df.select("value", "topic", "partition", "offset")
-    return batch_df.select("path", "content")
+    return batch_df.select(*_INPUT_COLUMNS[spec.is_kafka])
 
 
 def _kafka_chunk(batches: list[pa.RecordBatch]) -> _Chunk:
@@ -546,6 +548,7 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     """
     from avro_registry_sink.formats.changelog_arrow import TableVersions
     from avro_registry_sink.model import ENCODED_DDL
+    from avro_registry_sink.spark.plan_cache import map_in_arrow
     from avro_registry_sink.spark.tally import StageOutput
 
     fmt = spec.kind
@@ -562,4 +565,5 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
             if counts is not None:
                 counts.add({"n": len(chunk.messages), "filtered": {f"{s}.{t}": k for (s, t), k in seen.items()}})
 
-    return _input_frame(batch_df, spec).mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL))
+    func, ddl = (output or StageOutput()).wrap(run, ENCODED_DDL)
+    return map_in_arrow(batch_df, func, ddl, _INPUT_COLUMNS[spec.is_kafka])

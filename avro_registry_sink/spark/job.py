@@ -614,15 +614,19 @@ class _BatchProcessor:
         topic of a storage batch has one data file (the usual micro-batch of a running changefeed), its rows
         are in one task already and need no shuffle. The file sink orders each topic's rows itself, without
         a shuffle (see :class:`FileSink`)."""
+        from avro_registry_sink.spark.plan_cache import columns
+
         if getattr(self.sink, "staged", False):
             return records
         # one long, which Spark radix-sorts, instead of five columns whose first ties on every row
         order = ("order_line",) if self.options.source.is_storage else RECORD_ORDER
+        sort = columns(spark.sparkContext, order)
         if self._single_input:  # every topic's rows come from one data file, read whole by one task: in place
-            return records.sortWithinPartitions(*order)
+            return records.sortWithinPartitions(*sort)
         if "error" in records.columns:  # exactly once: verdict rows
             records = self._verdict_everywhere(records)
-        return records.repartition(self._spark_partitions(spark), "topic", "partition").sortWithinPartitions(*order)
+        return records.repartition(self._spark_partitions(spark), *columns(spark.sparkContext, ("topic", "partition"))
+                                   ).sortWithinPartitions(*sort)
 
     def _count(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan],
                report: BatchReport) -> list[dict[str, Any]]:
