@@ -7,7 +7,10 @@ message or value, and hands on only what it can take exactly:
 
 * the messages are parsed once, by ``pyarrow.json.read_json`` against an explicit schema built from the
   table definitions (every canal-json value as text; unknown keys are inferred, so a column the definition
-  lacks shows up as an extra field);
+  lacks shows up as an extra field). canal-json's ``sqlType`` and ``mysqlType`` are cut out of the text first
+  (:func:`_cut_types`): turned into Arrow columns they cost as much as the rest of a message, and all that is
+  needed of them is their keys, the same for every message of a table version (each distinct pair is read
+  once, with ``json``);
 * each value is converted as the per-message reader converts it (:func:`_canal_column`), and checked to be
   of the form that makes the conversion exact (integers as plain digits, numbers as JSON numbers, ...);
 * JSON cannot tell a missing key from an explicit ``null`` once parsed, but the readers can (a missing column
