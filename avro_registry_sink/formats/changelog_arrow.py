@@ -134,13 +134,11 @@ def _lines(texts: pa.Array) -> pa.Buffer:
     return data[int(offsets[0]): int(offsets[-1])] if data is not None else pa.py_buffer(b"")
 
 
-def _read(texts: pa.Array, schema: pa.Schema, behaviour: str = "infer", body: pa.Buffer | None = None
-          ) -> pa.Table | None:
-    """Arrow's JSON reader over the messages (one per line; ``body``: those lines already joined), or ``None``
-    when it refuses any of them."""
+def _read(texts: pa.Array, schema: pa.Schema, behaviour: str = "infer") -> pa.Table | None:
+    """Arrow's JSON reader over the messages (one per line), or ``None`` when it refuses any of them."""
     if len(texts) == 0:
         return None
-    return _read_body(_lines(texts) if body is None else body, len(texts), schema, behaviour)
+    return _read_body(_lines(texts), len(texts), schema, behaviour)
 
 
 def _read_body(body: pa.Buffer, count: int, schema: pa.Schema, behaviour: str = "infer") -> pa.Table | None:
