@@ -817,16 +817,22 @@ def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, si
     return processor
 
 
-def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) -> None:
+def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) -> int | None:
     """Connect to the Kafka clusters of the source and the sink (whichever are Kafka): wrong credentials, an
     untrusted CA or a listener of the wrong kind raise ``KafkaConnectionError`` within seconds. The CLI calls
-    it before Spark starts; :func:`run_job` before the stream starts."""
+    it before Spark starts; :func:`run_job` before the stream starts. Returns how many partitions the source's
+    topics have (``None``: not a Kafka source, or a topic the cluster does not list yet)."""
     from avro_registry_sink.kafka_client import connect
 
+    partitions: int | None = None
     if source and options.source.is_kafka:
-        connect(",".join(options.source.brokers), options.source.kafka)
+        _admin, metadata = connect(",".join(options.source.brokers), options.source.kafka)
+        listed = [metadata.topics.get(topic) for topic in options.source.topics]
+        if listed and all(t is not None and t.error is None for t in listed):
+            partitions = sum(len(t.partitions) for t in listed if t is not None)
     if sink and options.sink.scheme == "kafka":
         connect(",".join(options.sink.brokers), options.sink.kafka)
+    return partitions
 
 
 def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
@@ -868,7 +874,7 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
                 "spark.jars.packages set to it (job_session(kafka=True) does).",
                 option="source",
             )
-        check_kafka(options, sink=False)
+        return changelog_stream(spark, spec, source_partitions=check_kafka(options, sink=False), **limits)
     return changelog_stream(spark, spec, **limits)
 
 

@@ -33,6 +33,7 @@ directory so that a restarted job knows the versions the topic's earlier DDLs cr
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -753,6 +754,22 @@ def _arrow_schema_of_encoded() -> Any:
 # Changelogs: canal-json / debezium-json
 
 
+def min_partitions(source_partitions: int | None, cores: int) -> int | None:
+    """Spark's Kafka ``minPartitions`` for a source of ``source_partitions`` partitions on ``cores`` cores: the
+    least number of tasks that splits equal partitions into equal pieces and keeps every core busy to the end
+    (Spark gives a range ``round(minPartitions / partitions)`` pieces): 1 partition on 2 cores -> 2 tasks, one
+    wave; 3 -> 6 tasks, three full waves, where 3 tasks would leave a core idle for a third of the batch.
+    ``None`` (one task per partition) where partitions already fill the cores evenly, or where that number
+    would be more than four waves (small batches would pay a task's fixed cost for little balance);
+    twice the cores when the partitions are unknown."""
+    if source_partitions is None or source_partitions < 1:
+        return 2 * cores
+    tasks = math.lcm(source_partitions, cores)
+    if tasks == source_partitions or tasks > 4 * cores:
+        return None
+    return tasks
+
+
 def changelog_stream(
     spark: SparkSession,
     spec: SourceSpec,
@@ -760,10 +777,12 @@ def changelog_stream(
     max_offsets_per_trigger: int | None = None,
     max_files_per_trigger: int | None = None,
     max_bytes_per_trigger: int | None = None,
+    source_partitions: int | None = None,
 ) -> DataFrame:
     """The raw stream of a changelog source (Kafka records, or the files of a directory); a micro-batch takes
     at most ``max_offsets_per_trigger`` Kafka records, or ``max_files_per_trigger`` files or
-    ``max_bytes_per_trigger`` bytes of files."""
+    ``max_bytes_per_trigger`` bytes of files; ``source_partitions`` (the Kafka topics' partitions, when known)
+    sets how a batch is split into tasks (:func:`min_partitions`)."""
     if spec.is_kafka:
         reader = (
             spark.readStream.format("kafka")
@@ -775,10 +794,10 @@ def changelog_stream(
         )
         if max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", int(max_offsets_per_trigger))
-        # At least two tasks per core: a batch of three equal Kafka partitions on two cores would leave one core
-        # idle for a third of the time (Spark splits the larger offset ranges).
-        reader = reader.option("minPartitions", spec.options.get(
-            "minPartitions", str(2 * max(1, spark.sparkContext.defaultParallelism))))
+        tasks = spec.options.get("minPartitions") or min_partitions(
+            source_partitions, max(1, spark.sparkContext.defaultParallelism))
+        if tasks:
+            reader = reader.option("minPartitions", str(tasks))
         for name, value in spec.options.items():
             if name.startswith("kafka."):
                 reader = reader.option(name, value)

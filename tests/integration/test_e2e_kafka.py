@@ -212,6 +212,37 @@ def test_canal_json_topic_through_kafka(spark, bootstrap, registry, prefix, tmp_
     _assert_subjects(client, prefix)
 
 
+def test_a_batch_of_a_kafka_source_is_split_into_tasks_that_fill_the_cores(spark, bootstrap, prefix, tmp_path):
+    """Three equal partitions on two cores: six tasks (three full waves), not three (a core idle for a third of
+    the batch); the partition count comes from the cluster's metadata."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from avro_registry_sink.spark.job import _stream, check_kafka
+    from avro_registry_sink.spark.sources import min_partitions
+
+    assert [min_partitions(p, 2) for p in (None, 1, 2, 3, 4, 5, 9)] == [4, 2, None, 6, None, None, None]
+    assert min_partitions(3, 8) == 24 and min_partitions(1, 1) is None
+    topic = f"{prefix}_split"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(300):
+        producer.produce(topic, value=b'{"id": %d}' % i, partition=i % 3)
+    producer.flush(30)
+    options = JobOptions(source=parse_source(f"canal-json+kafka://{bootstrap}/{topic}"),
+                         checkpoint=tmp_path / "checkpoint", sink=parse_sink_uri(f"file://{tmp_path / 'out'}"))
+    assert check_kafka(options, sink=False) == 3
+    seen: list[int] = []
+    query = (_stream(spark, options).writeStream.trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .foreachBatch(lambda frame, _id: seen.append(frame.rdd.getNumPartitions())).start())
+    query.awaitTermination(120)
+    cores = spark.sparkContext.defaultParallelism
+    assert seen == [min_partitions(3, cores) or 3]
+
+
 class CrashingKafkaSink(KafkaSink):
     """Delivers a batch to Kafka, then fails it once: the job dies before the batch is committed."""
 
