@@ -536,8 +536,7 @@ class _BatchProcessor:
         Only a sink that cannot take a write back (Kafka) under a bad-row budget needs it: the budget
         promises that nothing of a batch over it is written. The file sink publishes a batch only after
         its verdict, so it never needs it."""
-        budget = self.options.max_bad_rows is not None or self.options.max_bad_ratio is not None
-        return budget and not getattr(self.sink, "staged", False)
+        return counts_first(self.options, staged=bool(getattr(self.sink, "staged", False)))
 
     def _exactly_once(self) -> bool:
         return bool(getattr(self.sink, "exactly_once", False))
@@ -835,6 +834,13 @@ def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) 
     return partitions
 
 
+def counts_first(options: JobOptions, *, staged: bool) -> bool:
+    """Whether a batch is counted before it is written (see ``_BatchProcessor._counts_first``): a bad-row
+    budget, and a sink that cannot take a write back (``staged``: the file sink can)."""
+    budget = options.max_bad_rows is not None or options.max_bad_ratio is not None
+    return budget and not staged
+
+
 def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
     """How much input a micro-batch takes: the options' limits, else a budget derived from the JVM heap
     (:func:`~avro_registry_sink.spark.session.trigger_budget` of ``spark.driver.memory``, or of
@@ -848,10 +854,10 @@ def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
                                   ("max_bytes_per_trigger", options.max_bytes_per_trigger)) if v}
     local = master_of(spark).startswith("local")
     heap = memory_bytes(conf_value(spark, "spark.driver.memory" if local else "spark.executor.memory", "1g"))
-    budget = trigger_budget(heap)
     if options.source.is_kafka:
-        return {"max_offsets_per_trigger": max(1, budget // ASSUMED_MESSAGE_BYTES)}
-    return {"max_bytes_per_trigger": budget}
+        streamed = not counts_first(options, staged=options.sink.scheme != "kafka")
+        return {"max_offsets_per_trigger": max(1, trigger_budget(heap, streamed=streamed) // ASSUMED_MESSAGE_BYTES)}
+    return {"max_bytes_per_trigger": trigger_budget(heap)}
 
 
 def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from avro_registry_sink.config import parse_sink_uri
 from avro_registry_sink.spark.job import resource_failure, run_job, trigger_limits
 from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.session import memory_bytes, trigger_budget
@@ -23,7 +24,15 @@ def test_batches_are_sized_from_the_heap_unless_the_options_say(spark, tmp_path)
     assert heap >= 1 << 30  # never Spark's 1 GiB-or-less default without being asked
     assert trigger_limits(spark, storage) == {"max_bytes_per_trigger": trigger_budget(heap)}
     kafka = JobOptions(source=parse_source("canal-json+kafka://127.0.0.1:9/t"), checkpoint=tmp_path / "ck")
-    assert trigger_limits(spark, kafka) == {"max_offsets_per_trigger": trigger_budget(heap) // 1024}
+    streamed = trigger_budget(heap, streamed=True) // 1024
+    assert trigger_limits(spark, kafka) == {"max_offsets_per_trigger": streamed}
+    assert streamed == min(heap // 4, 1 << 30) // 1024
+    # a batch counted before it is written (a bad-row budget, a Kafka sink) is cached: a smaller share
+    sink = parse_sink_uri("kafka://127.0.0.1:9/?protocol=avro&schema-registry=http://127.0.0.1:9")
+    cached = JobOptions(source=kafka.source, checkpoint=tmp_path / "ck", sink=sink, max_bad_rows=10)
+    assert trigger_limits(spark, cached) == {"max_offsets_per_trigger": trigger_budget(heap) // 1024}
+    file_sink = JobOptions(source=kafka.source, checkpoint=tmp_path / "ck", max_bad_rows=10)
+    assert trigger_limits(spark, file_sink) == {"max_offsets_per_trigger": streamed}
     given = JobOptions(source=parse_source(str(tmp_path)), checkpoint=tmp_path / "ck", max_files_per_trigger=3)
     assert trigger_limits(spark, given) == {"max_files_per_trigger": 3}
 
