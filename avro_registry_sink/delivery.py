@@ -338,12 +338,23 @@ def _partition_input(order_file: Any, input_chars: int | None) -> Any:
     return pc.utf8_slice_codeunits(order_file.fill_null(""), 0, input_chars)
 
 
+def _values_of(column: Any) -> Iterable[Any]:
+    """A column's values as Python objects: one object repeated when they are all equal (a batch's rows of one
+    topic and Kafka partition, the usual case), else one per row."""
+    import pyarrow.compute as pc
+
+    if len(column) and not column.null_count and len(pc.unique(column)) == 1:
+        return itertools.repeat(column[0].as_py(), len(column))
+    return column.to_pylist()
+
+
 def _headers_of(column: Any) -> Iterator[Any]:
     """Each row's headers as confluent-kafka takes them (a list of (key, value)), ``None`` for none; made row by
     row, as they are produced (a batch's worth kept alive at once makes Python's garbage collector the cost).
 
-    The stage gives every record the same header keys in the same order (``op``, ``commit_ts``): then the
-    values are taken column by column, without a Python object per header until the pairs themselves."""
+    The stage gives every record the same header keys in the same order (``op``, ``commit_ts``): then each
+    distinct combination of values (the rows of one commit ts and op) gets one list, shared by its rows, and
+    no Python object is made per row (making them was half the writer's Python time)."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -359,11 +370,21 @@ def _headers_of(column: Any) -> Iterator[Any]:
         names = keys.slice(0, width).to_pylist()
         if all(pc.all(pc.equal(pc.take(keys, np.arange(j, len(keys), width)), names[j])).as_py()
                for j in range(width)):
-            per_key = [pc.take(values, np.arange(j, len(values), width)).to_pylist() for j in range(width)]
-            if width == 2:
-                k0, k1 = names
-                return ([(k0, a), (k1, b)] for a, b in zip(per_key[0], per_key[1], strict=True))
-            return (list(zip(names, row, strict=True)) for row in zip(*per_key, strict=True))
+            combined = np.zeros(n, np.int64)
+            distinct: list[list[Any]] = []
+            codes: list[list[int]] = []
+            for j in range(width):
+                encoded = pc.dictionary_encode(pc.take(values, np.arange(j, len(values), width)),
+                                               null_encoding="encode")
+                distinct.append(encoded.dictionary.to_pylist())
+                code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+                codes.append(code.tolist())
+                if int(combined.max()) >= (1 << 62) // max(1, len(distinct[-1])):
+                    combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)  # (no overflow)
+                combined = combined * len(distinct[-1]) + code
+            _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+            lists = [[(names[j], distinct[j][codes[j][r]]) for j in range(width)] for r in first.tolist()]
+            return map(lists.__getitem__, inverse.tolist())
     pairs = list(zip(keys.to_pylist(), values.to_pylist(), strict=True))
     starts = (offsets - offsets[0]).tolist()
     return (pairs[starts[i]:starts[i + 1]] or None for i in range(n))
@@ -566,8 +587,8 @@ def _write_slice_gc_off(spec: Mapping[str, Any], writer: int, producer: Any, fai
                 refused = pc.drop_null(record_batch.column("error"))[0].as_py()
                 break
             _tally_slice(record_batch, spec.get("input_chars"), parts, newest)
-            topics = record_batch.column("topic").to_pylist()
-            partitions = record_batch.column("partition").to_pylist()
+            topics = _values_of(record_batch.column("topic"))
+            partitions = _values_of(record_batch.column("partition"))
             keys = record_batch.column("key").to_pylist()
             values = record_batch.column("value").to_pylist()
             headers = _headers_of(record_batch.column("headers"))

@@ -17,6 +17,7 @@ from avro_registry_sink.delivery import (
     Token,
     _headers_of,
     _partition_input,
+    _values_of,
     resolved_record,
     token_key,
     transactional_id,
@@ -106,6 +107,20 @@ def test_headers_of_a_list_of_structs():
     assert list(_headers_of(same.slice(1))) == [[("op", b"c"), ("commit_ts", b"1")], [("op", b"c"), ("commit_ts", b"2")]]
     one = pa.array([[{"key": "op", "value": b"d"}]] * 2, kind)
     assert list(_headers_of(one)) == [[("op", b"d")], [("op", b"d")]]
+    # rows of one commit ts and op share one list; a null value is kept
+    rows = [("c", b"1"), ("c", b"1"), ("d", b"1"), ("c", None), ("c", b"2"), ("c", b"1")]
+    mixed = pa.array([[{"key": "op", "value": op.encode()}, {"key": "commit_ts", "value": ts}] for op, ts in rows],
+                     kind)
+    got = list(_headers_of(mixed))
+    assert got == [[("op", op.encode()), ("commit_ts", ts)] for op, ts in rows]
+    assert got[0] is got[1] is got[5] and len({id(h) for h in got}) == 4
+
+
+def test_values_of_a_column_repeat_one_value_or_list_each():
+    assert list(_values_of(pa.array(["t", "t", "t"]))) == ["t", "t", "t"]
+    assert list(_values_of(pa.array([1, 2, 1], pa.int32()))) == [1, 2, 1]
+    assert list(_values_of(pa.array(["t", None]))) == ["t", None]
+    assert list(_values_of(pa.array([], pa.string()))) == []
 
 
 def test_inputs_of_rows():
