@@ -148,8 +148,22 @@ def canal_messages(n: int, tables: int = 1, *, seed: int = SEED, start: int = 0)
     return Messages(texts, defs, which, ops, commit_ts)
 
 
+#: Messages are made this many at a time (5x10^6 debezium payloads overflow a string array's 2 GiB).
+_PIECE = 1_000_000
+
+
+def _in_pieces(make: Any, n: int, tables: int, seed: int, start: int) -> Messages:
+    """``make`` over ``n`` messages, a piece of :data:`_PIECE` at a time, the texts as one chunked array."""
+    parts = [make(min(_PIECE, n - at), tables, seed=seed, start=start + at) for at in range(0, n, _PIECE)]
+    chunks = [c for p in parts for c in (p.texts.chunks if isinstance(p.texts, pa.ChunkedArray) else [p.texts])]
+    return Messages(pa.chunked_array(chunks, pa.string()), parts[0].tables,
+                    *(np.concatenate([getattr(p, f) for p in parts]) for f in ("table_index", "ops", "commit_ts")))
+
+
 def debezium_messages(n: int, tables: int = 1, *, seed: int = SEED, start: int = 0) -> Messages:
     """``n`` TiCDC debezium-json payloads (``debezium-disable-schema=true``), compact."""
+    if n > _PIECE:
+        return _in_pieces(debezium_messages, n, tables, seed, start)
     table = reference_table()
     defs = tuple(reference_table(schema="bench", name=f"t{i:03d}") for i in range(tables))
     batch, ops, which, commit_ts = _rows(n, tables, seed, start)
@@ -223,19 +237,25 @@ def produce(bootstrap: str, topic: str, texts: pa.Array, partitions: int = 1, *,
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
                          "queue.buffering.max.kbytes": 1 << 20, "compression.type": "none", "acks": "1"})
     started = time.perf_counter()
-    offsets = np.frombuffer(texts.buffers()[1], np.int32)[texts.offset: texts.offset + len(texts) + 1]
-    data = memoryview(texts.buffers()[2])
     where = (np.arange(len(texts)) if keys is None else keys) % partitions
-    for i in range(len(texts)):
-        value = data[int(offsets[i]): int(offsets[i + 1])]
-        while True:
-            try:
-                producer.produce(topic, value=bytes(value), partition=int(where[i]))
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
+    first = 0
+    # (over 2 GiB of text, a join of 5x10^6 messages comes back in chunks)
+    for chunk in (texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]):
+        large = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
+        offsets = np.frombuffer(chunk.buffers()[1], np.int64 if large else np.int32)[
+            chunk.offset: chunk.offset + len(chunk) + 1]
+        data = memoryview(chunk.buffers()[2])
+        for j in range(len(chunk)):
+            value, i = data[int(offsets[j]): int(offsets[j + 1])], first + j
+            while True:
+                try:
+                    producer.produce(topic, value=bytes(value), partition=int(where[i]))
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if i % 10000 == 0:
+                producer.poll(0)
+        first += len(chunk)
     producer.flush(120)
     return time.perf_counter() - started
 
