@@ -871,6 +871,9 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
         first = (np.cumsum(repeat) - repeat)[halves]
         first_half[first] = True
         second_half[first + 1] = True
+    # the rows of each table version together, in message order: one take per column, then a slice per table
+    order = np.argsort(key_code[parent[take_rows]], kind="stable")
+    take_rows, first_half, second_half = take_rows[order], first_half[order], second_half[order]
     msg = parent[take_rows]
     row_op = op[msg].astype(np.uint8)
     row_op[first_half] = _OP_DELETE
@@ -883,14 +886,23 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
             column = pc.if_else(pa.array(first_half), before_key[name].take(indices), column)
         arrays.append(column)
     batch = pa.RecordBatch.from_arrays(arrays, names=list(columns))
-    groups = key_code[msg]
-    for k, key in enumerate(keys):
-        mine = np.flatnonzero(groups == k)
-        if not mine.size:
-            continue
-        part = batch if mine.size == len(groups) else batch.take(pa.array(mine))
-        out.tables.append(TableRows(key=key, columns=part, op_codes=row_op[mine], commit_ts=ts[msg[mine]],
-                                    message=todo[msg[mine]]))
+    for k, start, stop in _runs(key_code[msg]):
+        part = batch if stop - start == batch.num_rows else batch.slice(start, stop - start)
+        out.tables.append(TableRows(key=keys[k], columns=part, op_codes=row_op[start:stop],
+                                    commit_ts=ts[msg[start:stop]], message=todo[msg[start:stop]]))
+
+
+def _runs(groups: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """(group, start, stop) of each run of one value in sorted ``groups``, leaving out negative groups (rows of
+    no table version)."""
+    if not groups.size:
+        return
+    edges = np.flatnonzero(np.diff(groups)) + 1
+    starts = np.concatenate(([0], edges))
+    stops = np.concatenate((edges, [groups.size]))
+    for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+        if groups[start] >= 0:
+            yield int(groups[start]), start, stop
 
 
 def _same_shape(parsed: pa.Table, rows: np.ndarray, shape: str) -> bool:
@@ -1301,6 +1313,8 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
         first = (np.cumsum(repeat) - repeat)[halves]
         first_half[first] = True
         second_half[first + 1] = True
+    order = np.argsort(key_code[take_rows], kind="stable")  # each table version's rows together (see _canal_part)
+    take_rows, first_half, second_half = take_rows[order], first_half[order], second_half[order]
     row_op = op[take_rows].astype(np.uint8)
     row_op[first_half] = _OP_DELETE
     row_op[second_half] = _OP_INSERT
@@ -1311,14 +1325,10 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
         column = pc.if_else(pa.array(use_before), typed_before[name].take(indices), typed_after[name].take(indices))
         arrays.append(column)
     batch = pa.RecordBatch.from_arrays(arrays, names=list(columns))
-    groups = key_code[take_rows]
-    for k, key in enumerate(keys):
-        mine = np.flatnonzero(groups == k)
-        if not mine.size:
-            continue
-        part = batch if mine.size == len(groups) else batch.take(pa.array(mine))
-        out.tables.append(TableRows(key=key, columns=part, op_codes=row_op[mine], commit_ts=ts[take_rows[mine]],
-                                    message=todo[take_rows[mine]]))
+    for k, start, stop in _runs(key_code[take_rows]):
+        part = batch if stop - start == batch.num_rows else batch.slice(start, stop - start)
+        out.tables.append(TableRows(key=keys[k], columns=part, op_codes=row_op[start:stop],
+                                    commit_ts=ts[take_rows[start:stop]], message=todo[take_rows[start:stop]]))
 
 
 _DEBEZIUM = _Format(shape=_debezium_shape, light=_debezium_light, light_schema=_DEBEZIUM_LIGHT, part=_debezium_part)
