@@ -448,13 +448,30 @@ def _check_message(versions: Any, kind: str, schema: Any, table: Any, commit_ts:
     return False
 
 
+def _same_bodies(tables: list[Any], plans: Mapping[tuple[str, str, int], Any]) -> list[list[Any]]:
+    """The chunk's table versions in groups whose encoders write the same Avro bodies (tables of one shape),
+    encoded in one call each (:func:`~avro_registry_sink.spark.stage.encode_typed_group`)."""
+    from avro_registry_sink.spark.stage import stage_for
+
+    groups: list[tuple[Any, list[Any]]] = []
+    for rows in tables:
+        signature = stage_for(plans[rows.key]).encoder.body_signature()
+        for known, members in groups:
+            if known == signature:
+                members.append(rows)
+                break
+        else:
+            groups.append((signature, [rows]))
+    return [members for _, members in groups]
+
+
 def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[str, str, int], Any],
                   history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
                   excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
                   ) -> Iterator[pa.RecordBatch]:
     from avro_registry_sink.formats import format_named
     from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
-    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed
+    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed, encode_typed_group
 
     n = len(chunk.messages)
     pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
@@ -468,12 +485,17 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
     for name, count in found.filtered.items():
         filtered[name] = filtered.get(name, 0) + count
     messages = chunk.messages
-    for rows in tables:
-        plan = plans[rows.key]
-        records = encode_typed(rows.columns, rows.op_codes, rows.commit_ts, plan, chunk.sources.take(rows.message))
-        errors = _with_raw(records.column("error"), lambda i, rows=rows: messages[int(rows.message[i])].as_py(), fmt)
-        yield _finish(records, rows.commit_ts, chunk.order_file.take(pa.array(rows.message)),
-                      chunk.order_line[rows.message], errors)
+    for group in _same_bodies(tables, plans):
+        together = encode_typed_group([(rows.columns, rows.op_codes, rows.commit_ts, plans[rows.key])
+                                       for rows in group])
+        for k, rows in enumerate(group):
+            plan = plans[rows.key]
+            records = (together[k] if together is not None else
+                       encode_typed(rows.columns, rows.op_codes, rows.commit_ts, plan, chunk.sources.take(rows.message)))
+            errors = _with_raw(records.column("error"), lambda i, rows=rows: messages[int(rows.message[i])].as_py(),
+                               fmt)
+            yield _finish(records, rows.commit_ts, chunk.order_file.take(pa.array(rows.message)),
+                          chunk.order_line[rows.message], errors)
     # The messages read one by one: the per-message readers, then the same encoder
     from avro_registry_sink.spark.sources import _error_json, parse_message, peek_message
 

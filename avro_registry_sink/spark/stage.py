@@ -751,6 +751,73 @@ def encode_typed(typed: pa.RecordBatch, op_codes: np.ndarray, commit_ts: np.ndar
     return _with_errors(out, bad, plan, version, sources)
 
 
+def encode_typed_group(parts: Sequence[tuple[pa.RecordBatch, np.ndarray, np.ndarray, StagePlan]]
+                       ) -> list[pa.RecordBatch] | None:
+    """:func:`encode_typed` of several table versions at once, when their encoders write the same Avro bodies
+    (the same fields, options and columns left out: tables of one shape, as sharded tables are): one encoder call
+    for all their rows, then each table's schema ids written into its records' headers, its topic and its
+    partitions. Returns each part's records as :func:`encode_typed` does, or ``None`` when a row is refused or
+    over ``max-message-bytes`` (the caller then encodes table by table, which names each row's own table)."""
+    if len(parts) < 2:
+        return None
+    stages = [_stage_for(plan) for *_, plan in parts]
+    first = stages[0]
+    signature = first.encoder.body_signature()
+    if any(stage.encoder.body_signature() != signature or stage.plan.max_message_bytes != first.plan.max_message_bytes
+           for stage in stages[1:]):
+        return None
+    batches = [batch for batch, *_ in parts]
+    if any(batch.schema != batches[0].schema for batch in batches[1:]):
+        return None
+    merged = pa.Table.from_batches(batches).combine_chunks()
+    merged_batch = merged.to_batches()[0] if merged.num_rows else batches[0]
+    ops = np.concatenate([op_codes for _, op_codes, _, _ in parts])
+    ts = np.concatenate([np.asarray(commit_ts, np.int64) for _, _, commit_ts, _ in parts])
+    try:
+        keys, values = first.encoder.encode(merged_batch, ops=_op_array(ops), commit_ts=pa.array(ts, pa.int64()))
+    except (AvroSinkError, ValueError, TypeError, pa.ArrowException):
+        return None
+    limit = first.plan.max_message_bytes
+    if limit and len(keys):
+        sizes = (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
+                 + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + MESSAGE_OVERHEAD)
+        if (sizes > limit).any():
+            return None
+    bounds = np.cumsum([0] + [batch.num_rows for batch in batches])
+    keys = _with_schema_ids(keys, bounds, [stage.plan.encoding.key_schema_id for stage in stages])
+    values = _with_schema_ids(values, bounds, [stage.plan.encoding.value_schema_id for stage in stages])
+    out = []
+    for i, (stage, (batch, op_codes, _ts, plan)) in enumerate(zip(stages, parts, strict=True)):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        ts_i = ts[lo:hi]
+        records = _kafka_batch(plan.topic, stage.partitions(batch, ts_i), keys.slice(lo, hi - lo),
+                               values.slice(lo, hi - lo), op_codes, ts_i)
+        out.append(_with_errors(records, {}, plan, plan.encoding.table.version, []))
+    return out
+
+
+def _with_schema_ids(records: pa.Array, bounds: np.ndarray, ids: Sequence[int | None]) -> pa.Array:
+    """Confluent-framed records (``0``, a 4-byte schema id, the body) with rows ``bounds[i]:bounds[i + 1]`` given
+    schema id ``ids[i]`` (null records stay null; ``None`` ids: no key schema, the records are all null)."""
+    n = len(records)
+    if n == 0 or records.null_count == n or all(i is None for i in ids):
+        return records
+    wide = pa.types.is_large_binary(records.type) or pa.types.is_large_string(records.type)
+    offsets = np.frombuffer(records.buffers()[1], np.int64 if wide else np.int32)[
+        records.offset: records.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(records.buffers()[2], np.uint8).copy()
+    valid = records.is_valid().to_numpy(zero_copy_only=False)
+    for i, schema_id in enumerate(ids):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        rows = np.flatnonzero(valid[lo:hi]) + lo
+        if not rows.size or schema_id is None:
+            continue
+        header = np.frombuffer(int(schema_id).to_bytes(4, "big"), np.uint8)
+        data[offsets[rows][:, None] + 1 + np.arange(4)] = header
+    return pa.Array.from_buffers(records.type, n, [records.buffers()[0], records.buffers()[1], pa.py_buffer(data)],
+                                 null_count=records.null_count, offset=records.offset)
+
+
 def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
                  sources: list[str | None]) -> tuple[pa.RecordBatch, dict[int, EncodingError]]:
     """Row by row through the columnar encoder: images loaded with ``load_image`` into one-row batches.

@@ -245,6 +245,46 @@ def test_ticdc_messages_take_the_vectorized_path_whole():
     _same_per_message(_reference(texts, "canal-json", history, plans), _one_pass(texts, "canal-json", history, plans, True))
 
 
+@pytest.mark.parametrize("limit", [0, 260])
+def test_tables_of_one_shape_are_encoded_together_with_their_own_ids_topics_and_errors(monkeypatch, limit):
+    """Sharded tables (one shape, other names) are encoded in one call per chunk, each record then given its own
+    table's schema ids, topic and partition: the same bytes as table by table. A row over ``max-message-bytes``
+    sends the group back table by table, so that its dead letter names its own table."""
+    from avro_registry_sink.spark import stage as stage_module
+    from bench.changelog import canal_messages
+
+    messages = canal_messages(3000, 3)
+    history = {(t.schema_name, t.table): [(t.version, t)] for t in messages.tables}
+    plans = {}
+    for i, t in enumerate(messages.tables):
+        encoding = EncodingPlan.from_schemas(derive_schemas(t, EncodingOptions()), 10 + i, 20 + i)
+        route = Route(schema=t.schema_name, table=t.table, topic=f"topic{i}", key_subject=f"topic{i}-key",
+                      value_subject=f"topic{i}-value")
+        plans[(t.schema_name, t.table, t.version)] = StagePlan(encoding, f"topic{i}", 3, route, max_message_bytes=limit)
+    calls: list[tuple[int, bool]] = []
+    real = stage_module.encode_typed_group
+
+    def spy(parts):
+        got = real(parts)
+        calls.append((len(parts), got is not None))
+        return got
+
+    monkeypatch.setattr(stage_module, "encode_typed_group", spy)
+    texts = messages.texts.to_pylist()
+    reference = _reference(texts, "canal-json", history, plans)
+    got = _one_pass(texts, "canal-json", history, plans, True)
+    _same_per_message(reference, got)
+    assert calls and all(n == 3 for n, _ in calls)
+    records = [r for rows in got.values() for r in rows if r != "error"]
+    assert {r[0] for r in records} == {"topic0", "topic1", "topic2"}
+    if limit:
+        assert not any(ok for _, ok in calls) and any("error" in rows for rows in got.values())
+    else:
+        assert all(ok for _, ok in calls)
+        assert {(r[0], r[3][1:5]) for r in records if r[3] is not None} == {
+            (f"topic{i}", (20 + i).to_bytes(4, "big")) for i in range(3)}
+
+
 def test_sql_and_mysql_types_cut_out_of_the_text_change_no_result():
     """The vectorized path parses canal-json with ``sqlType``/``mysqlType`` cut out of the text (their keys
     counted from the cut): a missing column is still told from a null one, and every form of those objects that
