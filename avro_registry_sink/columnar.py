@@ -304,12 +304,13 @@ class ColumnarEncoder:
         self._value_header = self._header(plan.value_schema_id)
         self._converters = {c.name: converter_for(c) for c in table.columns}
         self._scratch = Scratch()
+        self._signature = (tuple(self._key_fields), tuple(self._value_fields), self._options,
+                           tuple(sorted(self._omitted)), self._key_header is None)
 
     def body_signature(self) -> tuple[Any, ...]:
         """What the Avro bodies this encoder writes depend on: two encoders of equal signatures write the same
         bytes after the 5-byte header for the same input (tables of one shape), whatever their names and ids."""
-        return (tuple(self._key_fields), tuple(self._value_fields), self._options, tuple(sorted(self._omitted)),
-                self._key_header is None)
+        return self._signature
 
     @staticmethod
     def _header(schema_id: int) -> np.ndarray:

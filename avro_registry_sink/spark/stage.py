@@ -437,8 +437,7 @@ class _TableStage:
         oversize: dict[int, str] = {}
         limit = self.plan.max_message_bytes
         if limit and len(keys):
-            sizes = (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
-                     + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + MESSAGE_OVERHEAD)
+            sizes = _record_sizes(keys, values)
             for i in np.flatnonzero(sizes > limit):
                 oversize[int(i)] = f"{oversize_reason(int(sizes[i]), limit)}"
         partition = self.partitions(batch, commit_ts)
@@ -449,8 +448,7 @@ class _TableStage:
         limit = self.plan.max_message_bytes
         if not limit or len(keys) == 0:
             return
-        sizes = (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
-                 + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + MESSAGE_OVERHEAD)
+        sizes = _record_sizes(keys, values)
         over = np.flatnonzero(sizes > limit)
         if over.size:
             i = int(over[0])
@@ -459,6 +457,12 @@ class _TableStage:
                 f"message(s) in this batch): {oversize_reason(int(sizes[i]), limit)}.",
                 table=self.name, topic=self.plan.topic, length=int(sizes[i]), limit=limit,
             )
+
+
+def _record_sizes(keys: pa.Array, values: pa.Array) -> np.ndarray:
+    """Each record's size as TiCDC checks it against ``max-message-bytes``: key + value + its overhead."""
+    return (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
+            + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + MESSAGE_OVERHEAD)
 
 
 def _op_array(op_codes: np.ndarray) -> pa.Array:
@@ -779,8 +783,7 @@ def encode_typed_group(parts: Sequence[tuple[pa.RecordBatch, np.ndarray, np.ndar
         return None
     limit = first.plan.max_message_bytes
     if limit and len(keys):
-        sizes = (pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
-                 + pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + MESSAGE_OVERHEAD)
+        sizes = _record_sizes(keys, values)
         if (sizes > limit).any():
             return None
     bounds = np.cumsum([0] + [batch.num_rows for batch in batches])
