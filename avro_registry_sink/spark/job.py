@@ -917,6 +917,11 @@ def _resource_error(spark: SparkSession, error: BaseException, settings: Mapping
         batch=batch)
 
 
+@contextlib.contextmanager
+def _nothing_to_open() -> Iterator[Callable[[Any], None]]:
+    yield lambda query: None
+
+
 def run_job(
     spark: SparkSession,
     options: JobOptions,
@@ -949,7 +954,12 @@ def run_job(
             options.sink.delivery != "exactly-once":
         ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
     checkpoint = options.checkpoint_uri
-    from avro_registry_sink.spark.session import apply_hadoop_conf, list_on_driver, spread_file_partitions
+    from avro_registry_sink.spark.session import (
+        apply_hadoop_conf,
+        list_on_driver,
+        local_checkpoint_logs,
+        spread_file_partitions,
+    )
 
     stores = [u for u in (options.source.location, checkpoint, _sink_location(options.sink)) if u is not None]
     apply_hadoop_conf(spark, hadoop_settings(stores))
@@ -982,7 +992,9 @@ def run_job(
         stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
         query = None
         try:
-            query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
+            with local_checkpoint_logs(spark) if checkpoint.is_local else _nothing_to_open() as open_logs:
+                query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
+                open_logs(query)
             if options.available_now:
                 query.awaitTermination()
             else:

@@ -11,10 +11,11 @@ nobody gave. Outside it, the caller's master is used (the CLI's: ``AVRO_SINK_SPA
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "default_driver_memory",
     "hadoop_version",
     "list_on_driver",
+    "local_checkpoint_logs",
     "local_session",
     "master_of",
     "memory_bytes",
@@ -237,6 +239,55 @@ def apply_hadoop_conf(spark: SparkSession, conf: dict[str, str]) -> None:
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
     for key, value in conf.items():
         hadoop.set(key, value)
+
+
+#: Spark's checkpoint file manager that writes through Hadoop's ``FileSystem`` API (Spark 4, then Spark 3).
+FILE_SYSTEM_CHECKPOINTS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",
+)
+_CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+@contextlib.contextmanager
+def local_checkpoint_logs(spark: SparkSession) -> Iterator[Callable[[Any], None]]:
+    """While starting a query whose checkpoint is on this machine's filesystem: Spark's offset and commit logs
+    written through Hadoop's ``FileSystem`` API instead of ``FileContext``, unless the session chose a manager.
+
+    Each micro-batch writes one file to each log (write a temporary file, rename it). Without Hadoop's native
+    library, ``FileContext``'s rename runs ``readlink`` in a new process for each of its paths and checksum
+    files: 40 ms a file here, where ``FileSystem`` takes 10 ms (one ``chmod`` process); two files a batch, so
+    a continuously running query's batches start 60 ms apart sooner. A local rename is atomic (``rename(2)``)
+    either way. The setting applies only to the query started inside: the context gives a function to call
+    with the started query, which opens both logs before the session's setting is put back.
+    """
+    if spark.conf.get(_CHECKPOINT_MANAGER_KEY, None) is not None:  # the session's own choice
+        yield lambda query: None
+        return
+    name = next((n for n in FILE_SYSTEM_CHECKPOINTS if _jvm_class_exists(spark, n)), None)
+    if name is None:
+        yield lambda query: None
+        return
+
+    def open_logs(query: Any) -> None:
+        with contextlib.suppress(Exception):  # Spark's internals moved: the logs then open with its default
+            execution = query._jsq.streamingQuery()
+            execution.offsetLog()
+            execution.commitLog()
+
+    spark.conf.set(_CHECKPOINT_MANAGER_KEY, name)
+    try:
+        yield open_logs
+    finally:
+        spark.conf.unset(_CHECKPOINT_MANAGER_KEY)
+
+
+def _jvm_class_exists(spark: SparkSession, name: str) -> bool:
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(name)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - py4j's error for a missing class
+        return False
+    return True
 
 
 #: Read-side file partitions per core (``spark.sql.files.minPartitionNum`` = this x the default parallelism).

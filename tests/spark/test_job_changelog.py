@@ -27,6 +27,7 @@ from tests.support.job import (
     decode_file_sink,
     expected_rows,
     expected_state,
+    log_file_manager,
     replay,
     side_state,
 )
@@ -162,7 +163,11 @@ def test_continuous_run_picks_up_new_files_and_a_ddl_without_restarting(spark, t
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
 
+    managers: set[tuple[str, str]] = set()
+
     def until(totals) -> bool:
+        for query in spark.streams.active:  # the job's query, running: how its offset and commit logs write
+            managers.update((log, log_file_manager(spark, query, log)) for log in ("offsetLog", "commitLog"))
         if totals.rows:
             first_done.set()
         return totals.rows >= total
@@ -171,6 +176,10 @@ def test_continuous_run_picks_up_new_files_and_a_ddl_without_restarting(spark, t
     feeder.join(5)
 
     assert result.totals.rows == total and result.totals.batches >= 2
+    # a local checkpoint's logs are written through Hadoop's FileSystem API (no readlink process per rename)
+    assert managers == {("offsetLog", "FileSystemBasedCheckpointFileManager"),
+                        ("commitLog", "FileSystemBasedCheckpointFileManager")}
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass", None) is None  # the session's own
     assert len(registry.get_versions("shop_orders-value")) == 2
     topics = decode_file_sink(tmp_path / "out", registry)
     expected = expected_state(manifest)

@@ -209,3 +209,16 @@ def canal_messages(manifest: DemoManifest, partitions: int = 3) -> list[tuple[in
                     canal_dml(table, event.op, event.commit_ts, event.before, event.after)))
     out.sort(key=lambda m: m[1])  # stable: DDLs before the DMLs of their commit ts
     return out
+
+
+def log_file_manager(spark: Any, query: Any, log: str) -> str:
+    """The class name of the checkpoint file manager of a running query's ``offsetLog`` or ``commitLog`` (Spark's
+    ``HDFSMetadataLog.fileManager``, read by reflection)."""
+    jlog = getattr(query._jsq.streamingQuery(), log)()
+    cls = jlog.getClass()
+    while cls is not None and cls.getSimpleName() != "HDFSMetadataLog":
+        cls = cls.getSuperclass()
+    assert cls is not None, f"{log} is no HDFSMetadataLog"
+    field = cls.getDeclaredField("fileManager")
+    field.setAccessible(True)
+    return str(field.get(jlog).getClass().getSimpleName())
