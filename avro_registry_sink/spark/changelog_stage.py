@@ -587,5 +587,5 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
             if counts is not None:
                 counts.add({"n": len(chunk.messages), "filtered": {f"{s}.{t}": k for (s, t), k in seen.items()}})
 
-    func, ddl = (output or StageOutput()).wrap(run, ENCODED_DDL)
+    func, ddl = (output or StageOutput()).wrap(run, ENCODED_DDL, {p.topic: p.partitions for p in plans.values()})
     return map_in_arrow(batch_df, func, ddl, _INPUT_COLUMNS[spec.is_kafka])

@@ -334,7 +334,6 @@ class _BatchProcessor:
         self._side_batch: int | None = None  # the batch whose committed side state is in memory
         self._side_loaded_from_store = False  # this batch read its side state from the checkpoint
         self._single_input = False  # this batch: each topic's records come from one data file
-        self._verdict_topics: list[str] = []  # exactly once: the topics a verdict row may stop
         self._fused: dict[str, Any] | None = None  # exactly once: this batch is written by its encode stage
         self._tally_accumulator: Any = None  # see _tally
         self._lock = threading.Lock()
@@ -433,7 +432,8 @@ class _BatchProcessor:
             self.owners.claim_all(self.router, batch_id)
             self._owners_claimed = True
         tally = None if self._counts_first() else self._tally(spark)
-        output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None)
+        output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None,
+                             spread_verdicts=tally is not None and self._exactly_once())
         self._single_input = False  # set from the prepared batch
         self._fused = None
         self._begin_side(batch_id)
@@ -571,39 +571,16 @@ class _BatchProcessor:
 
     def _sink_records(self, encoded: DataFrame, plans: Mapping[PlanKey, TablePlan]) -> DataFrame:
         """:func:`_records`, and for an exactly-once sink the batch's misconfiguration verdict on the way: the
-        rows the stage refused as a misconfiguration stay, with their ``error``, and reach every slice that
-        writes a partition of their topic (see :meth:`_verdict_everywhere`), which then aborts instead of
-        committing (Kafka takes no write back, and the rerun with the corrected settings must find those
-        partitions uncommitted)."""
+        rows the stage refused as a misconfiguration stay, with their ``error``, once for every Kafka partition of
+        their topic (the stage made the copies: ``StageOutput.spread_verdicts``), so they reach every slice that
+        writes a partition of their topic, which then aborts instead of committing (Kafka takes no write back,
+        and the rerun with the corrected settings must find those partitions uncommitted)."""
         if not self._exactly_once() or "error" not in encoded.columns:
             return _records(encoded)
         from pyspark.sql import functions as F
 
-        self._verdict_topics = sorted({plan.route.topic for plan in plans.values()})
         misconfigured = F.get_json_object("error", "$.reason") == RefusalReason.MISCONFIGURATION.value
         return encoded.filter(F.col("error").isNull() | misconfigured)
-
-    def _verdict_everywhere(self, records: DataFrame) -> DataFrame:
-        """Before the shuffle of an exactly-once write: each verdict row (an ``error``) once for every Kafka
-        partition of its topic (of every topic of the batch when the row names none), so that every slice
-        holding one of them sees it. One pass: the rows are not read twice. (Without a shuffle a verdict row is
-        already in the task of its topic's only data file.)"""
-        from pyspark.sql import functions as F
-
-        topics = self._verdict_topics
-
-        def pairs(topic: str) -> list[Any]:
-            return [F.struct(F.lit(topic).alias("t"), F.lit(p).cast("int").alias("p"))
-                    for p in range(self._partitions.get(topic, 1))]
-
-        targets = F.when(F.col("error").isNull(), F.array(F.struct(F.col("topic").alias("t"),
-                                                                   F.col("partition").alias("p"))))
-        for topic in topics:
-            targets = targets.when(F.col("topic") == topic, F.array(*pairs(topic)))
-        targets = targets.otherwise(F.array(*[s for topic in topics for s in pairs(topic)]))
-        others = [c for c in records.columns if c not in ("topic", "partition")]
-        return (records.select(F.explode(targets).alias("_to"), *others)
-                .select(F.col("_to.t").alias("topic"), F.col("_to.p").alias("partition"), *others))
 
     def _for_sink(self, records: DataFrame, spark: SparkSession) -> DataFrame:
         """The records as the sink takes them. Kafka: each Kafka partition's rows gathered in one Spark
@@ -622,8 +599,6 @@ class _BatchProcessor:
         sort = columns(spark.sparkContext, order)
         if self._single_input:  # every topic's rows come from one data file, read whole by one task: in place
             return records.sortWithinPartitions(*sort)
-        if "error" in records.columns:  # exactly once: verdict rows
-            records = self._verdict_everywhere(records)
         return records.repartition(self._spark_partitions(spark), *columns(spark.sparkContext, ("topic", "partition"))
                                    ).sortWithinPartitions(*sort)
 

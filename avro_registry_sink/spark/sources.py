@@ -628,7 +628,8 @@ def encode_storage_files(
                     yield finish(empty, order, [r[10] for r in errors], pa.array([r[-1] for r in errors], pa.string()),
                                  rank)
 
-    return files_df.mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL))
+    return files_df.mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL,
+                                                               {p.topic: p.partitions for p in plans.values()}))
 
 
 class _LineSources:

@@ -601,7 +601,7 @@ def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: S
         for batch in batches:
             yield _append_kept(encode_change_batch(batch, plans, isolate=isolate), batch, keep)
 
-    return df.mapInArrow(*(output or StageOutput()).wrap(run, out_schema))
+    return df.mapInArrow(*(output or StageOutput()).wrap(run, out_schema, {p.topic: p.partitions for p in plans.values()}))
 
 
 def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan], *,

@@ -21,7 +21,7 @@ and hands on only them and their order (:class:`StageOutput`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from avro_registry_sink.model import FILE_LINES_DDL
 
-__all__ = ["StageOutput", "Tally", "TallyParam", "empty_tally", "tallied", "tally_of"]
+__all__ = ["StageOutput", "Tally", "TallyParam", "empty_tally", "spread_verdicts", "tallied", "tally_of"]
 
 #: ``{"topics": {topic: [records, tombstones, newest commit ts]}, "errors": [dead-letter JSON, ...]}``
 Tally = dict[str, Any]
@@ -87,15 +87,24 @@ class StageOutput:
     #: ``(function, ddl)``: the counted Arrow batches go through ``function`` in the same Python worker, which
     #: yields ``ddl`` rows instead (an exactly-once slice writer: :func:`~avro_registry_sink.delivery.fused_writer`).
     then: Any = None
+    #: Exactly once, records shuffled to their slice writers: each misconfiguration verdict row is handed on once
+    #: for every Kafka partition of its topic (see :func:`spread_verdicts`), after it is counted once.
+    spread_verdicts: bool = False
 
     def __post_init__(self) -> None:
         if self.lines_of_batch is not None and self.tally is None:
             raise ValueError("StageOutput: lines leave out the rows set aside, so they need a tally")
 
-    def wrap(self, encode: Callable[[Iterator[Any]], Iterator[Any]], ddl: str) -> tuple[Callable[[Iterator[Any]], Iterator[Any]], str]:
+    def wrap(self, encode: Callable[[Iterator[Any]], Iterator[Any]], ddl: str,
+             topics: Mapping[str, int] | None = None) -> tuple[Callable[[Iterator[Any]], Iterator[Any]], str]:
         """``encode`` (a ``mapInArrow`` function yielding Kafka columns, order columns and ``error``) and its
-        output DDL, as this output wants them."""
+        output DDL, as this output wants them. ``topics``: the Kafka partition count of each topic the stage
+        writes (what :attr:`spread_verdicts` needs)."""
         counted = tallied(encode, self.tally)
+        if self.spread_verdicts and self.then is None and self.lines_of_batch is None:
+            if topics is None:
+                raise ValueError("StageOutput: spreading verdicts needs the partition count of each topic")
+            counted = spread_verdicts(counted, topics)
         if self.then is not None:
             after, after_ddl = self.then
             return (lambda batches: after(counted(batches))), after_ddl
@@ -131,6 +140,66 @@ def tallied(encode: Callable[[Iterator[Any]], Iterator[Any]], accumulator: Any) 
                 accumulator.add(tally_of(out))
             failpoint("stage.encoded")
             yield out
+
+    return run
+
+
+def spread_verdicts(encode: Callable[[Iterator[Any]], Iterator[Any]],
+                    topics: Mapping[str, int]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """``encode`` (a ``mapInArrow`` function yielding Kafka columns and ``error``) with each row it refused as a
+    misconfiguration (see :class:`~avro_registry_sink.model.RefusalReason`) yielded once for every Kafka partition
+    of its topic instead, ``topic`` and ``partition`` set to each (of every topic in ``topics``, topic -> partition
+    count, when it names none of them): an exactly-once write shuffles records by (topic, partition) to its slice
+    writers, and every slice holding a partition of that topic must see the verdict, to abort rather than commit.
+    Made here, where the few such rows are, rather than by a Spark ``explode`` that every record would go through
+    (0.4 s a million records). Other rows pass as they are.
+
+    >>> import pyarrow as pa
+    >>> def stage(batches):
+    ...     yield pa.RecordBatch.from_pydict({"topic": ["t", "t", None], "partition": pa.array([1, None, None], pa.int32()),
+    ...         "error": [None, '{"reason": "misconfiguration"}', '{"reason": "bad value"}']})
+    >>> [(r["topic"], r["partition"], r["error"] is not None) for b in spread_verdicts(stage, {"t": 2, "u": 1})([])
+    ...  for r in b.to_pylist()]
+    [('t', 1, False), (None, None, True), ('t', 0, True), ('t', 1, True)]
+    """
+    targets = {topic: [(topic, p) for p in range(max(1, int(n)))] for topic, n in topics.items()}
+    every = [pair for pairs in targets.values() for pair in pairs]
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import json
+
+        import numpy as np
+        import pyarrow as pa
+
+        from avro_registry_sink.model import RefusalReason, refusal_reason
+
+        for out in encode(batches):
+            names = out.schema.names
+            if "error" not in names or out.column("error").null_count == out.num_rows:
+                yield out
+                continue
+            verdict = np.array([text is not None and refusal_reason(json.loads(text)) is RefusalReason.MISCONFIGURATION
+                                for text in out.column("error").to_pylist()], bool)
+            if not verdict.any():
+                yield out
+                continue
+            rows: list[int] = []
+            to: list[tuple[str, int]] = []
+            topic_of = out.column("topic").to_pylist()
+            for i in np.flatnonzero(verdict):
+                pairs = targets.get(topic_of[i], every)
+                rows.extend([int(i)] * len(pairs))
+                to.extend(pairs)
+            rest = out.filter(pa.array(~verdict))
+            if rest.num_rows:
+                yield rest
+            if rows:
+                copies = out.take(pa.array(rows, pa.int64()))
+                columns = list(copies.columns)
+                t, p = names.index("topic"), names.index("partition")
+                columns[t] = pa.array([pair[0] for pair in to], copies.schema.field(t).type)
+                columns[p] = pa.array([pair[1] for pair in to], copies.schema.field(p).type)
+                yield pa.RecordBatch.from_arrays(columns, schema=copies.schema)
 
     return run
 

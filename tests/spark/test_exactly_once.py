@@ -548,8 +548,8 @@ def test_a_broker_restart_while_producing(spark, own_broker, registry_url, fault
 def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spark, bootstrap, control_topic, tmp_path):
 
     from avro_registry_sink.delivery import DeliveryError
-    from avro_registry_sink.spark.job import _BatchProcessor
     from avro_registry_sink.spark.sinks import KafkaSink
+    from avro_registry_sink.spark.tally import spread_verdicts
     from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
 
     prefix = "v" + uuid.uuid4().hex[:8]
@@ -564,14 +564,14 @@ def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spar
     ddl = ("topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
            "commit_ts BIGINT, order_file STRING, order_line BIGINT, error STRING")
     verdict = (bad, None, None, None, None, None, "", 0, '{"reason": "misconfiguration", "message": "wrong"}')
-    stub = type("Stub", (), {"_partitions": partitions, "_verdict_topics": [good, bad]})()
+    spread_in_stage = spread_verdicts(lambda batches: batches, partitions)  # as the encode stage hands it on
 
     def batch(with_verdict: bool):
         df = spark.createDataFrame(rows + ([verdict] if with_verdict else []), ddl)
-        spread = _BatchProcessor._verdict_everywhere(stub, df)
+        spread = df.mapInArrow(spread_in_stage, ddl)
         return spread.repartition(6, "topic", "partition").sortWithinPartitions("order_line")
 
-    spread = _BatchProcessor._verdict_everywhere(stub, spark.createDataFrame([verdict], ddl))
+    spread = spark.createDataFrame([verdict], ddl).mapInArrow(spread_in_stage, ddl)
     assert sorted((r["topic"], r["partition"]) for r in spread.collect()) == [(bad, p) for p in range(3)]
     with pytest.raises(DeliveryError, match="refused while it was encoded"):
         sink.write(batch(True), 0, tables={good: "s.good", bad: "s.bad"}, slices=6)
