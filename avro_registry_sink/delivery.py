@@ -58,7 +58,7 @@ from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions
-from avro_registry_sink.model import RefusalReason, refusal_reason
+from avro_registry_sink.model import is_misconfiguration
 from avro_registry_sink.redact import redact_text, secret_values
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -472,8 +472,7 @@ def fused_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
             batch = batch.select(list(columns))
             error = batch.column("error")
             if error.null_count < n:
-                verdict = [text is not None and refusal_reason(json.loads(text)) is RefusalReason.MISCONFIGURATION
-                           for text in error.to_pylist()]
+                verdict = [is_misconfiguration(text) for text in error.to_pylist()]
                 batch = batch.filter(pc.or_(pc.is_null(error), pa.array(verdict)))
             if committed and batch.num_rows:
                 keep = pa.array([(t, p) not in committed for t, p in zip(batch.column("topic").to_pylist(),

@@ -66,6 +66,7 @@ __all__ = [
     "RefusalReason",
     "dead_letter_json",
     "dead_letter_record",
+    "is_misconfiguration",
     "refusal_reason",
 ]
 
@@ -261,3 +262,13 @@ def refusal_reason(record: Mapping[str, Any]) -> RefusalReason | None:
         return RefusalReason(reason) if isinstance(reason, str) else None
     except ValueError:
         return None
+
+
+def is_misconfiguration(error: str | None) -> bool:
+    """Whether a stage's ``error`` text (dead-letter JSON, or ``None`` for a record) is a misconfiguration verdict,
+    which stops the batch rather than setting one row aside.
+
+    >>> is_misconfiguration('{"reason": "misconfiguration"}'), is_misconfiguration('{"reason": "bad"}'), is_misconfiguration(None)
+    (True, False, False)
+    """
+    return error is not None and refusal_reason(json.loads(error)) is RefusalReason.MISCONFIGURATION

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
 
+from avro_registry_sink.spark.plan import topic_partitions
 from avro_registry_sink.table import TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -587,5 +588,5 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
             if counts is not None:
                 counts.add({"n": len(chunk.messages), "filtered": {f"{s}.{t}": k for (s, t), k in seen.items()}})
 
-    func, ddl = (output or StageOutput()).wrap(run, ENCODED_DDL, {p.topic: p.partitions for p in plans.values()})
+    func, ddl = (output or StageOutput()).wrap(run, ENCODED_DDL, topic_partitions(plans))
     return map_in_arrow(batch_df, func, ddl, _INPUT_COLUMNS[spec.is_kafka])

@@ -892,11 +892,6 @@ def _resource_error(spark: SparkSession, error: BaseException, settings: Mapping
         batch=batch)
 
 
-@contextlib.contextmanager
-def _nothing_to_open() -> Iterator[Callable[[Any], None]]:
-    yield lambda query: None
-
-
 def run_job(
     spark: SparkSession,
     options: JobOptions,
@@ -967,7 +962,7 @@ def run_job(
         stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
         query = None
         try:
-            with local_checkpoint_logs(spark) if checkpoint.is_local else _nothing_to_open() as open_logs:
+            with local_checkpoint_logs(spark, checkpoint.is_local) as open_logs:
                 query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
                 open_logs(query)
             if options.available_now:

@@ -19,7 +19,7 @@ from avro_registry_sink.routing import Route
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.manager import TablePlan
 
-__all__ = ["StagePlan", "stage_plans_for"]
+__all__ = ["StagePlan", "stage_plans_for", "topic_partitions"]
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,8 @@ def stage_plans_for(plans: Mapping[PlanKey, TablePlan], partitions: Mapping[str,
                        route=plan.route, max_message_bytes=max_message_bytes)
         for key, plan in plans.items()
     }
+
+
+def topic_partitions(plans: Mapping[PlanKey, StagePlan]) -> dict[str, int]:
+    """Topic -> Kafka partition count, of the topics the stage plans write."""
+    return {plan.topic: plan.partitions for plan in plans.values()}

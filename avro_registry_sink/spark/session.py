@@ -250,7 +250,7 @@ _CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 
 
 @contextlib.contextmanager
-def local_checkpoint_logs(spark: SparkSession) -> Iterator[Callable[[Any], None]]:
+def local_checkpoint_logs(spark: SparkSession, local: bool = True) -> Iterator[Callable[[Any], None]]:
     """While starting a query whose checkpoint is on this machine's filesystem: Spark's offset and commit logs
     written through Hadoop's ``FileSystem`` API instead of ``FileContext``, unless the session chose a manager.
 
@@ -259,9 +259,10 @@ def local_checkpoint_logs(spark: SparkSession) -> Iterator[Callable[[Any], None]
     files: 40 ms a file here, where ``FileSystem`` takes 10 ms (one ``chmod`` process); two files a batch, so
     a continuously running query's batches start 60 ms apart sooner. A local rename is atomic (``rename(2)``)
     either way. The setting applies only to the query started inside: the context gives a function to call
-    with the started query, which opens both logs before the session's setting is put back.
+    with the started query, which opens both logs before the session's setting is put back. ``local``: whether
+    the checkpoint is on this machine's filesystem (else nothing changes).
     """
-    if spark.conf.get(_CHECKPOINT_MANAGER_KEY, None) is not None:  # the session's own choice
+    if not local or spark.conf.get(_CHECKPOINT_MANAGER_KEY, None) is not None:  # elsewhere, or the session's choice
         yield lambda query: None
         return
     name = next((n for n in FILE_SYSTEM_CHECKPOINTS if _jvm_class_exists(spark, n)), None)

@@ -46,6 +46,7 @@ from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
 from avro_registry_sink.model import ENCODED_DDL, RefusalReason
 from avro_registry_sink.redact import redact_url
+from avro_registry_sink.spark.plan import topic_partitions
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import complete_table, pick_version
@@ -628,8 +629,7 @@ def encode_storage_files(
                     yield finish(empty, order, [r[10] for r in errors], pa.array([r[-1] for r in errors], pa.string()),
                                  rank)
 
-    return files_df.mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL,
-                                                               {p.topic: p.partitions for p in plans.values()}))
+    return files_df.mapInArrow(*(output or StageOutput()).wrap(run, ENCODED_DDL, topic_partitions(plans)))
 
 
 class _LineSources:

@@ -50,7 +50,7 @@ from avro_registry_sink.model import (
     RefusalReason,
 )
 from avro_registry_sink.routing import Route
-from avro_registry_sink.spark.plan import StagePlan
+from avro_registry_sink.spark.plan import StagePlan, topic_partitions
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -601,7 +601,7 @@ def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: S
         for batch in batches:
             yield _append_kept(encode_change_batch(batch, plans, isolate=isolate), batch, keep)
 
-    return df.mapInArrow(*(output or StageOutput()).wrap(run, out_schema, {p.topic: p.partitions for p in plans.values()}))
+    return df.mapInArrow(*(output or StageOutput()).wrap(run, out_schema, topic_partitions(plans)))
 
 
 def encode_change_batch(batch: pa.RecordBatch, plans: Mapping[PlanKey, StagePlan], *,

@@ -166,20 +166,17 @@ def spread_verdicts(encode: Callable[[Iterator[Any]], Iterator[Any]],
     every = [pair for pairs in targets.values() for pair in pairs]
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import json
-
         import numpy as np
         import pyarrow as pa
 
-        from avro_registry_sink.model import RefusalReason, refusal_reason
+        from avro_registry_sink.model import is_misconfiguration
 
         for out in encode(batches):
             names = out.schema.names
             if "error" not in names or out.column("error").null_count == out.num_rows:
                 yield out
                 continue
-            verdict = np.array([text is not None and refusal_reason(json.loads(text)) is RefusalReason.MISCONFIGURATION
-                                for text in out.column("error").to_pylist()], bool)
+            verdict = np.array([is_misconfiguration(text) for text in out.column("error").to_pylist()], bool)
             if not verdict.any():
                 yield out
                 continue
