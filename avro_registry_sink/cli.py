@@ -756,9 +756,8 @@ def _job_session(options, stores: set[str]):
     from avro_registry_sink.spark.job import job_session
     from avro_registry_sink.spark.session import hadoop_version, master_of, missing_store_classes, store_packages
 
-    # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink (exactly once writes with confluent-kafka)
-    spark_sink = options.sink.scheme == "kafka" and options.sink.delivery != "exactly-once" and \
-        options.kafka_producer != "confluent"
+    # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink or the JVM slice writer of exactly once
+    spark_sink = options.sink.scheme == "kafka" and options.kafka_producer != "confluent"
     spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
     from avro_registry_sink.spark.submit_env import worker_python_problem
 

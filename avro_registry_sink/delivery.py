@@ -103,6 +103,10 @@ READ_TIMEOUT = 120.0
 _PREFIX = "avro-registry-sink"
 
 
+#: The JVM slice writer (given by the Spark layer): ``(records, spec) -> results`` (:data:`RESULT_DDL` rows).
+SliceWrites = Callable[["DataFrame", Mapping[str, Any]], "DataFrame"]
+
+
 class DeliveryError(AvroSinkError):
     """Exactly-once delivery could not be set up or a slice could not be committed; the batch is not committed."""
 
@@ -685,7 +689,7 @@ class TransactionalWriter:
 
     def __init__(self, brokers: str, kafka: KafkaOptions, producer_conf: Mapping[str, Any], *,
                  control_topic: str, transaction_timeout: float, store: StoreFS | None = None,
-                 admin_timeout: float = 30.0) -> None:
+                 admin_timeout: float = 30.0, jvm: tuple[SliceWrites, Mapping[str, Any]] | None = None) -> None:
         self.brokers = brokers
         self.kafka = kafka
         self.producer_conf = {k: v for k, v in producer_conf.items() if k != "logger"}
@@ -695,6 +699,7 @@ class TransactionalWriter:
         self.timeout = transaction_timeout
         self.store = store
         self.admin_timeout = admin_timeout
+        self.jvm = jvm
         self.query: str | None = None
         self.input_chars: int | None = None
         self.resolved: dict[str, int] = {}  # per table, after the last complete batch
@@ -833,8 +838,19 @@ class TransactionalWriter:
         columns = ["topic", "partition", "key", "value", "headers", "commit_ts", "order_file"]
         if "error" in records.columns:
             columns.append("error")
-        results = records.select(*columns).mapInArrow(slice_writer(spec), RESULT_DDL)
+        if self.jvm is not None:
+            write_slices, java = self.jvm
+            results = write_slices(records.select(*columns), {**spec, **java})
+        else:
+            results = records.select(*columns).mapInArrow(slice_writer(spec), RESULT_DDL)
         self.finish(results, batch_id, check=check, tables=tables)
+
+    @property
+    def in_python(self) -> bool:
+        """Whether the slices are written by :func:`slice_writer` in Python workers (else by the JVM writer of
+        the Spark layer, ``jvm``), which is what lets an encode stage write its own output
+        (:func:`fused_writer`)."""
+        return self.jvm is None
 
     def spec(self, batch_id: int, slices: int | None = None) -> dict[str, Any]:
         """What the slice writers of ``batch_id`` get (plain data); the writer ids up to ``slices`` recorded first."""

@@ -558,7 +558,8 @@ class _BatchProcessor:
         worker (:func:`~avro_registry_sink.delivery.fused_writer`), so the records never go back through the
         JVM to be sorted. Not with a bad-row budget (the batch is counted before it is written) or a file sink."""
         if not (self._exactly_once() and single_input and output is not None and output.tally is not None
-                and output.lines_of_batch is None and self.current_batch is not None):
+                and output.lines_of_batch is None and self.current_batch is not None
+                and self.sink.transactions.in_python):  # type: ignore[attr-defined]
             return output
         import dataclasses
 
@@ -920,9 +921,9 @@ def run_job(
     guard_loggers("py4j.clientserver", "py4j.java_gateway")  # their debug records carry the Kafka settings
     progress = progress or NullProgress()
     router = router or build_router(options.sink, options.topic_rule)
-    if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark") and \
-            options.sink.delivery != "exactly-once":
-        ensure_spark_kafka(spark)  # Spark's Kafka sink when possible; "auto" falls back to confluent-kafka
+    if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
+        # Spark's Kafka sink (or exactly once's JVM slice writer) when possible; "auto" falls back to confluent-kafka
+        ensure_spark_kafka(spark)
     checkpoint = options.checkpoint_uri
     from avro_registry_sink.spark.session import (
         apply_hadoop_conf,

@@ -353,6 +353,21 @@ def spark_batching(max_request: int | None) -> dict[str, str]:
             "linger.ms": str(SPARK_PRODUCER_BATCHING["linger.ms"])}
 
 
+def _jvm_writer_missing(spark: SparkSession | None) -> str | None:
+    """Why the JVM slice writer of exactly-once delivery cannot run on ``spark`` (None: it can)."""
+    if spark is None:
+        return "no Spark session"
+    if not has_spark_kafka(spark):
+        return "Spark's Kafka connector (and its Kafka client) is not on the session"
+    from avro_registry_sink.spark import jvm_writer
+
+    try:
+        jvm_writer.load(spark)
+    except jvm_writer.JvmWriterUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def _produce_partition(conf: Mapping[str, Any]) -> Any:
     """The ``foreachPartition`` function of the confluent-kafka producer path (closes over a dict)."""
 
@@ -445,20 +460,21 @@ class KafkaSink:
         if delivery not in DELIVERY_MODES:
             raise ConfigError(f"Invalid delivery {delivery!r}: valid values are " + " or ".join(DELIVERY_MODES) + ".",
                               option="delivery", value=delivery)
+        slices_in_jvm: str | None = None  # exactly once: why the JVM slice writer is not used (None: it is)
         if delivery == "exactly-once":
-            if producer == "spark":
-                raise ConfigError(
-                    "--delivery exactly-once writes with confluent-kafka's transactional producer: Spark's Kafka sink "
-                    "cannot write transactions (SPARK-28908 was abandoned). Drop --producer spark (auto and "
-                    "confluent both work).", option="producer", value=producer)
             if not kafka.is_idempotent:
                 raise ConfigError(
                     f"--delivery exactly-once needs required-acks=-1 (Kafka transactions need idempotent producers); "
                     f"the sink has required-acks={kafka.required_acks}.", option="required-acks",
                     value=str(kafka.required_acks))
-            producer = "confluent"
-        if producer == "auto":
-            producer = "spark" if spark is not None and has_spark_kafka(spark) else "confluent"
+            if producer != "confluent":
+                slices_in_jvm = _jvm_writer_missing(spark)
+                if slices_in_jvm is not None and producer == "spark":
+                    raise ConfigError(
+                        f"--delivery exactly-once with --producer spark writes with the JVM slice writer, which "
+                        f"cannot run here: {slices_in_jvm}. Use --producer confluent (confluent-kafka's "
+                        "transactional producer) or auto.", option="producer", value=producer)
+                producer = "spark" if slices_in_jvm is None else "confluent"
         self.producer = producer
         self.delivery = delivery
         self.partitions = partitions
@@ -473,12 +489,19 @@ class KafkaSink:
         if delivery == "exactly-once":
             from avro_registry_sink.delivery import TransactionalWriter
 
+            jvm = None
+            if producer == "spark":
+                from avro_registry_sink.spark import jvm_writer
+
+                jvm = (jvm_writer.write, {"java_producer": self._java_conf("producer"),
+                                          "java_consumer": self._java_conf("consumer")})
             self.transactions = TransactionalWriter(self.brokers, kafka, self._producer_conf(),
                                                     control_topic=control_topic,
                                                     transaction_timeout=transaction_timeout, store=checkpoint,
-                                                    admin_timeout=admin_timeout)
-            self.description = (f"kafka://{self.brokers} (confluent-kafka transactional producer, exactly once, "
-                                f"control topic {control_topic})")
+                                                    admin_timeout=admin_timeout, jvm=jvm)
+            writer = ("the Kafka client's transactional producer in the executors' JVM" if producer == "spark"
+                      else "confluent-kafka transactional producer")
+            self.description = f"kafka://{self.brokers} ({writer}, exactly once, control topic {control_topic})"
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -566,21 +589,23 @@ class KafkaSink:
         conf.update(self.options)
         return conf
 
+    def _java_conf(self, role: str) -> dict[str, str]:
+        """The Java Kafka client's settings of Spark's Kafka sink (``role="producer"``) and of the JVM slice
+        writer's reads of the control topic (``"consumer"``), without the ``kafka.`` prefix."""
+        conf = {"bootstrap.servers": self.brokers,
+                **{k.removeprefix("kafka."): v for k, v in spark_kafka_options(self.kafka, role).items()}}
+        if role == "producer":
+            conf["max.in.flight.requests.per.connection"] = "5"
+            conf.update(spark_batching(self.max_request))
+            if self.max_request:
+                conf["max.request.size"] = str(self.max_request)
+            conf.update({name: str(value) for name, value in self.options.items()})
+        return conf
+
     def _write(self, records: DataFrame, batch_id: int) -> None:
         if self.producer == "spark":
-            writer = (
-                records.select(*KAFKA_COLUMNS)
-                .write.format("kafka")
-                .option("kafka.bootstrap.servers", self.brokers)
-                .option("kafka.max.in.flight.requests.per.connection", "5")
-                .options(**spark_kafka_options(self.kafka, "producer"))
-            )
-            for name, value in spark_batching(self.max_request).items():
-                writer = writer.option(f"kafka.{name}", value)
-            if self.max_request:
-                writer = writer.option("kafka.max.request.size", str(self.max_request))
-            for name, value in self.options.items():
-                writer = writer.option(f"kafka.{name}", str(value))
+            writer = records.select(*KAFKA_COLUMNS).write.format("kafka").options(
+                **{f"kafka.{name}": value for name, value in self._java_conf("producer").items()})
             try:
                 writer.save()
             except Exception as exc:  # py4j: the Kafka producer's own error is somewhere in the Java chain

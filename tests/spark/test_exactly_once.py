@@ -315,8 +315,9 @@ class Scenario:
     """One source, one checkpoint, one registry: runs in this process and as CLI subprocesses."""
 
     def __init__(self, spark, source: Source, bootstrap: str, registry_url: str, delivery: str, faults: Faults,
-                 control_topic: str, tables_sql: Path) -> None:
+                 control_topic: str, tables_sql: Path, producer: str = "auto") -> None:
         self.spark = spark
+        self.producer = producer  # exactly once: "confluent" writes slices in Python workers, else in the JVM
         self.source = source
         self.bootstrap = bootstrap
         self.registry_url = registry_url
@@ -331,6 +332,7 @@ class Scenario:
             "delivery": self.delivery, "control_topic": self.control_topic,
             "registry": RegistryConfig(urls=(self.registry_url,))})
         return JobOptions(source=parse_source(self.source.source_arg()), checkpoint=self.checkpoint, sink=sink,
+                          kafka_producer=self.producer,
                           topic_rule=self.source.prefix + "_{schema}_{table}",
                           tables=tuple(_table(n) for n in DDL), **self.source.job_fields(csv))
 
@@ -358,7 +360,8 @@ class Scenario:
         args = ["run", "--source", self.source.source_arg(), "--available-now", "--checkpoint", str(self.checkpoint),
                 "--sink-uri", f"kafka://{self.bootstrap}/?protocol=avro&partition-num=3", "--registry",
                 self.registry_url, "--topic-rule", self.source.prefix + "_{schema}_{table}", "--tables",
-                str(self.tables_sql), "--delivery", self.delivery, "--progress", "json", *self.source.cli_args()]
+                str(self.tables_sql), "--delivery", self.delivery, "--producer", self.producer, "--progress", "json",
+                *self.source.cli_args()]
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-c", "from avro_registry_sink.cli import main; main()", *args],
                               env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
@@ -445,16 +448,53 @@ def test_exactly_once_under_kills(spark, bootstrap, registry_url, faults, contro
     prefix = "x" + uuid.uuid4().hex[:8]
     source = StorageSource(tmp_path, prefix) if kind == "storage" else CanalSource(tmp_path, prefix, bootstrap)
     scenario = Scenario(spark, source, bootstrap, registry_url, "exactly-once", faults, control_topic,
-                        _tables_sql(tmp_path))
+                        _tables_sql(tmp_path), producer="confluent")
     chaos(scenario, rng, cli_runs=2, here_runs=4, storage=kind == "storage")
     received = scenario.received()
     _assert_exactly_once(scenario, received)
     print("\n".join(faults.log))
     assert faults.kills >= 15, faults.log
+    _assert_verified(spark, scenario, received)
+
+
+#: The points of the JVM slice writer (the same names as the Python writer's; ``kill`` there is the JVM's).
+JVM_WRITER_POINTS = ("eos.before-init", "eos.produced", "eos.before-commit", "eos.after-commit")
+
+
+def test_exactly_once_under_kills_in_the_jvm_writer(spark, bootstrap, registry_url, faults, control_topic, tmp_path):
+    """The slices written by the JVM writer (``--producer spark``): CLI runs whose JVM (driver and executors,
+    local mode) is killed at each of its points, task failures Spark retries, driver failures in this process."""
+    rng = random.Random(f"{SEED}-jvm")
+    source = StorageSource(tmp_path, "j" + uuid.uuid4().hex[:8])
+    scenario = Scenario(spark, source, bootstrap, registry_url, "exactly-once", faults, control_topic,
+                        _tables_sql(tmp_path), producer="spark")
+    points = list(JVM_WRITER_POINTS)
+    rng.shuffle(points)
+    for point in points:
+        source.add_wave()
+        source.add_wave()
+        raised = rng.choice([p for p in ("stage.encoded", "eos.produced", "eos.before-commit") if p != point])
+        raised += "=raise@1"  # a task failure, which Spark retries: on another point than the kill's
+        spec = ",".join([raised, f"{point}=kill@{rng.choice((1, 2))}"])
+        done = scenario.cli(spec)
+        assert done.returncode in (-9, 0, 1), (spec, done.returncode, done.stderr[-3000:])
+    for _ in range(2):
+        source.add_wave()
+        scenario.here(f"{rng.choice(DRIVER_RAISES)}=raise")
+    assert scenario.here("") == "ok", scenario.faults.log
+    received = scenario.received()
+    _assert_exactly_once(scenario, received)
+    print("\n".join(faults.log))
+    assert faults.kills >= len(points), faults.log
+    _assert_verified(spark, scenario, received)
+
+
+def _assert_verified(spark, scenario: Scenario, received: Counter) -> None:
+    source = scenario.source
     from avro_registry_sink.delivery import resolved_ts
 
     query = json.loads((scenario.checkpoint / "delivery.json").read_text())["query"]
-    assert resolved_ts(bootstrap, control_topic, query) == source.resolved()
+    assert resolved_ts(scenario.bootstrap, scenario.control_topic, query) == source.resolved()
     # the product's own proof agrees with the plain consumer: nothing missing, twice or unexpected, and each
     # table complete up to the resolved ts its control topic records
     report = verify_run(spark, scenario.options())
@@ -505,11 +545,12 @@ def own_broker():
     subprocess.run([str(REPO / "scripts" / "kafka.sh"), "stop"], env=env, capture_output=True, timeout=120)
 
 
-def test_a_broker_restart_while_producing(spark, own_broker, registry_url, faults, control_topic, tmp_path):
+@pytest.mark.parametrize("producer", ["confluent", "spark"])
+def test_a_broker_restart_while_producing(spark, own_broker, registry_url, faults, control_topic, tmp_path, producer):
     bootstrap, env = own_broker
     source = StorageSource(tmp_path, "z" + uuid.uuid4().hex[:8])
     scenario = Scenario(spark, source, bootstrap, registry_url, "exactly-once", faults, control_topic,
-                        _tables_sql(tmp_path))
+                        _tables_sql(tmp_path), producer=producer)
     source.add_wave()
     assert scenario.here("") == "ok"  # topics and the control topic exist: the restart hits a running write
     for _ in range(3):
@@ -545,7 +586,9 @@ def test_a_broker_restart_while_producing(spark, own_broker, registry_url, fault
 # A verdict before a shuffle, and the rerun that skips what committed (the sink alone)
 
 
-def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spark, bootstrap, control_topic, tmp_path):
+@pytest.mark.parametrize("writer", ["python", "jvm"])
+def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spark, bootstrap, control_topic, tmp_path,
+                                                                           writer):
 
     from avro_registry_sink.delivery import DeliveryError
     from avro_registry_sink.spark.sinks import KafkaSink
@@ -555,7 +598,9 @@ def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spar
     prefix = "v" + uuid.uuid4().hex[:8]
     good, bad = f"{prefix}_good", f"{prefix}_bad"
     sink = KafkaSink([bootstrap], delivery="exactly-once", control_topic=control_topic,
-                     checkpoint=StoreFS(parse_storage_uri(str(tmp_path / "ck"))))
+                     checkpoint=StoreFS(parse_storage_uri(str(tmp_path / "ck"))),
+                     producer="spark" if writer == "jvm" else "confluent", spark=spark)
+    assert sink.transactions is not None and sink.transactions.in_python == (writer == "python")
     sink.check()
     partitions = sink.prepare({good: 3, bad: 3})
     rows = [(topic, p, i.to_bytes(5, "big") + bytes([i]), b"v", [("commit_ts", str(V1 + i).encode())], V1 + i,
