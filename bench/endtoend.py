@@ -469,8 +469,9 @@ def bench_exactly_once(ctx: Context) -> Section:
     section.lines = [
         *lines, "",
         f"{rounds} round(s) per configuration, in each round the anchor, the product with the default delivery "
-        "(at-least-once: Spark's Kafka sink), then the product with `--delivery exactly-once` (confluent-kafka's "
-        "transactional producer in the executors, one transaction per Spark partition of the write, a commit token "
+        "(at-least-once: Spark's Kafka sink), then the product with `--delivery exactly-once` (its default writer: "
+        "the JVM slice writer, the Kafka client's transactional producer in the executors' JVM, one transaction per "
+        "Spark partition of the write, a commit token "
         "per transaction in the control topic, the committed tokens read and the writers' open transactions aborted "
         "at start). Each product run has a fresh checkpoint (so a new query id); topics of "
         f"{_partitions()} partitions, deleted after each run. Rows/s as in the end-to-end section.",

@@ -475,6 +475,8 @@ class KafkaSink:
                         f"cannot run here: {slices_in_jvm}. Use --producer confluent (confluent-kafka's "
                         "transactional producer) or auto.", option="producer", value=producer)
                 producer = "spark" if slices_in_jvm is None else "confluent"
+        if producer == "auto":
+            producer = "spark" if spark is not None and has_spark_kafka(spark) else "confluent"
         self.producer = producer
         self.delivery = delivery
         self.partitions = partitions

@@ -631,3 +631,42 @@ def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spar
     assert {t for t, _, _ in again} == {good, bad}
     received = {(t, ts) for t, _, ts in again}
     assert received == {(t, ts) for t, _, _, _, _, ts, _, _, _ in rows}
+
+
+# --------------------------------------------------------------------------------------------------
+# Which writer a sink takes
+
+
+def test_the_sink_takes_the_jvm_writer_when_it_can_and_says_why_not(spark, monkeypatch, tmp_path):
+    from avro_registry_sink.errors import ConfigError
+    from avro_registry_sink.spark import jvm_writer
+    from avro_registry_sink.spark.sinks import KafkaSink
+
+    from avro_registry_sink.spark.job import ensure_spark_kafka
+
+    assert ensure_spark_kafka(spark)  # as run_job does
+    brokers = ["127.0.0.1:1"]  # nothing connects here
+    assert KafkaSink(brokers, spark=spark).producer == "spark"  # at least once: Spark's Kafka sink
+    auto = KafkaSink(brokers, spark=spark, delivery="exactly-once")
+    assert auto.producer == "spark" and not auto.transactions.in_python and "executors' JVM" in auto.description
+    python = KafkaSink(brokers, spark=spark, delivery="exactly-once", producer="confluent")
+    assert python.transactions.in_python and "confluent-kafka transactional producer" in python.description
+
+    monkeypatch.setenv("AVRO_SINK_JAR_DIR", str(tmp_path / "jars"))
+    jar = jvm_writer.build(spark)  # compiled against this Spark and its Kafka client, then cached
+    assert jar.parent == tmp_path / "jars" and jvm_writer.build(spark) == jar
+    with __import__("zipfile").ZipFile(jar) as built:
+        assert "avro_registry_sink/TransactionalSliceWriter.class" in built.namelist()
+
+    def no_jdk(spark):
+        raise jvm_writer.JvmWriterUnavailable("no javac beside the session's Java")
+
+    monkeypatch.setattr(jvm_writer, "_javac", no_jdk)
+    jar.unlink()  # a fresh build needs javac
+    with pytest.raises(jvm_writer.JvmWriterUnavailable, match="no javac"):
+        jvm_writer.build(spark)
+    monkeypatch.setattr(jvm_writer, "load", lambda spark: no_jdk(spark))  # as on a session without the class
+    fallback = KafkaSink(brokers, spark=spark, delivery="exactly-once")
+    assert fallback.producer == "confluent" and fallback.transactions.in_python
+    with pytest.raises(ConfigError, match="cannot run here: no javac .* Use --producer confluent"):
+        KafkaSink(brokers, spark=spark, delivery="exactly-once", producer="spark")

@@ -68,9 +68,10 @@ def test_a_bad_delivery_flag_exits_2(tmp_path):
 
 
 def test_exactly_once_takes_the_transactional_producer():
-    sink = KafkaSink(["127.0.0.1:1"], delivery="exactly-once")
+    sink = KafkaSink(["127.0.0.1:1"], delivery="exactly-once")  # no session: confluent-kafka's, in Python
     assert sink.producer == "confluent" and sink.exactly_once and "exactly once" in sink.description
-    with pytest.raises(ConfigError, match="Spark's Kafka sink cannot write transactions"):
+    assert sink.transactions is not None and sink.transactions.in_python
+    with pytest.raises(ConfigError, match="JVM slice writer, which cannot run here: no Spark session"):
         KafkaSink(["127.0.0.1:1"], delivery="exactly-once", producer="spark")
     with pytest.raises(ConfigError, match="required-acks=-1"):
         KafkaSink(["127.0.0.1:1"], delivery="exactly-once", kafka=KafkaOptions(required_acks=1))
