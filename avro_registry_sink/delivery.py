@@ -23,6 +23,9 @@ become visible together, to ``read_committed`` consumers, or not at all. Then:
   checkpoint's ``delivery.json``), which aborts the transactions a killed run left open at once: the
   partitions' last stable offset never waits for ``transaction.timeout.ms`` (the stall that Flink's
   lingering transactions cause, FLINK-40626).
+* **Two writers.** :func:`slice_writer` writes a slice with confluent-kafka in a Python worker; the Spark
+  layer's JVM writer (:mod:`avro_registry_sink.spark.jvm_writer`, given to :class:`TransactionalWriter` as
+  ``jvm``) writes it with the Kafka client in the executors' JVM, by the same protocol, ids and tokens.
 * **A verdict is given before anything commits.** A misconfiguration found while encoding (CSV settings
   contradicted by a file, ENUM members missing) reaches every slice holding a partition of the table's
   topic, and those slices abort: the rerun with the corrected settings writes that topic whole.

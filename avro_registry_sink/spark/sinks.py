@@ -14,7 +14,9 @@ sink orders each topic's rows itself (:data:`FILE_ORDER`), with no shuffle.
   and both given the same TLS/SASL/compression settings (:mod:`avro_registry_sink.kafka_options`). The
   connection is checked once before the first batch (:meth:`KafkaSink.check`). A delivery failure fails
   the task, so the batch is not committed and is replayed on restart (at least once). With
-  ``delivery="exactly-once"`` the records go through confluent-kafka's transactional producer, one transaction
+  ``delivery="exactly-once"`` the records go through a transactional producer (the JVM slice writer of
+  :mod:`~avro_registry_sink.spark.jvm_writer` with ``producer="spark"``/``"auto"``, confluent-kafka's in Python
+  workers with ``"confluent"``), one transaction
   per Spark partition of the write with a commit token in the control topic
   (:class:`~avro_registry_sink.delivery.TransactionalWriter`): a rerun skips the Kafka partitions committed.
 * :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
@@ -34,6 +36,7 @@ they are used and never cross a process boundary.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -475,6 +478,10 @@ class KafkaSink:
                         f"cannot run here: {slices_in_jvm}. Use --producer confluent (confluent-kafka's "
                         "transactional producer) or auto.", option="producer", value=producer)
                 producer = "spark" if slices_in_jvm is None else "confluent"
+                if slices_in_jvm is not None and spark is not None:
+                    logging.getLogger(__name__).warning(
+                        "Exactly-once slices are written by confluent-kafka in Python workers: the JVM slice writer "
+                        "cannot run here (%s).", slices_in_jvm)
         if producer == "auto":
             producer = "spark" if spark is not None and has_spark_kafka(spark) else "confluent"
         self.producer = producer

@@ -4,7 +4,8 @@
 executors' default Python is the system's ``python3``, which has neither this project nor its dependencies.
 The job goes there as the README says: ``avro-registry-sink package`` builds the executor environment and
 ``submit.py``, spark-submit ships the environment with ``--archives``. Its output equals the local run of the
-same input byte for byte, and the master's ``/json`` shows the application ran on the cluster.
+same input byte for byte, and the master's ``/json`` shows the application ran on the cluster. A second
+submission writes the same rows to Kafka exactly once, with the JVM slice writer on the cluster's executors.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,9 +29,9 @@ from avro_registry_sink.spark.job import run_job
 from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sinks import read_file_sink
 from avro_registry_sink.spark.sources import parse_source
-from tests.support.servers import ensure_spark_cluster
+from tests.support.servers import ensure_kafka, ensure_spark_cluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning"),
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.kafka, pytest.mark.filterwarnings("ignore::FutureWarning"),
               pytest.mark.timeout(2400)]  # JVM starts and first downloads (hadoop-aws, pip) on a busy machine
 
 CLI = str(Path(sys.executable).with_name("avro-registry-sink"))
@@ -40,6 +43,33 @@ def _records(where: Path) -> dict[str, list[tuple]]:
     for r in read_file_sink(where):
         out.setdefault(r.topic, []).append((r.partition, r.key, r.value, r.commit_ts))
     return {topic: sorted(rows, key=repr) for topic, rows in out.items()}
+
+
+def _kafka_records(bootstrap: str, prefix: str) -> dict[str, list[tuple]]:
+    """The records of the topics named ``<prefix>_...``, as a read_committed consumer reads them."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cluster-{prefix}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        topics = consumer.list_topics(timeout=30).topics
+        parts = [TopicPartition(t, p, 0) for t in topics if t.startswith(prefix + "_") for p in topics[t].partitions]
+        consumer.assign(parts)
+        pending, out = {(tp.topic, tp.partition) for tp in parts}, {}
+        deadline = time.monotonic() + 60
+        while pending and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                pending.discard((msg.topic(), msg.partition()))
+                continue
+            out.setdefault(msg.topic(), []).append((msg.partition(), msg.key(), msg.value(), None))
+        assert parts and not pending, (parts, pending)
+        return out
+    finally:
+        consumer.close()
 
 
 def test_spark_submit_to_a_standalone_cluster_gives_the_local_output(spark, tmp_path):
@@ -69,20 +99,36 @@ def test_spark_submit_to_a_standalone_cluster_gives_the_local_output(spark, tmp_
         env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
                                                                  "AVRO_SINK_SPARK_MASTER", "PYTHONPATH")}
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
-        submitted = subprocess.run([
-            str(spark_submit), "--master", cluster.master, "--name", APP_NAME,
-            "--archives", f"{archive}#env", "--conf", "spark.pyspark.python=./env/bin/python",
-            "--conf", f"spark.pyspark.driver.python={sys.executable}", "--conf", "spark.executor.memory=768m",
-            "--conf", "spark.sql.shuffle.partitions=3",
-            str(submit), "run", "--source", str(tmp_path / "input"), "--tables", str(ddl), "--config", str(settings),
-            "--available-now", "--registry", server.url, "--checkpoint", str(tmp_path / "cluster-ck"),
-            "--sink-uri", f"file://{tmp_path / 'cluster-out'}?protocol=avro", "--progress", "none",
-        ], env=env, capture_output=True, text=True, timeout=1200)
-        assert submitted.returncode == 0, submitted.stderr[-4000:]
-        summary = json.loads(submitted.stdout.strip().splitlines()[-1])
-        assert summary["rows"] == local.totals.rows and summary["errors"] == 0
+
+        def submit_run(name: str, *args: str) -> dict:
+            submitted = subprocess.run([
+                str(spark_submit), "--master", cluster.master, "--name", name,
+                "--archives", f"{archive}#env", "--conf", "spark.pyspark.python=./env/bin/python",
+                "--conf", f"spark.pyspark.driver.python={sys.executable}", "--conf", "spark.executor.memory=768m",
+                "--conf", "spark.sql.shuffle.partitions=3",
+                str(submit), "run", "--source", str(tmp_path / "input"), "--tables", str(ddl), "--config",
+                str(settings), "--available-now", "--registry", server.url, "--progress", "none", *args,
+            ], env=env, capture_output=True, text=True, timeout=1200)
+            assert submitted.returncode == 0, submitted.stderr[-4000:]
+            summary = json.loads(submitted.stdout.strip().splitlines()[-1])
+            assert summary["rows"] == local.totals.rows and summary["errors"] == 0
+            return summary
+
+        submit_run(APP_NAME, "--checkpoint", str(tmp_path / "cluster-ck"),
+                   "--sink-uri", f"file://{tmp_path / 'cluster-out'}?protocol=avro")
+        # exactly once into Kafka: the JVM slice writer, compiled on the driver, reaches the cluster's executors
+        bootstrap, prefix = ensure_kafka(), f"cl{uuid.uuid4().hex[:8]}"
+        submit_run(f"{APP_NAME}-eos", "--checkpoint", str(tmp_path / "cluster-eos-ck"), "--delivery", "exactly-once",
+                   "--producer", "spark", "--topic-rule", prefix + "_{schema}_{table}",
+                   "--sink-uri", f"kafka://{bootstrap}/?protocol=avro&partition-num=3")
 
     assert _records(tmp_path / "cluster-out") == _records(tmp_path / "local-out")  # same bytes, same schema ids
+    # the same rows, read_committed, once each: (partition, key body, value body) per table (other subjects,
+    # so other schema ids)
+    bodies = {topic.split("_", 1)[1]: sorted((p, k[5:], v[5:] if v else v) for p, k, v, _ in rows)
+              for topic, rows in _kafka_records(bootstrap, prefix).items()}
+    assert bodies == {topic: sorted((p, k[5:], v[5:] if v else v) for p, k, v, _ in rows)
+                      for topic, rows in _records(tmp_path / "local-out").items()}
 
     with urllib.request.urlopen(f"{cluster.ui}/json/", timeout=10) as answer:
         state = json.load(answer)

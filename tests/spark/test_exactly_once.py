@@ -275,6 +275,15 @@ class Faults:
         environment = spark.sparkContext.environment  # what the Python workers of new stages get
         environment[ENV] = f"@{self.spec_file}"
         environment[COUNTS_ENV] = str(self.counts)
+        self.set_jvm(ENV, f"@{self.spec_file}")  # the JVM slice writer's (the session's JVM keeps its environment)
+        self.set_jvm(COUNTS_ENV, str(self.counts))
+
+    def set_jvm(self, name: str, value: str | None) -> None:
+        system = self.spark.sparkContext._jvm.java.lang.System
+        if value is None:
+            system.clearProperty(name)
+        else:
+            system.setProperty(name, value)
 
     def close(self) -> None:
         self.spec_file.write_text("")
@@ -284,6 +293,7 @@ class Faults:
             else:
                 os.environ[key] = value
             self.spark.sparkContext.environment.pop(key, None)
+            self.set_jvm(key, None)
 
     def arm(self, spec: str) -> None:
         shutil.rmtree(self.counts, ignore_errors=True)
@@ -478,6 +488,10 @@ def test_exactly_once_under_kills_in_the_jvm_writer(spark, bootstrap, registry_u
         spec = ",".join([raised, f"{point}=kill@{rng.choice((1, 2))}"])
         done = scenario.cli(spec)
         assert done.returncode in (-9, 0, 1), (spec, done.returncode, done.stderr[-3000:])
+    # a task that fails after its commit: Spark's retry finds the slice's token and writes nothing again
+    source.add_wave()
+    done = scenario.cli("eos.after-commit=raise@1")
+    assert done.returncode == 0 and scenario.faults.fired("eos.after-commit=raise@1"), done.stderr[-3000:]
     for _ in range(2):
         source.add_wave()
         scenario.here(f"{rng.choice(DRIVER_RAISES)}=raise")
@@ -570,11 +584,13 @@ def test_a_broker_restart_while_producing(spark, own_broker, registry_url, fault
     watcher.start()
     os.environ[PAUSE_ENV] = "1"
     scenario.spark.sparkContext.environment[PAUSE_ENV] = "1"
+    faults.set_jvm(PAUSE_ENV, "1")
     try:
         outcome = scenario.here("eos.produced=pause@1")
     finally:
         os.environ.pop(PAUSE_ENV, None)
         scenario.spark.sparkContext.environment.pop(PAUSE_ENV, None)
+        faults.set_jvm(PAUSE_ENV, None)
     watcher.join(300)
     assert restarted and restarted[0].returncode == 0, (outcome, restarted and restarted[0].stderr[-2000:])
     source.add_wave()
@@ -640,9 +656,8 @@ def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spar
 def test_the_sink_takes_the_jvm_writer_when_it_can_and_says_why_not(spark, monkeypatch, tmp_path):
     from avro_registry_sink.errors import ConfigError
     from avro_registry_sink.spark import jvm_writer
-    from avro_registry_sink.spark.sinks import KafkaSink
-
     from avro_registry_sink.spark.job import ensure_spark_kafka
+    from avro_registry_sink.spark.sinks import KafkaSink
 
     assert ensure_spark_kafka(spark)  # as run_job does
     brokers = ["127.0.0.1:1"]  # nothing connects here
@@ -668,5 +683,5 @@ def test_the_sink_takes_the_jvm_writer_when_it_can_and_says_why_not(spark, monke
     monkeypatch.setattr(jvm_writer, "load", lambda spark: no_jdk(spark))  # as on a session without the class
     fallback = KafkaSink(brokers, spark=spark, delivery="exactly-once")
     assert fallback.producer == "confluent" and fallback.transactions.in_python
-    with pytest.raises(ConfigError, match="cannot run here: no javac .* Use --producer confluent"):
+    with pytest.raises(ConfigError, match=r"cannot run here: no javac .* Use --producer confluent"):
         KafkaSink(brokers, spark=spark, delivery="exactly-once", producer="spark")

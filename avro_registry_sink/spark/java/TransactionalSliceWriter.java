@@ -100,7 +100,11 @@ public final class TransactionalSliceWriter implements Serializable {
       String tid = PREFIX + "-" + query + "-" + stream + writer;
       // The producer's round trips (initialising its transactions, looking for an earlier attempt's token)
       // overlap the computing of the task's input, which asking for the first row starts.
-      CompletableFuture<Start> start = CompletableFuture.supplyAsync(() -> start(spec, writer, tid, batch));
+      // Only a retried task (or a task of a retried stage) can have an earlier attempt that committed its slice:
+      // a first attempt skips the control topic (a rerun's driver left out what earlier runs committed).
+      boolean retried = ctx != null && (ctx.attemptNumber() > 0 || ctx.stageAttemptNumber() > 0);
+      CompletableFuture<Start> start =
+          CompletableFuture.supplyAsync(() -> start(spec, writer, tid, batch, retried));
       boolean any = rows.hasNext();
       Start begun;
       try {
@@ -150,7 +154,7 @@ public final class TransactionalSliceWriter implements Serializable {
     return out;
   }
 
-  static Start start(JsonNode spec, int writer, String tid, long batch) {
+  static Start start(JsonNode spec, int writer, String tid, long batch, boolean retried) {
     double timeout = spec.get("timeout").asDouble();
     long deadline = System.nanoTime() + (long) (2 * timeout * 1e9);
     Failpoints.pass("eos.before-init");
@@ -181,6 +185,9 @@ public final class TransactionalSliceWriter implements Serializable {
     }
     String key = spec.get("query").asText() + "/" + spec.get("stream").asText() + writer;
     String before = null;
+    if (!retried) {
+      return new Start(producer, null);
+    }
     try {
       for (String value : readCommitted(spec, key, deadline)) {
         if (new ObjectMapper().readTree(value).get("batch").asLong() == batch) {
@@ -466,7 +473,7 @@ public final class TransactionalSliceWriter implements Serializable {
     private static String seen = "";
 
     static synchronized void pass(String name) {
-      String spec = System.getenv("AVRO_SINK_FAILPOINTS");
+      String spec = setting("AVRO_SINK_FAILPOINTS");
       if (spec == null || spec.isEmpty()) {
         return;
       }
@@ -506,7 +513,7 @@ public final class TransactionalSliceWriter implements Serializable {
         }
         switch (ka[0]) {
           case "pause": {
-            String counts = System.getenv("AVRO_SINK_FAILPOINT_COUNTS");
+            String counts = setting("AVRO_SINK_FAILPOINT_COUNTS");
             if (counts != null && !counts.isEmpty()) {
               try {
                 Files.write(Paths.get(counts, name + ".paused"),
@@ -515,7 +522,7 @@ public final class TransactionalSliceWriter implements Serializable {
                 // the test waits for the file: it then sees nothing paused
               }
             }
-            String pause = System.getenv("AVRO_SINK_FAILPOINT_PAUSE");
+            String pause = setting("AVRO_SINK_FAILPOINT_PAUSE");
             sleep((long) (1000 * Double.parseDouble(pause == null || pause.isEmpty() ? "3" : pause)));
             break;
           }
@@ -523,7 +530,7 @@ public final class TransactionalSliceWriter implements Serializable {
             kill(ProcessHandle.current().pid());
             break;
           case "kill-driver": {
-            String driver = System.getenv("AVRO_SINK_FAILPOINT_DRIVER");
+            String driver = setting("AVRO_SINK_FAILPOINT_DRIVER");
             kill(driver == null || driver.isEmpty() ? ProcessHandle.current().pid() : Long.parseLong(driver));
             break;
           }
@@ -535,8 +542,15 @@ public final class TransactionalSliceWriter implements Serializable {
       }
     }
 
+    /** A variable of the environment, else the Java system property of that name (a running JVM's
+     * environment is fixed: a test sets the property in a local session's JVM). */
+    private static String setting(String name) {
+      String value = System.getenv(name);
+      return value != null && !value.isEmpty() ? value : System.getProperty(name);
+    }
+
     private static int count(String name) {
-      String counts = System.getenv("AVRO_SINK_FAILPOINT_COUNTS");
+      String counts = setting("AVRO_SINK_FAILPOINT_COUNTS");
       if (counts != null && !counts.isEmpty()) {
         File file = new File(counts, name);
         try (FileOutputStream out = new FileOutputStream(file, true)) {
