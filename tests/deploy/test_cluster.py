@@ -125,10 +125,11 @@ def test_spark_submit_to_a_standalone_cluster_gives_the_local_output(spark, tmp_
     assert _records(tmp_path / "cluster-out") == _records(tmp_path / "local-out")  # same bytes, same schema ids
     # the same rows, read_committed, once each: (partition, key body, value body) per table (other subjects,
     # so other schema ids)
-    bodies = {topic.split("_", 1)[1]: sorted((p, k[5:], v[5:] if v else v) for p, k, v, _ in rows)
-              for topic, rows in _kafka_records(bootstrap, prefix).items()}
-    assert bodies == {topic: sorted((p, k[5:], v[5:] if v else v) for p, k, v, _ in rows)
-                      for topic, rows in _records(tmp_path / "local-out").items()}
+    def bodies(records: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+        return {topic.removeprefix(prefix + "_"): sorted(((p, k[5:], v and v[5:]) for p, k, v, _ in rows), key=repr)
+                for topic, rows in records.items()}
+
+    assert bodies(_kafka_records(bootstrap, prefix)) == bodies(_records(tmp_path / "local-out"))
 
     with urllib.request.urlopen(f"{cluster.ui}/json/", timeout=10) as answer:
         state = json.load(answer)
