@@ -36,13 +36,16 @@ import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The exactly-once slice writer of avro-registry-sink in the executors' JVM, with the Kafka client Spark's own
@@ -73,22 +76,36 @@ public final class TransactionalSliceWriter implements Serializable {
   /** Rows between two passes of the {@code eos.produced} failpoint (the Python writer: an Arrow batch). */
   private static final int PRODUCED_EVERY = 10_000;
 
-  /** The records of one batch, written by slice: see the class comment. */
+  /**
+   * The records of one batch, written by slice: see the class comment. The columns are {@code topic,
+   * partition, key, value, headers, commit_ts, order_file} and an optional {@code error}, in this order; they
+   * are read as Spark's internal rows (no conversion of each row to a {@code Row}).
+   */
   public Dataset<Row> write(Dataset<Row> records, String spec) {
-    return records.mapPartitions(new Slice(spec), Encoders.row(RESULT));
+    String[] names = records.schema().fieldNames();
+    int error = -1;
+    for (int i = 0; i < names.length; i++) {
+      if (names[i].equals("error")) {
+        error = i;
+      }
+    }
+    JavaRDD<Row> results = records.queryExecution().toRdd().toJavaRDD().mapPartitions(new Slice(spec, error));
+    return records.sparkSession().createDataFrame(results, RESULT);
   }
 
-  /** The per-partition function (plain data: the spec's JSON text). */
-  static final class Slice implements MapPartitionsFunction<Row, Row> {
+  /** The per-partition function (plain data: the spec's JSON text, the error column's index or -1). */
+  static final class Slice implements FlatMapFunction<Iterator<InternalRow>, Row> {
     private static final long serialVersionUID = 1L;
     private final String specJson;
+    private final int errorField;
 
-    Slice(String specJson) {
+    Slice(String specJson, int errorField) {
       this.specJson = specJson;
+      this.errorField = errorField;
     }
 
     @Override
-    public Iterator<Row> call(Iterator<Row> rows) throws Exception {
+    public Iterator<Row> call(Iterator<InternalRow> rows) throws Exception {
       ObjectMapper json = new ObjectMapper();
       JsonNode spec = json.readTree(specJson);
       TaskContext ctx = TaskContext.get();
@@ -122,7 +139,8 @@ public final class TransactionalSliceWriter implements Serializable {
           status = "committed-before";
           token = begun.before;
         } else {
-          String[] out = writeSlice(spec, writer, batch, query, stream, timeout, begun.producer, rows);
+          String[] out =
+              writeSlice(spec, writer, batch, query, stream, timeout, begun.producer, rows, errorField);
           status = out[0];
           token = out[1];
         }
@@ -293,8 +311,8 @@ public final class TransactionalSliceWriter implements Serializable {
   /** Write the slice's rows and its token in one transaction: {status, token}. */
   @SuppressWarnings("deprecation") // fields(), as in props()
   static String[] writeSlice(JsonNode spec, int writer, long batch, String query, String stream,
-                             double timeout, KafkaProducer<byte[], byte[]> producer, Iterator<Row> rows)
-      throws IOException {
+                             double timeout, KafkaProducer<byte[], byte[]> producer, Iterator<InternalRow> rows,
+                             int errorField) throws IOException {
     long deadline = System.nanoTime() + (long) (2 * timeout * 1e9);
     JsonNode chars = spec.get("input_chars");
     Integer inputChars = chars == null || chars.isNull() ? null : chars.asInt();
@@ -306,42 +324,52 @@ public final class TransactionalSliceWriter implements Serializable {
     String refused = null;
     producer.beginTransaction();
     try {
-      Row first = null;
-      int errorField = -1;
-      String lastTopic = null;
-      TreeSet<Integer> lastParts = null;
+      // A slice's rows come in runs of one topic and one input (a data file, a source partition): the strings
+      // are made once a run, the newest commit ts kept in a local until the run ends.
+      UTF8String topicBytes = null;
+      String topic = null;
+      TreeSet<Integer> topicParts = null;
+      UTF8String orderBytes = null;
+      String input = null;
+      long runNewest = Long.MIN_VALUE;
       while (rows.hasNext()) {
-        Row row = rows.next();
-        if (first == null) {
-          first = row;
-          errorField = fieldIndex(row, "error");
-        }
+        InternalRow row = rows.next();
         if (errorField >= 0 && !row.isNullAt(errorField)) {
-          refused = row.getString(errorField);
+          refused = row.getUTF8String(errorField).toString();
           break;
         }
-        String topic = row.getString(0);
-        int partition = row.getInt(1);
-        if (!topic.equals(lastTopic)) {
-          lastTopic = topic;
-          lastParts = parts.computeIfAbsent(topic, t -> new TreeSet<>());
+        UTF8String t = row.getUTF8String(0);
+        UTF8String order = row.isNullAt(6) ? UTF8String.EMPTY_UTF8 : row.getUTF8String(6);
+        if (!t.equals(topicBytes) || !order.equals(orderBytes)) {
+          if (topic != null) {
+            merge(newest, topic, input, runNewest);
+          }
+          if (!t.equals(topicBytes)) {
+            topicBytes = t.clone(); // (the row's bytes may be reused by the next row)
+            topic = t.toString();
+            topicParts = parts.computeIfAbsent(topic, x -> new TreeSet<>());
+          }
+          orderBytes = order.clone();
+          input = input(order.toString(), inputChars);
+          runNewest = Long.MIN_VALUE;
         }
-        lastParts.add(partition);
+        int partition = row.getInt(1);
+        topicParts.add(partition);
         long ts = row.isNullAt(5) ? 0L : row.getLong(5);
-        String input = input(row.isNullAt(6) ? "" : row.getString(6), inputChars);
-        TreeMap<String, Long> byInput = newest.computeIfAbsent(topic, t -> new TreeMap<>());
-        Long had = byInput.get(input);
-        if (had == null || had < ts) {
-          byInput.put(input, ts);
+        if (ts > runNewest) {
+          runNewest = ts;
         }
         producer.send(
-            new ProducerRecord<>(topic, partition, null, (byte[]) row.get(2), (byte[]) row.get(3),
-                headers(row)),
+            new ProducerRecord<>(topic, partition, null, row.isNullAt(2) ? null : row.getBinary(2),
+                row.isNullAt(3) ? null : row.getBinary(3), headers(row)),
             failure);
         count++;
         if (count % PRODUCED_EVERY == 0) {
           Failpoints.pass("eos.produced");
         }
+      }
+      if (topic != null) {
+        merge(newest, topic, input, runNewest);
       }
       if (refused == null && count % PRODUCED_EVERY != 0) {
         Failpoints.pass("eos.produced");
@@ -422,27 +450,24 @@ public final class TransactionalSliceWriter implements Serializable {
     }
   }
 
-  static int fieldIndex(Row row, String name) {
-    StructType schema = row.schema();
-    if (schema == null) {
-      return -1;
+  static void merge(TreeMap<String, TreeMap<String, Long>> newest, String topic, String input, long ts) {
+    TreeMap<String, Long> byInput = newest.computeIfAbsent(topic, t -> new TreeMap<>());
+    Long had = byInput.get(input);
+    if (had == null || had < ts) {
+      byInput.put(input, ts);
     }
-    for (int i = 0; i < schema.fields().length; i++) {
-      if (schema.fields()[i].name().equals(name)) {
-        return i;
-      }
-    }
-    return -1;
   }
 
-  static Iterable<Header> headers(Row row) {
+  static Iterable<Header> headers(InternalRow row) {
     if (row.isNullAt(4)) {
       return null;
     }
-    List<Row> list = row.getList(4);
-    List<Header> out = new ArrayList<>(list.size());
-    for (Row h : list) {
-      out.add(new RecordHeader(h.getString(0), h.isNullAt(1) ? null : (byte[]) h.get(1)));
+    ArrayData list = row.getArray(4);
+    int n = list.numElements();
+    List<Header> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      InternalRow h = list.getStruct(i, 2);
+      out.add(new RecordHeader(h.getUTF8String(0).toString(), h.isNullAt(1) ? null : h.getBinary(1)));
     }
     return out;
   }
