@@ -4,47 +4,120 @@ The data flows one way: table definition (:mod:`.table`, :mod:`.tabledef`) -> ty
 (:mod:`.typemap`) -> schemas (:mod:`.schema`) -> registry (:mod:`.registry`) -> schema manager
 (:mod:`.manager`) -> encoders (:mod:`.encoder`, :mod:`.columnar`) -> Spark stage (:mod:`.spark.stage`)
 -> job and CLI (:mod:`.spark.job`, :mod:`.cli`).
+
+The names below are imported on first use (PEP 562): importing one module of the package (as Spark's Python
+workers do, for a data source or an encode stage) costs only what that module needs, not the whole API.
 """
 
-from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.columnar import ColumnarEncoder
-from avro_registry_sink.config import (
-    BigintUnsignedMode,
-    DecimalMode,
-    DispatchRule,
-    EncodingOptions,
-    PartitionStrategy,
-    RegistryConfig,
-    SinkConfig,
-    SubjectNaming,
-    load_config,
-    parse_sink_uri,
-)
-from avro_registry_sink.encoder import EncodingPlan, RowEncoder, frame, unframe
-from avro_registry_sink.errors import (
-    AvroSinkError,
-    CheckpointError,
-    ConfigError,
-    EncodingError,
-    IncompatibleSchema,
-    NoHandleKey,
-    RegistryError,
-    RegistryFileError,
-    RegistryUnavailable,
-    RoutingError,
-    SourceError,
-    StateError,
-    TableDefinitionError,
-    UnsupportedColumnType,
-)
-from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager, TablePlan
-from avro_registry_sink.model import Op
-from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.routing import Route, TopicRouter, subject_for
-from avro_registry_sink.schema.builder import TableSchemas, derive_key_schema, derive_schemas, derive_value_schema
-from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
-from avro_registry_sink.tabledef import parse_ddl
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from avro_registry_sink.changes import ChangeEvent
+    from avro_registry_sink.columnar import ColumnarEncoder
+    from avro_registry_sink.config import (
+        BigintUnsignedMode,
+        DecimalMode,
+        DispatchRule,
+        EncodingOptions,
+        PartitionStrategy,
+        RegistryConfig,
+        SinkConfig,
+        SubjectNaming,
+        load_config,
+        parse_sink_uri,
+    )
+    from avro_registry_sink.encoder import EncodingPlan, RowEncoder, frame, unframe
+    from avro_registry_sink.errors import (
+        AvroSinkError,
+        CheckpointError,
+        ConfigError,
+        EncodingError,
+        IncompatibleSchema,
+        NoHandleKey,
+        RegistryError,
+        RegistryFileError,
+        RegistryUnavailable,
+        RoutingError,
+        SourceError,
+        StateError,
+        TableDefinitionError,
+        UnsupportedColumnType,
+    )
+    from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager, TablePlan
+    from avro_registry_sink.model import Op
+    from avro_registry_sink.registry.client import RegistryClient
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+    from avro_registry_sink.routing import Route, TopicRouter, subject_for
+    from avro_registry_sink.schema.builder import TableSchemas, derive_key_schema, derive_schemas, derive_value_schema
+    from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+    from avro_registry_sink.tabledef import parse_ddl
+
+_EXPORTS = {
+    "AvroSinkError": "avro_registry_sink.errors",
+    "BigintUnsignedMode": "avro_registry_sink.config",
+    "ChangeEvent": "avro_registry_sink.changes",
+    "CheckpointError": "avro_registry_sink.errors",
+    "ColumnDef": "avro_registry_sink.table",
+    "ColumnarEncoder": "avro_registry_sink.columnar",
+    "ConfigError": "avro_registry_sink.errors",
+    "DecimalMode": "avro_registry_sink.config",
+    "DispatchRule": "avro_registry_sink.config",
+    "EmbeddedRegistry": "avro_registry_sink.registry.embedded",
+    "EncodingError": "avro_registry_sink.errors",
+    "EncodingOptions": "avro_registry_sink.config",
+    "EncodingPlan": "avro_registry_sink.encoder",
+    "IncompatibleSchema": "avro_registry_sink.errors",
+    "MySQLType": "avro_registry_sink.table",
+    "NoHandleKey": "avro_registry_sink.errors",
+    "Op": "avro_registry_sink.model",
+    "PartitionStrategy": "avro_registry_sink.config",
+    "RegistryClient": "avro_registry_sink.registry.client",
+    "RegistryConfig": "avro_registry_sink.config",
+    "RegistryError": "avro_registry_sink.errors",
+    "RegistryFileError": "avro_registry_sink.errors",
+    "RegistryUnavailable": "avro_registry_sink.errors",
+    "Route": "avro_registry_sink.routing",
+    "RoutingError": "avro_registry_sink.errors",
+    "RowEncoder": "avro_registry_sink.encoder",
+    "SchemaEvolutionError": "avro_registry_sink.manager",
+    "SchemaManager": "avro_registry_sink.manager",
+    "SinkConfig": "avro_registry_sink.config",
+    "SourceError": "avro_registry_sink.errors",
+    "StateError": "avro_registry_sink.errors",
+    "SubjectNaming": "avro_registry_sink.config",
+    "TableDef": "avro_registry_sink.table",
+    "TableDefinitionError": "avro_registry_sink.errors",
+    "TablePlan": "avro_registry_sink.manager",
+    "TableSchemas": "avro_registry_sink.schema.builder",
+    "TopicRouter": "avro_registry_sink.routing",
+    "UnsupportedColumnType": "avro_registry_sink.errors",
+    "derive_key_schema": "avro_registry_sink.schema.builder",
+    "derive_schemas": "avro_registry_sink.schema.builder",
+    "derive_value_schema": "avro_registry_sink.schema.builder",
+    "frame": "avro_registry_sink.encoder",
+    "load_config": "avro_registry_sink.config",
+    "parse_ddl": "avro_registry_sink.tabledef",
+    "parse_sink_uri": "avro_registry_sink.config",
+    "subject_for": "avro_registry_sink.routing",
+    "unframe": "avro_registry_sink.encoder",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'avro_registry_sink' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 __version__ = "0.1.0"
 

@@ -103,13 +103,15 @@ def _consume(address: str, opts, topics: list[str], expected: int, registry_url:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("kind", "producer"), [
-    ("tls", "spark"),
-    ("tls-encrypted-key", "confluent"),
-    ("sasl-scram-sha-256", "confluent"),
-    ("sasl-scram-sha-512", "spark"),
+@pytest.mark.parametrize(("kind", "producer", "delivery"), [
+    ("tls", "spark", "at-least-once"),
+    ("tls-encrypted-key", "confluent", "at-least-once"),
+    ("sasl-scram-sha-256", "confluent", "at-least-once"),
+    ("sasl-scram-sha-512", "spark", "at-least-once"),
+    ("tls", "spark", "exactly-once"),  # the JVM slice writer, with the Java client's TLS settings
+    ("sasl-scram-sha-256", "spark", "exactly-once"),
 ])
-def test_job_reads_and_writes_through_secure_listener(spark, listeners, tmp_path, kind, producer):
+def test_job_reads_and_writes_through_secure_listener(spark, listeners, tmp_path, kind, producer, delivery):
     from confluent_kafka import Producer
 
     address, query = ticdc_params(listeners, kind)
@@ -127,6 +129,7 @@ def test_job_reads_and_writes_through_secure_listener(spark, listeners, tmp_path
     url = registry.start()
     try:
         sink = parse_sink_uri(f"kafka://{address}/?protocol=avro&partition-num=3&schema-registry={url}&{query}")
+        sink = sink.model_copy(update={"delivery": delivery, "control_topic": f"{prefix}-commits"})
         result = run_job(spark, JobOptions(
             source=parse_source(f"canal-json+kafka://{address}/{source_topic}?{query}"),
             checkpoint=tmp_path / "checkpoint", sink=sink, topic_rule=prefix + "_{schema}_{table}",
@@ -134,7 +137,8 @@ def test_job_reads_and_writes_through_secure_listener(spark, listeners, tmp_path
         ))
         total = len(manifest.all_events)
         assert result.totals.rows == total and not result.bad_input
-        assert ("Spark Kafka sink" if producer == "spark" else "confluent-kafka producer") in result.sink
+        assert {("spark", "at-least-once"): "Spark Kafka sink", ("confluent", "at-least-once"): "confluent-kafka producer",
+                ("spark", "exactly-once"): "executors' JVM, exactly once"}[producer, delivery] in result.sink
         topics = [f"{prefix}_{name.replace('.', '_')}" for name in TABLES]
         records = _consume(address, opts, topics, total, registry_url=url)
         assert len(records) == total
