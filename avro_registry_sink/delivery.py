@@ -17,8 +17,9 @@ become visible together, to ``read_committed`` consumers, or not at all. Then:
 * **Zombies are fenced.** A writer's ``transactional.id`` is ``avro-registry-sink-<query>-<stream><n>``
   (``n``: the Spark partition of the write, the same across task attempts and reruns), so a retried task's
   ``init_transactions`` aborts what the failed attempt left open, and fences an attempt still running in a
-  dead driver's Python worker. Every task attempt checks, after ``init_transactions``, whether an earlier
-  attempt committed its slice (its token after the batch's start) and then writes nothing.
+  dead driver's Python worker. A task attempt checks, after ``init_transactions``, whether an earlier
+  attempt committed its slice (its token after the batch's start) and then writes nothing (the Python writer
+  in every attempt; the JVM writer in a retried task or stage, which Spark's ``TaskContext`` tells it).
 * **Nothing lingers.** At start the driver initialises every writer id the query has used (recorded in the
   checkpoint's ``delivery.json``), which aborts the transactions a killed run left open at once: the
   partitions' last stable offset never waits for ``transaction.timeout.ms`` (the stall that Flink's
