@@ -75,8 +75,10 @@ def _kafka_records(bootstrap: str, prefix: str) -> dict[str, list[tuple]]:
 def test_spark_submit_to_a_standalone_cluster_gives_the_local_output(spark, tmp_path):
     cluster = ensure_spark_cluster()
     worker_python = os.environ.get("SPARK_CLUSTER_PYTHON", "/usr/bin/python3")
-    lacks = subprocess.run([worker_python, "-c", "import avro_registry_sink"], capture_output=True, text=True)
-    assert lacks.returncode != 0 and "No module named" in lacks.stderr  # the executors' own Python
+    for module in ("avro_registry_sink", "pyarrow"):  # the executors' own Python (away from this checkout)
+        lacks = subprocess.run([worker_python, "-c", f"import {module}"], capture_output=True, text=True,
+                               cwd=tmp_path)
+        assert lacks.returncode != 0 and "No module named" in lacks.stderr, module
 
     built = subprocess.run([CLI, "package", "--out", str(tmp_path / "dist")], capture_output=True, text=True,
                            timeout=1200)
