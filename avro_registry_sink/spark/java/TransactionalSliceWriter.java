@@ -122,7 +122,13 @@ public final class TransactionalSliceWriter implements Serializable {
       boolean retried = ctx != null && (ctx.attemptNumber() > 0 || ctx.stageAttemptNumber() > 0);
       CompletableFuture<Start> start =
           CompletableFuture.supplyAsync(() -> start(spec, writer, tid, batch, retried));
-      boolean any = rows.hasNext();
+      boolean any;
+      try {
+        any = rows.hasNext();
+      } catch (RuntimeException exc) { // the task's input failed: its producer must not outlive the task
+        start.thenAccept(s -> s.producer.close(Duration.ZERO));
+        throw exc;
+      }
       Start begun;
       try {
         begun = start.get();
