@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ SOURCE = Path(__file__).with_name("java") / "TransactionalSliceWriter.java"
 CLASS = "avro_registry_sink.TransactionalSliceWriter"
 _KAFKA_CLIENT_CLASS = "org.apache.kafka.clients.producer.KafkaProducer"
 _LOCK = threading.Lock()
-_LOADED: dict[int, Any] = {}  # id of the session's JVM context -> the writer object
+_LOADED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # SparkContext -> the writer object
 
 
 class JvmWriterUnavailable(RuntimeError):
@@ -123,7 +124,7 @@ def _zip(classes: Path, jar: Path) -> None:
 def load(spark: SparkSession) -> Any:
     """The writer object in the session's JVM (built and added with ``ADD JAR`` on first use); raises
     :class:`JvmWriterUnavailable` with the reason when it cannot be."""
-    key = id(spark.sparkContext._jsc)  # type: ignore[attr-defined]
+    key = spark.sparkContext  # (a later context, after this one stops, loads its own)
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]

@@ -190,16 +190,7 @@ public final class TransactionalSliceWriter implements Serializable {
     conf.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(conf);
     try {
-      while (true) {
-        try {
-          producer.initTransactions();
-          break;
-        } catch (RetriableException exc) {
-          if (System.nanoTime() > deadline) {
-            throw exc;
-          }
-        }
-      }
+      retrying(producer::initTransactions, deadline);
     } catch (KafkaException exc) {
       producer.close(Duration.ZERO);
       throw new IllegalStateException(
@@ -418,16 +409,7 @@ public final class TransactionalSliceWriter implements Serializable {
           (query + "/" + stream + writer).getBytes(StandardCharsets.UTF_8),
           text.getBytes(StandardCharsets.UTF_8)), failure);
       Failpoints.pass("eos.before-commit");
-      while (true) {
-        try {
-          producer.commitTransaction();
-          break;
-        } catch (RetriableException exc) {
-          if (System.nanoTime() > deadline) {
-            throw exc;
-          }
-        }
-      }
+      retrying(producer::commitTransaction, deadline);
       Failpoints.pass("eos.after-commit");
       return new String[] {"committed", text};
     } catch (KafkaException exc) {
@@ -487,6 +469,20 @@ public final class TransactionalSliceWriter implements Serializable {
       return "";
     }
     return orderFile.length() <= inputChars ? orderFile : orderFile.substring(0, inputChars);
+  }
+
+  /** {@code call} again while the Kafka client calls its error retriable (a timeout, a moving coordinator). */
+  static void retrying(Runnable call, long deadline) {
+    while (true) {
+      try {
+        call.run();
+        return;
+      } catch (RetriableException exc) {
+        if (System.nanoTime() > deadline) {
+          throw exc;
+        }
+      }
+    }
   }
 
   static void sleep(long ms) {
