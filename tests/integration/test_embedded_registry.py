@@ -641,3 +641,48 @@ def test_concurrent_registrations_get_consistent_ids(embedded):
         versions = sr.versions(f"subject-{k}").json()
         assert versions == list(range(1, len(versions) + 1))
         assert len(versions) == len(schemas)  # every schema reached every subject exactly once
+
+
+# -- stopping ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client_open", [False, True], ids=["idle", "keep-alive-open"])
+def test_stop_ends_the_server_frees_the_port_and_closes_the_store(tmp_path, client_open):
+    """stop() wakes the server's loop at once; with a client's connection still open it goes through uvicorn's
+    own shutdown, which closes that connection. Either way the thread ends, the port is free and the SQLite file
+    is closed (a new registry on it sees what was written)."""
+    import socket
+
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+
+    data = str(tmp_path / "registry.db")
+    registry = EmbeddedRegistry(data)
+    url = registry.start()
+    thread = registry._thread
+    port = int(url.rsplit(":", 1)[1])
+    client = httpx.Client(base_url=url)
+    assert client.post("/subjects/s-value/versions", json={"schema": '"string"'}).json()["id"] == 1
+    if not client_open:
+        client.close()
+    registry.stop()
+    assert thread is not None and not thread.is_alive()
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+    if client_open:
+        with pytest.raises(httpx.TransportError):  # its connection was closed by the server, not left hanging
+            client.get("/subjects")
+        client.close()
+    registry.stop()  # twice is fine
+    with EmbeddedRegistry(data) as again, httpx.Client(base_url=again.url) as second:
+        assert second.get("/subjects").json() == ["s-value"]
+
+
+def test_stop_right_after_start():
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+
+    for _ in range(3):
+        registry = EmbeddedRegistry()
+        registry.start()
+        thread = registry._thread
+        registry.stop()
+        assert thread is not None and not thread.is_alive()
