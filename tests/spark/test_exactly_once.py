@@ -270,30 +270,28 @@ class Faults:
         self.kills = 0  # kill -9 injections that fired
         self.log: list[str] = []
         self._saved = {k: os.environ.get(k) for k in (ENV, COUNTS_ENV)}
-        os.environ[ENV] = f"@{self.spec_file}"
-        os.environ[COUNTS_ENV] = str(self.counts)
-        environment = spark.sparkContext.environment  # what the Python workers of new stages get
-        environment[ENV] = f"@{self.spec_file}"
-        environment[COUNTS_ENV] = str(self.counts)
-        self.set_jvm(ENV, f"@{self.spec_file}")  # the JVM slice writer's (the session's JVM keeps its environment)
-        self.set_jvm(COUNTS_ENV, str(self.counts))
+        self.setenv(ENV, f"@{self.spec_file}")
+        self.setenv(COUNTS_ENV, str(self.counts))
 
-    def set_jvm(self, name: str, value: str | None) -> None:
+    def setenv(self, name: str, value: str | None) -> None:
+        """``name`` for this process, for the Python workers of new stages, and for the JVM slice writer (a Java
+        system property: the session's JVM keeps the environment it started with); ``None`` unsets it in all three."""
+        environment = self.spark.sparkContext.environment
         system = self.spark.sparkContext._jvm.java.lang.System
         if value is None:
+            os.environ.pop(name, None)
+            environment.pop(name, None)
             system.clearProperty(name)
         else:
+            os.environ[name] = environment[name] = value
             system.setProperty(name, value)
 
     def close(self) -> None:
         self.spec_file.write_text("")
         for key, value in self._saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
+            self.setenv(key, None)
+            if value is not None:
                 os.environ[key] = value
-            self.spark.sparkContext.environment.pop(key, None)
-            self.set_jvm(key, None)
 
     def arm(self, spec: str) -> None:
         shutil.rmtree(self.counts, ignore_errors=True)
@@ -584,15 +582,11 @@ def test_a_broker_restart_while_producing(spark, own_broker, registry_url, fault
 
     watcher = threading.Thread(target=restart_when_paused, daemon=True)
     watcher.start()
-    os.environ[PAUSE_ENV] = "1"
-    scenario.spark.sparkContext.environment[PAUSE_ENV] = "1"
-    faults.set_jvm(PAUSE_ENV, "1")
+    faults.setenv(PAUSE_ENV, "1")
     try:
         outcome = scenario.here("eos.produced=pause@1")
     finally:
-        os.environ.pop(PAUSE_ENV, None)
-        scenario.spark.sparkContext.environment.pop(PAUSE_ENV, None)
-        faults.set_jvm(PAUSE_ENV, None)
+        faults.setenv(PAUSE_ENV, None)
     watcher.join(300)
     assert restarted and restarted[0].returncode == 0, (outcome, restarted and restarted[0].stderr[-2000:])
     source.add_wave()

@@ -10,6 +10,22 @@ def test_all_is_sorted_and_importable():
         assert getattr(avro_registry_sink, name) is not None
 
 
+def test_the_lazy_names_are_the_public_names():
+    # the three lists of the package's top level (TYPE_CHECKING imports, __all__, the lazy table) must agree;
+    # each name comes from the module the table gives
+    import ast
+    import importlib
+    from pathlib import Path
+
+    tree = ast.parse(Path(avro_registry_sink.__file__).read_text(encoding="utf-8"))
+    checked = {alias.name: node.module for block in tree.body if isinstance(block, ast.If)
+               for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert checked == avro_registry_sink._EXPORTS
+    assert sorted(avro_registry_sink._EXPORTS) == avro_registry_sink.__all__
+    for name, module in avro_registry_sink._EXPORTS.items():
+        assert getattr(avro_registry_sink, name) is getattr(importlib.import_module(module), name)
+
+
 def test_errors_pickle_with_their_context():
     err = errors.IncompatibleSchema("Subject 'x-value' refused", status_code=409, error_code=40901, subject="x-value", schema_id=3)
     back = pickle.loads(pickle.dumps(err))
