@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
+from avro_registry_sink.kafka_client import client_conf, kafka_logger, refresh
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions
 from avro_registry_sink.model import is_misconfiguration
 from avro_registry_sink.redact import redact_text, secret_values
@@ -717,17 +717,18 @@ class TransactionalWriter:
 
     # -- start ---------------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, admin: Any = None) -> None:
         """Once per run, before the first batch: the query id, the control topic (created compacted when
         missing), every writer id the query used initialised (their open transactions aborted), the
-        committed tokens and the newest resolved record read."""
+        committed tokens and the newest resolved record read. ``admin``: an ``AdminClient`` of the cluster
+        to use (else one is made)."""
         with self._lock:
             if self._started:
                 return
             state = self._load_state()
             self.query = str(state["query"])
             self._writers = {s: int(n) for s, n in state.get("writers", {}).items()}
-            self._ensure_topic()
+            self._ensure_topic(admin)
             self._resolved_producer()
             self._abort(self._writers)
             failpoint("eos.after-abort")
@@ -767,11 +768,11 @@ class TransactionalWriter:
         if self.store is not None:
             self.store.write_text(STATE_FILE, json.dumps({"query": self.query, "writers": self._writers}))
 
-    def _ensure_topic(self) -> None:
+    def _ensure_topic(self, admin: Any = None) -> None:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
-        admin, metadata = connect(self.brokers, self.kafka)
+        admin, metadata = refresh(admin, self.brokers, self.kafka)
         if self.control_topic in metadata.topics:
             return
         config = {"cleanup.policy": "compact", "segment.ms": "3600000", "min.cleanable.dirty.ratio": "0.1"}

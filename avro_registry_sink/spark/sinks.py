@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError, ConfigError
-from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger
+from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger, refresh
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
 from avro_registry_sink.model import KAFKA_COLUMNS
 from avro_registry_sink.redact import redact_text, secret_values
@@ -494,6 +494,7 @@ class KafkaSink:
         # sink creates get room for the record batch framing and headers on top.
         self.max_request = (max_message_bytes + _FRAMING_ROOM) if max_message_bytes else None
         self.description = f"kafka://{self.brokers} ({'Spark Kafka sink' if producer == 'spark' else 'confluent-kafka producer'})"
+        self._admin: Any = None  # the driver's AdminClient, made by the first connect and kept for the run
         self.transactions: TransactionalWriter | None = None
         if delivery == "exactly-once":
             from avro_registry_sink.delivery import TransactionalWriter
@@ -521,7 +522,8 @@ class KafkaSink:
 
         if not topics:
             return {}
-        admin, metadata = connect(self.brokers, self.kafka)
+        admin, metadata = refresh(self._admin, self.brokers, self.kafka)
+        self._admin = admin
         missing = [t for t in topics if t not in metadata.topics]
         if missing and not self.kafka.auto_create_topic:
             raise KafkaSinkError(f"`auto-create-topic` is false, and {missing[0]} not found on {self.brokers} "
@@ -560,9 +562,9 @@ class KafkaSink:
         """Connect once (before any batch): wrong credentials or an untrusted CA fail here, within seconds.
         Exactly once: then the transactions a stopped run left open are aborted and the commit tokens read
         (:meth:`~avro_registry_sink.delivery.TransactionalWriter.start`)."""
-        connect(self.brokers, self.kafka)
+        self._admin, _ = connect(self.brokers, self.kafka)
         if self.transactions is not None:
-            self.transactions.start()
+            self.transactions.start(admin=self._admin)
 
     @property
     def exactly_once(self) -> bool:

@@ -598,6 +598,15 @@ def test_tls_ca_bundle_builds_a_context():
     assert _tls_of(RegistryConfig(urls=("https://h",), verify=False)) is False
 
 
+def test_plain_http_registries_build_no_tls_context():
+    assert _tls_of(RegistryConfig(urls=("http://a:8081", "HTTP://b:8081"))) is False
+    assert _tls_of(RegistryConfig(urls=("http://a:8081", "https://b:8081"))) is True  # one TLS URL: verified
+    with RegistryClient(RegistryConfig(urls=("http://a:8081",))) as client:  # no CA bundle read (35-40 ms)
+        assert client._http._transport._pool._ssl_context.cert_store_stats()["x509_ca"] == 0
+    with RegistryClient(RegistryConfig(urls=("https://a:8081",))) as client:
+        assert client._http._transport._pool._ssl_context.cert_store_stats()["x509_ca"] > 0
+
+
 def test_tls_bad_paths_are_config_errors(tmp_path):
     with pytest.raises(errors.ConfigError, match="CA bundle"):
         _tls_of(RegistryConfig(urls=("https://h",), ca_bundle=str(tmp_path / "missing.pem")))

@@ -149,6 +149,13 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self.ready = threading.Event()  # set when startup has ended, started or not
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:
+            self.ready.set()
 
     async def main_loop(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
@@ -243,7 +250,7 @@ class EmbeddedRegistry:
             while not self._server.started:
                 if not self._thread.is_alive() or time.monotonic() > deadline:
                     raise RuntimeError(f"the embedded registry did not start on {self.host}:{port}")
-                time.sleep(0.01)
+                self._server.ready.wait(0.01)
         except BaseException:
             self.stop()
             raise
