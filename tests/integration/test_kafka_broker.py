@@ -181,3 +181,28 @@ def test_auto_created_topic_has_three_partitions(bootstrap: str, admin: AdminCli
     producer.produce(topic, key=b"k", value=b"v")
     assert producer.flush(60) == 0
     assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == PARTITIONS
+
+
+def test_the_kafka_sink_makes_one_admin_client_a_run(bootstrap: str, monkeypatch) -> None:
+    """check(), the exactly-once start (control topic) and each batch's topics share the first connect's client."""
+    from avro_registry_sink import kafka_client
+    from avro_registry_sink.spark import sinks
+
+    made: list[object] = []
+    real = kafka_client.connect
+
+    def counted(*args: object, **kwargs: object) -> tuple[object, object]:
+        made.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kafka_client, "connect", counted)  # refresh()'s
+    monkeypatch.setattr(sinks, "connect", counted)
+    run = uuid.uuid4().hex[:8]
+    sink = sinks.KafkaSink([bootstrap], producer="confluent", delivery="exactly-once", control_topic=f"ctl-{run}")
+    try:
+        sink.check()
+        for batch in range(3):
+            assert sink.prepare({f"one-admin-{run}-{batch}": 2}) == {f"one-admin-{run}-{batch}": 2}
+    finally:
+        sink.close()
+    assert len(made) == 1
