@@ -11,8 +11,8 @@ compiled. The query waits for it before its first batch.
 ``pyspark`` and ``py4j`` packages put first on the path: a directory holding a link to each (nothing else
 of the driver's environment moves ahead of ``PYTHONPATH``), and a ``sh`` launcher that adds it and runs the
 interpreter. The planning process then imports the very pyspark the driver runs. Both are written once
-per interpreter and package location, under ``AVRO_SINK_CACHE_DIR`` (default
-``~/.cache/avro-registry-sink``), in ``python/``. Where that cannot help or cannot work (the driver's
+per interpreter and package location, in ``python/`` of the product's cache directory
+(:func:`~avro_registry_sink.spark.packages.cache_root`). Where that cannot help or cannot work (the driver's
 pyspark itself comes from a zip, a system without ``sh``, a cache that cannot be written or executed) the
 driver's interpreter is used as it is.
 """
@@ -27,19 +27,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["cache_root", "driver_python"]
+from avro_registry_sink.spark.packages import cache_root
+
+__all__ = ["driver_python"]
 
 log = logging.getLogger(__name__)
 
 _LAUNCHER = "python"
 _PATH_DIR = "path"
-
-
-def cache_root() -> Path:
-    """The product's cache directory: ``AVRO_SINK_CACHE_DIR``, else ``$XDG_CACHE_HOME/avro-registry-sink``."""
-    if os.environ.get("AVRO_SINK_CACHE_DIR"):
-        return Path(os.environ["AVRO_SINK_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "avro-registry-sink"
 
 
 def _package_dirs() -> dict[str, Path] | None:

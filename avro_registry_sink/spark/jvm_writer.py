@@ -9,7 +9,7 @@ write the same records, tokens and transactional ids.
 
 The class ships as source: it is compiled on the driver with the JDK's ``javac`` against the running Spark's
 jars and the connector's Kafka client, once per source, Spark and client (cached under
-``~/.cache/avro-registry-sink/jars``, ``AVRO_SINK_JAR_DIR``), and added to the session with ``ADD JAR``, which
+``jars/`` in the product's cache directory, ``AVRO_SINK_JAR_DIR``), and added to the session with ``ADD JAR``, which
 ships it to the executors. A Java runtime without ``javac`` keeps the Python writer.
 """
 
@@ -51,8 +51,9 @@ def jar_dir() -> Path:
     """Where compiled jars are kept."""
     if os.environ.get("AVRO_SINK_JAR_DIR"):
         return Path(os.environ["AVRO_SINK_JAR_DIR"])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "avro-registry-sink" / "jars"
+    from avro_registry_sink.spark.packages import cache_root
+
+    return cache_root() / "jars"
 
 
 def _javac(spark: SparkSession) -> str:

@@ -11,7 +11,9 @@ import py4j
 import pyspark
 import pytest
 
-from avro_registry_sink.spark.driver_python import cache_root, driver_python
+from avro_registry_sink.spark.driver_python import driver_python
+from avro_registry_sink.spark.jvm_writer import jar_dir
+from avro_registry_sink.spark.packages import cache_root, ivy_dir
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher is a sh script")
 
@@ -80,5 +82,10 @@ def test_the_cache_root_follows_the_settings(monkeypatch, tmp_path):
     monkeypatch.delenv("AVRO_SINK_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_root() == tmp_path / "xdg" / "avro-registry-sink"
+    monkeypatch.delenv("AVRO_SINK_IVY_DIR", raising=False)
+    monkeypatch.delenv("AVRO_SINK_JAR_DIR", raising=False)
     monkeypatch.setenv("AVRO_SINK_CACHE_DIR", str(tmp_path / "own"))
     assert cache_root() == tmp_path / "own"
+    assert (ivy_dir(), jar_dir()) == (str(tmp_path / "own" / "ivy"), tmp_path / "own" / "jars")
+    monkeypatch.setenv("AVRO_SINK_IVY_DIR", str(tmp_path / "ivy"))  # a directory of its own still wins
+    assert ivy_dir() == str(tmp_path / "ivy")
