@@ -366,4 +366,10 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
         spark = builder.getOrCreate()
     if not verbose():
         spark.sparkContext.setLogLevel("ERROR")
+    if master_of(spark).startswith("local") and spark.sparkContext.pythonExec == sys.executable:
+        # local workers run on this machine with the driver's interpreter: start them with its compiled pyspark
+        # rather than Spark's zip (see spark.driver_python)
+        from avro_registry_sink.spark.driver_python import driver_python
+
+        spark.sparkContext.pythonExec = driver_python()
     return spark

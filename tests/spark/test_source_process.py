@@ -1,8 +1,9 @@
-"""The storage source's planning process runs with the driver's own pyspark first on its path.
+"""The storage source's planning process, and a local session's Python workers, run with the driver's own
+pyspark first on their path.
 
-Spark starts that process for each query with its ``pyspark.zip`` first on ``PYTHONPATH``, which Python
-compiles from source on every start; :mod:`avro_registry_sink.spark.driver_python` gives the source a launcher
-that puts the driver's installed (compiled) pyspark ahead of it. This checks the process Spark really started.
+Spark starts those processes with its ``pyspark.zip`` first on ``PYTHONPATH``, which Python compiles from
+source on every start; :mod:`avro_registry_sink.spark.driver_python` gives them a launcher that puts the driver's
+installed (compiled) pyspark ahead of it. This checks the processes Spark really started.
 """
 
 from __future__ import annotations
@@ -56,3 +57,29 @@ def test_the_source_process_imports_the_drivers_pyspark_first(spark, tmp_path, m
     first, *rest = ours[0]["PYTHONPATH"].split(os.pathsep)
     assert sorted(p.name for p in Path(first).iterdir()) == ["py4j", "pyspark"]
     assert any(p.endswith("pyspark.zip") for p in rest)  # Spark's zip is still there, behind the driver's pyspark
+
+
+def test_a_local_sessions_workers_import_the_drivers_pyspark(spark):
+    import sys
+
+    import pyarrow as pa
+
+    from avro_registry_sink.spark.session import master_of
+
+    if not master_of(spark).startswith("local") or os.environ.get("PYSPARK_PYTHON", sys.executable) != sys.executable:
+        pytest.skip("the workers run another interpreter than the driver's")
+
+    def where(batches):
+        import pyspark
+
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"file": [pyspark.__file__] * batch.num_rows,
+                                              "path": [os.environ.get("PYTHONPATH", "")] * batch.num_rows})
+
+    rows = spark.range(2).mapInArrow(where, "file STRING, path STRING").collect()
+    import pyspark
+
+    assert {os.path.realpath(r.file) for r in rows} == {os.path.realpath(pyspark.__file__)}  # not Spark's zip
+    assert all(".zip" not in r.file for r in rows)
+    first = rows[0].path.split(os.pathsep)[0]
+    assert sorted(p.name for p in Path(first).iterdir()) == ["py4j", "pyspark"]
