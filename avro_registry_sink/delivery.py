@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.kafka_client import client_conf, kafka_logger, refresh
+from avro_registry_sink.kafka_client import client_conf, kafka_logger, refresh, wait_hosted
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions
 from avro_registry_sink.model import is_misconfiguration
 from avro_registry_sink.redact import redact_text, secret_values
@@ -790,6 +790,7 @@ class TransactionalWriter:
         for _ in range(100):
             topic = admin.list_topics(timeout=self.admin_timeout).topics.get(self.control_topic)
             if topic is not None and topic.error is None and topic.partitions:
+                wait_hosted(admin, {self.control_topic: len(topic.partitions)}, self.admin_timeout)
                 return
             time.sleep(0.1)
 

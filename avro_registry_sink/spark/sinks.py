@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError, ConfigError
-from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger, refresh
+from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger, refresh, wait_hosted
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
 from avro_registry_sink.model import KAFKA_COLUMNS
 from avro_registry_sink.redact import redact_text, secret_values
@@ -552,6 +552,8 @@ class KafkaSink:
                 if meta is not None and meta.error is None and meta.partitions:
                     counts[topic] = len(meta.partitions)
             if len(counts) == len(topics):
+                if missing:
+                    wait_hosted(admin, {t: counts[t] for t in missing if t in counts}, self.admin_timeout)
                 return counts
             import time
 

@@ -206,3 +206,31 @@ def test_the_kafka_sink_makes_one_admin_client_a_run(bootstrap: str, monkeypatch
     finally:
         sink.close()
     assert len(made) == 1
+
+
+def test_topics_the_sink_creates_are_hosted_by_their_leaders_when_prepare_returns(bootstrap: str) -> None:
+    """The metadata names a new topic's partitions before their leader hosts them; a produce in that window can
+    stall two minutes (KAFKA-15591). prepare() returns only when every new partition answers as its leader."""
+    from confluent_kafka.admin import OffsetSpec
+
+    from avro_registry_sink.spark.sinks import KafkaSink
+
+    run = uuid.uuid4().hex[:8]
+    topics = {f"hosted-{run}-{i:03d}": 3 for i in range(100)}
+    sink = KafkaSink([bootstrap], producer="confluent")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        assert sink.prepare(topics) == topics
+        answers = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t in topics for p in range(3)},
+                                     request_timeout=30)
+        refused = []
+        for tp, future in answers.items():
+            try:
+                assert future.result().offset == 0
+            except Exception as exc:  # noqa: BLE001 - the broker's refusal, named in the assertion
+                refused.append(f"{tp.topic}[{tp.partition}]: {exc}")
+        assert not refused, f"{len(refused)} of 300 partitions not hosted yet, e.g. {refused[:3]}"
+    finally:
+        sink.close()
+        for future in admin.delete_topics(list(topics)).values():
+            future.result()
