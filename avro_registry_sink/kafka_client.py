@@ -151,14 +151,16 @@ def wait_hosted(admin: Any, created: Mapping[str, int], timeout: float) -> None:
     that window can have its first request refused (NOT_LEADER_OR_FOLLOWER) and a later one appended; the first
     one's retries are then refused as out of order until ``delivery.timeout.ms`` (KAFKA-15591; the broker-side
     fix, apache/kafka#23234, was merged in August 2026), so the batch fails after two minutes with its later
-    records written. Best effort: an error other than "not hosted yet", or the timeout, ends the wait quietly
-    (the write then goes ahead as it would have)."""
+    records written. A partition not hosted yet answers with one of several errors (NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_LEADER_EPOCH, ... on a busy broker), which librdkafka does not mark retriable: every error is asked
+    again until ``timeout``, except those that no wait changes (not authorised, not supported), which end the
+    wait quietly, as the timeout does (the write then goes ahead as it would have)."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     waiting = {TopicPartition(t, p) for t, n in created.items() for p in range(n)}
-    retriable = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
-                 KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REPLICA_NOT_AVAILABLE}
+    final = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+             KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE, KafkaError._NOT_IMPLEMENTED}
     deadline = time.monotonic() + timeout
     while waiting and time.monotonic() < deadline:
         try:
@@ -170,7 +172,7 @@ def wait_hosted(admin: Any, created: Mapping[str, int], timeout: float) -> None:
             try:
                 future.result()
             except KafkaException as exc:
-                if not (exc.args and exc.args[0].code() in retriable):
+                if exc.args and exc.args[0].code() in final:
                     return
                 continue
             waiting.discard(tp)
