@@ -553,7 +553,7 @@ class KafkaSink:
                     counts[topic] = len(meta.partitions)
             if len(counts) == len(topics):
                 if missing:
-                    wait_hosted(admin, {t: counts[t] for t in missing if t in counts}, self.admin_timeout)
+                    wait_hosted(admin, {t: counts[t] for t in missing}, self.admin_timeout)
                 return counts
             import time
 

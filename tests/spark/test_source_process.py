@@ -9,11 +9,15 @@ installed (compiled) pyspark ahead of it. This checks the processes Spark really
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyspark
 import pytest
 
+from avro_registry_sink.spark.session import master_of
 from avro_registry_sink.spark.storage_source import storage_tree_stream
 from avro_registry_sink.storage_fs import parse_storage_uri
 
@@ -60,25 +64,17 @@ def test_the_source_process_imports_the_drivers_pyspark_first(spark, tmp_path, m
 
 
 def test_a_local_sessions_workers_import_the_drivers_pyspark(spark):
-    import sys
-
-    import pyarrow as pa
-
-    from avro_registry_sink.spark.session import master_of
-
     if not master_of(spark).startswith("local") or os.environ.get("PYSPARK_PYTHON", sys.executable) != sys.executable:
         pytest.skip("the workers run another interpreter than the driver's")
 
     def where(batches):
-        import pyspark
+        import pyspark  # the worker's own
 
         for batch in batches:
             yield pa.RecordBatch.from_pydict({"file": [pyspark.__file__] * batch.num_rows,
                                               "path": [os.environ.get("PYTHONPATH", "")] * batch.num_rows})
 
     rows = spark.range(2).mapInArrow(where, "file STRING, path STRING").collect()
-    import pyspark
-
     assert {os.path.realpath(r.file) for r in rows} == {os.path.realpath(pyspark.__file__)}  # not Spark's zip
     assert all(".zip" not in r.file for r in rows)
     first = rows[0].path.split(os.pathsep)[0]
