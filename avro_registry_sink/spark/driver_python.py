@@ -12,7 +12,7 @@ compiled. The query waits for it before its first batch.
 of the driver's environment moves ahead of ``PYTHONPATH``), and a ``sh`` launcher that adds it and runs the
 interpreter. The planning process then imports the very pyspark the driver runs. Both are written once
 per interpreter and package location, in ``python/`` of the product's cache directory
-(:func:`~avro_registry_sink.spark.packages.cache_root`). Where that cannot help or cannot work (the driver's
+(:func:`~avro_registry_sink.cache_dir.cache_root`). Where that cannot help or cannot work (the driver's
 pyspark itself comes from a zip, a system without ``sh``, a cache that cannot be written or executed) the
 driver's interpreter is used as it is.
 """
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from avro_registry_sink.spark.packages import cache_root
+from avro_registry_sink.cache_dir import cache_root
 
 __all__ = ["driver_python"]
 

@@ -51,7 +51,7 @@ def jar_dir() -> Path:
     """Where compiled jars are kept."""
     if os.environ.get("AVRO_SINK_JAR_DIR"):
         return Path(os.environ["AVRO_SINK_JAR_DIR"])
-    from avro_registry_sink.spark.packages import cache_root
+    from avro_registry_sink.cache_dir import cache_root
 
     return cache_root() / "jars"
 

@@ -2,15 +2,17 @@
 it fetches and builds.
 
 Packages come from Maven Central through Ivy; the cache is ``AVRO_SINK_IVY_DIR``, else ``ivy/`` in the product's
-cache directory (:func:`cache_root`: ``AVRO_SINK_CACHE_DIR``, else ``~/.cache/avro-registry-sink``).
+cache directory (:func:`~avro_registry_sink.cache_dir.cache_root`: ``AVRO_SINK_CACHE_DIR``, else
+``~/.cache/avro-registry-sink``).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-__all__ = ["NEWEST_PUBLISHED_KAFKA_CONNECTOR", "avro_package", "cache_root", "ivy_dir", "kafka_package"]
+from avro_registry_sink.cache_dir import cache_root
+
+__all__ = ["NEWEST_PUBLISHED_KAFKA_CONNECTOR", "avro_package", "ivy_dir", "kafka_package"]
 
 #: The newest ``spark-sql-kafka-0-10`` on Maven Central when this was written; used when the running
 #: Spark's own version is not published (a pre-release build). Override with AVRO_SINK_SPARK_KAFKA_VERSION.
@@ -31,20 +33,11 @@ def kafka_package(spark_version: str | None = None) -> str:
     return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
 
 
-def cache_root() -> Path:
-    """The product's cache directory: ``AVRO_SINK_CACHE_DIR``, else ``$XDG_CACHE_HOME/avro-registry-sink``
-    (``~/.cache/avro-registry-sink``)."""
-    if os.environ.get("AVRO_SINK_CACHE_DIR"):
-        return Path(os.environ["AVRO_SINK_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "avro-registry-sink"
-
-
 def ivy_dir() -> str:
     """Ivy's directory for the packages this product adds to Spark."""
     if os.environ.get("AVRO_SINK_IVY_DIR"):
         return os.environ["AVRO_SINK_IVY_DIR"]
     return str(cache_root() / "ivy")
-
 
 
 def avro_package(spark_version: str | None = None) -> str:
