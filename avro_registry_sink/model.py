@@ -232,8 +232,14 @@ def dead_letter_record(
 
 
 def dead_letter_json(**fields: Any) -> str:
-    """:func:`dead_letter_record` as one line of JSON (what executors hand to the driver)."""
-    return json.dumps(dead_letter_record(**fields), ensure_ascii=False, default=str)
+    """:func:`dead_letter_record` as one line of JSON (what executors hand to the driver), UTF-8 encodable."""
+    record = dead_letter_record(**fields)
+    text = json.dumps(record, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a message's "\ud83d" escape, decoded): kept as its escape
+        text = json.dumps(record, ensure_ascii=True, default=str)
+    return text
 
 
 class RefusalReason(StrEnum):

@@ -684,3 +684,20 @@ def test_a_strict_pass_stops_at_what_the_driver_must_see():
 
     left_out = run([*texts, other], table_filter=TableFilter.parse(["bench.t000"]))
     assert left_out == {"rows": 50, "filtered": {("bench", "t999"): 1}}
+
+
+def test_a_lone_surrogate_escape_is_dead_lettered_not_a_crash():
+    """A key or value with a lone UTF-16 surrogate escape (``"\\ud83d"``) decodes to a string UTF-8 cannot
+    hold: the message is dead-lettered with the escape kept in its record (the stage once failed encoding it)."""
+    from bench.changelog import debezium_messages
+
+    messages = debezium_messages(4, 1)
+    table = messages.tables[0]
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
+    texts = messages.texts.to_pylist()
+    texts[1] = texts[1].replace('"counter":', '"\\ud83dcounter":', 1)
+    texts[2] = texts[2].replace('"note":', '"note":"\\udc00","x":', 1)
+    got = _one_pass(texts, "debezium-json", history, plans, True)
+    _same_per_message(_reference(texts, "debezium-json", history, plans), got)
+    assert got[1] == ["error"] and got[0] != ["error"] and got[3] != ["error"]
