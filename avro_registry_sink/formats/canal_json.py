@@ -35,6 +35,7 @@ keep it and replace it when a DDL or schema file gives the real one).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ __all__ = [
     "TableLookup",
     "Watermark",
     "commit_ts_from_ms",
+    "commit_ts_value",
     "convert_canal_value",
     "derive_table",
     "events_from_canal",
@@ -63,6 +65,7 @@ __all__ = [
     "parse_canal_line",
     "parse_canal_lines",
     "peek",
+    "refuse_lone_surrogates",
 ]
 
 
@@ -106,7 +109,21 @@ def commit_ts_from_ms(ms: int) -> int:
     >>> commit_ts_from_ms(1591943372224)
     417318403368288256
     """
-    return int(ms) << 18
+    return commit_ts_value(int(ms) << 18)
+
+
+def commit_ts_value(value: Any) -> int:
+    """A message's commit ts as an int; :class:`SourceError` when it is past a 64-bit TSO (the row could not be
+    written with it, and the vectorized readers never take it).
+
+    >>> commit_ts_value(42)
+    42
+    """
+    ts = int(value)
+    if not -(1 << 63) <= ts < 1 << 63:
+        shown = str(ts) if len(str(ts)) <= 40 else f"{str(ts)[:40]}... ({len(str(ts))} digits)"
+        raise SourceError(f"commit ts {shown} is past a 64-bit TSO.", reason="commit ts out of range")
+    return ts
 
 
 def find_table(tables: TableLookup | None, schema: str, table: str) -> TableDef | None:
@@ -119,13 +136,34 @@ def find_table(tables: TableLookup | None, schema: str, table: str) -> TableDef 
     return found
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def refuse_lone_surrogates(text: str | bytes | bytearray, parsed: Any, source: str) -> None:
+    """Raise :class:`SourceError` when ``parsed`` (``text`` decoded by ``json``) holds a string with a lone UTF-16
+    surrogate: JSON's ``\\ud800``-style escapes decode to one, which UTF-8 (and so no MySQL/TiDB text, Avro string
+    or Arrow array) can hold."""
+    raw = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else text
+    try:
+        raw.encode("utf-8")  # (a surrogate itself: a message re-written from a JSON array file)
+        if "\\u" not in raw or not _SURROGATE_ESCAPE.search(raw):
+            return
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise SourceError(f"{source or 'message'}: a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff "
+                          "without its pair), which no UTF-8 text can hold.", source=source,
+                          reason="lone surrogate") from None
+
+
 def load_message(message: Mapping[str, Any] | str | bytes, source: str) -> dict[str, Any]:
     """A JSON message as a dict (text and bytes are parsed), or :class:`SourceError`."""
     if isinstance(message, (str, bytes, bytearray)):
         try:
-            message = json.loads(message)
+            parsed = json.loads(message)
         except (ValueError, UnicodeDecodeError) as exc:
             raise SourceError(f"{source or 'message'}: not valid JSON ({exc}).", source=source, reason=str(exc)) from None
+        refuse_lone_surrogates(message, parsed, source)
+        message = parsed
     if not isinstance(message, Mapping):
         raise SourceError(
             f"{source or 'message'}: expected a JSON object, got {type(message).__name__}.",
@@ -190,7 +228,7 @@ def convert_canal_value(col: ColumnDef, value: Any) -> Any:
 def _commit_ts(message: Mapping[str, Any], source: str) -> tuple[int, bool]:
     tidb = message.get("_tidb")
     if isinstance(tidb, Mapping) and tidb.get("commitTs") is not None:
-        return int(tidb["commitTs"]), True
+        return commit_ts_value(tidb["commitTs"]), True
     es = message.get("es")
     if es is None:
         raise SourceError(
@@ -349,7 +387,7 @@ def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | Non
     tidb = msg.get("_tidb")
     commit_ts: int | None = None
     if isinstance(tidb, Mapping) and tidb.get("commitTs") is not None:
-        commit_ts = int(tidb["commitTs"])
+        commit_ts = commit_ts_value(tidb["commitTs"])
     elif msg.get("es") is not None:
         commit_ts = commit_ts_from_ms(int(msg["es"]))
     if msg.get("isDdl"):

@@ -634,7 +634,9 @@ def _cut_types(texts: pa.Array) -> tuple[np.ndarray, _TypeObjects | None]:
     for i, inner in enumerate(encoded.dictionary.to_pylist()):
         try:
             pairs = json.loads('{"sqlType":{' + inner + "}}", object_pairs_hook=lambda p: p)
-        except ValueError:
+            if "\\u" in inner:  # a lone surrogate escape: the per-message reader refuses the message
+                json.dumps(pairs, ensure_ascii=False).encode("utf-8")
+        except ValueError:  # (UnicodeEncodeError too)
             pairs = None
         if (not isinstance(pairs, list) or [k for k, _ in pairs] != ["sqlType", "mysqlType"]
                 or not all(isinstance(v, list) for _, v in pairs)):

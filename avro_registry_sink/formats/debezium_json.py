@@ -67,6 +67,7 @@ from avro_registry_sink.formats.canal_json import (
     Watermark,
     check_known_columns,
     commit_ts_from_ms,
+    commit_ts_value,
     find_table,
     load_message,
 )
@@ -401,7 +402,7 @@ def _field_schemas(schema: Mapping[str, Any] | None) -> dict[str, Mapping[str, A
 
 def _commit_ts(payload: Mapping[str, Any], src: Mapping[str, Any], where: str, source: str) -> tuple[int, bool]:
     if src.get("commit_ts") is not None:
-        return int(src["commit_ts"]), True
+        return commit_ts_value(src["commit_ts"]), True
     ms = src.get("ts_ms") if src.get("ts_ms") else payload.get("ts_ms")
     if ms is None:
         raise SourceError(f"{where}: debezium message has no source.commit_ts, source.ts_ms or ts_ms.",
@@ -564,7 +565,7 @@ def peek(msg: Mapping[str, Any]) -> tuple[str, str | None, str | None, int | Non
     src: Mapping[str, Any] = block if isinstance(block, Mapping) else {}
     commit_ts: int | None = None
     if src.get("commit_ts") is not None:
-        commit_ts = int(src["commit_ts"])
+        commit_ts = commit_ts_value(src["commit_ts"])
     elif ts_ms := src.get("ts_ms") or payload.get("ts_ms"):
         commit_ts = commit_ts_from_ms(int(ts_ms))
     op = payload.get("op")

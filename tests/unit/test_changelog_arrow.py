@@ -688,8 +688,9 @@ def test_a_strict_pass_stops_at_what_the_driver_must_see():
 
 def test_a_lone_surrogate_escape_is_dead_lettered_not_a_crash():
     """A key or value with a lone UTF-16 surrogate escape (``"\\ud83d"``) decodes to a string UTF-8 cannot
-    hold: the message is dead-lettered with the escape kept in its record (the stage once failed encoding it)."""
-    from bench.changelog import debezium_messages
+    hold: the message is dead-lettered ("lone surrogate") with the escape kept in its record (the stage once failed
+    encoding the record, or the row)."""
+    from bench.changelog import canal_messages, debezium_messages
 
     messages = debezium_messages(4, 1)
     table = messages.tables[0]
@@ -697,7 +698,40 @@ def test_a_lone_surrogate_escape_is_dead_lettered_not_a_crash():
     plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
     texts = messages.texts.to_pylist()
     texts[1] = texts[1].replace('"counter":', '"\\ud83dcounter":', 1)
-    texts[2] = texts[2].replace('"note":', '"note":"\\udc00","x":', 1)
+    texts[2] = texts[2].replace('"name":"', '"name":"\\udc00', 1)
     got = _one_pass(texts, "debezium-json", history, plans, True)
     _same_per_message(_reference(texts, "debezium-json", history, plans), got)
+    assert got[1] == got[2] == ["error"] and got[0] != ["error"] and got[3] != ["error"]
+    kind, *_, error, _shape = peek_message(texts[2], "f:3", "debezium-json")
+    assert kind == "error" and json.loads(error)["reason"] == "lone surrogate"
+    canal = canal_messages(4, 1).texts.to_pylist()
+    canal[1] = canal[1].replace('"name":"', '"name":"\\ud83d', 1)  # in mysqlType
+    at = canal[2].rindex('"name":"') + len('"name":"')
+    canal[2] = canal[2][:at] + "\\udfff" + canal[2][at:]  # in data
+    got = _one_pass(canal, "canal-json", history, plans, True)
+    _same_per_message(_reference(canal, "canal-json", history, plans), got)
+    assert got[1] == got[2] == ["error"] and got[0] != ["error"] and got[3] != ["error"]
+
+
+@pytest.mark.parametrize("fmt", ["canal-json", "debezium-json"])
+def test_a_commit_ts_past_64_bits_is_dead_lettered_not_a_crash(fmt):
+    """A commit ts (or ``es``/``ts_ms``) past a 64-bit TSO: the message is dead-lettered on its own ("commit ts out
+    of range"); the batch's row once failed to convert and the whole task failed."""
+    from bench.changelog import canal_messages, debezium_messages
+
+    made = (canal_messages if fmt == "canal-json" else debezium_messages)(4, 1)
+    table = made.tables[0]
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
+    texts = made.texts.to_pylist()
+    key = '"commitTs":' if fmt == "canal-json" else '"commit_ts":'
+    texts[1] = texts[1].replace(key, key + "9" * 30, 1)
+    if fmt == "debezium-json":  # no commit_ts: ts_ms << 18 past 64 bits
+        texts[2] = texts[2].replace('"commit_ts":', '"x":', 1).replace('"ts_ms":', '"ts_ms":9' + "0" * 20, 2)
+    got = _one_pass(texts, fmt, history, plans, True)
+    _same_per_message(_reference(texts, fmt, history, plans), got)
     assert got[1] == ["error"] and got[0] != ["error"] and got[3] != ["error"]
+    kind, *_, error, _shape = peek_message(texts[1], "f:2", fmt)
+    assert kind == "error" and json.loads(error)["reason"] == "commit ts out of range"
+    if fmt == "debezium-json":
+        assert got[2] == ["error"]
