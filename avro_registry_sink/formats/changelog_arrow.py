@@ -1187,15 +1187,28 @@ def _typed_as_debezium(col: ColumnDef) -> pa.DataType:
 
 
 def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, versions: TableVersions, out: Rows,
-                   slow: np.ndarray, skipped: np.ndarray) -> None:
-    """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``."""
+                   slow: np.ndarray, skipped: np.ndarray, *, scan: bool = True) -> None:
+    """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``: with the
+    compiled scanner (:mod:`~avro_registry_sink.formats.native_scan`) where it is built, and with Arrow's reader
+    what it declines (or all, ``scan=False``)."""
+    from avro_registry_sink.formats.native_scan import scan_debezium
+
     tables_of_shape = [d for h in versions.history.values() for _, d in h if _debezium_shape(d) == shape]
     sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))
-    parsed = _read(sub, _debezium_schema(shape, tables_of_shape[0])) if tables_of_shape else None
+    scanned = scan_debezium(sub, shape) if tables_of_shape and scan else None
+    if scanned is not None:
+        parsed, declined = scanned
+        if declined.any():
+            _debezium_part(texts, body, todo[declined], shape, versions, out, slow, skipped, scan=False)
+            if declined.all():
+                return
+            todo, parsed = todo[~declined], parsed.filter(pa.array(~declined))
+    else:
+        parsed = _read(sub, _debezium_schema(shape, tables_of_shape[0])) if tables_of_shape else None
     if parsed is None:
         if tables_of_shape and todo.size > _SMALLEST_PIECE:
             for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
-                _debezium_part(texts, body, piece, shape, versions, out, slow, skipped)
+                _debezium_part(texts, body, piece, shape, versions, out, slow, skipped, scan=False)
         else:
             slow[todo] = True
         return

@@ -1,0 +1,204 @@
+"""Bare debezium-json payloads -> typed Arrow columns with a compiled scanner (``native/debezium_scan.c``).
+
+Arrow's JSON reader spends its time per key, and a TiCDC or Debezium payload carries three times more keys
+(``source`` alone has sixteen) than values the product reads. The scanner reads one message in one pass, the
+values of ``before``, ``after``, ``op``, ``ts_ms`` and four of ``source`` into the columns Arrow's reader gives
+for them (:func:`~avro_registry_sink.formats.changelog_arrow._debezium_schema`), and validates the rest. What it
+cannot read exactly as Arrow's reader does it declines, message by message; the caller reads those with Arrow's
+reader, so the result of every message is the one it had before.
+
+The C source ships with the package. It is compiled on first use with the system's C compiler (``CC``, else
+``cc``) into the product's cache directory (``lib/``, keyed by the source's digest and the platform) and loaded
+with :mod:`ctypes`, in each Python worker that needs it. Without a compiler (or with ``AVRO_SINK_NATIVE=0``)
+the scanner is not used and Arrow's reader reads every message, as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from avro_registry_sink.cache_dir import cache_root
+
+__all__ = ["available", "scan_debezium"]
+
+log = logging.getLogger(__name__)
+
+_SOURCE_NAME = "debezium_scan.c"
+_SOURCE = resources.files("avro_registry_sink.formats") / "native" / _SOURCE_NAME
+_TYPES = {"int64": 0, "double": 1, "string": 2, "bool": 3}
+_OFF = ("0", "false", "no", "off")
+_P = ctypes.c_void_p
+
+
+class _Scan(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64), ("data", _P), ("offsets", _P), ("ncols", ctypes.c_int32), ("types", _P),
+                ("names", _P), ("name_offsets", _P), ("scratch", _P), ("image_valid", _P * 2), ("valid", _P * 2),
+                ("value", _P * 2), ("view", _P * 2), ("op_valid", _P), ("op_view", _P), ("ts_valid", _P),
+                ("ts", _P), ("source_valid", _P), ("db_valid", _P), ("db_view", _P), ("table_valid", _P),
+                ("table_view", _P), ("commit_valid", _P), ("commit", _P), ("source_ts_valid", _P),
+                ("source_ts", _P), ("meta", _P), ("status", _P)]
+
+
+_lock = threading.Lock()
+_loaded: list[ctypes.CDLL | None] = []
+
+
+def _build(source: bytes, target: Path) -> None:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        raise OSError("no C compiler (set CC, or install cc)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        # the source is written out: the package may be imported from a zip, which no compiler reads
+        (Path(work) / _SOURCE_NAME).write_bytes(source)
+        built = Path(work) / target.name
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(built), _SOURCE_NAME], cwd=work,
+                              capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise OSError(f"{compiler} failed: {done.stderr.strip()[-500:]}")
+        os.replace(built, target)  # atomic: workers compiling at once each install a whole library
+
+
+def _library() -> ctypes.CDLL | None:
+    if _loaded:
+        return _loaded[0]
+    with _lock:
+        if _loaded:
+            return _loaded[0]
+        lib = None
+        if os.environ.get("AVRO_SINK_NATIVE", "1").strip().lower() not in _OFF:
+            try:
+                source = _SOURCE.read_bytes()
+                digest = hashlib.sha256(source).hexdigest()[:16]
+                target = cache_root() / "lib" / f"debezium_scan-{digest}-{sys.platform}-{platform.machine()}.so"
+                if not target.exists():
+                    _build(source, target)
+                lib = ctypes.CDLL(str(target))
+                lib.debezium_scan.argtypes = [ctypes.POINTER(_Scan)]
+                lib.debezium_scan.restype = ctypes.c_int64
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.warning("the compiled debezium-json scanner is not used (%s); Arrow's JSON reader reads "
+                            "every message", exc)
+                lib = None
+        _loaded.append(lib)
+        return lib
+
+
+def available() -> bool:
+    """Whether the compiled scanner is used in this process (compiling it on first call)."""
+    return _library() is not None
+
+
+def _address(arr: np.ndarray) -> int:
+    return int(arr.ctypes.data)
+
+
+def _bits(flags: np.ndarray) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(flags.view(np.bool_), bitorder="little"))
+
+
+def _strings(valid: np.ndarray, views: np.ndarray, data: pa.Buffer, scratch: pa.Buffer) -> pa.Array:
+    n = valid.size
+    arr = pa.Array.from_buffers(pa.string_view(), n, [_bits(valid), pa.py_buffer(views), data, scratch])
+    return arr.cast(pa.string())
+
+
+def _column(kind: str, valid: np.ndarray, values: np.ndarray, views: np.ndarray, data: pa.Buffer,
+            scratch: pa.Buffer) -> pa.Array:
+    n = valid.size
+    if kind == "string":
+        return _strings(valid, views, data, scratch)
+    if kind == "bool":
+        return pa.Array.from_buffers(pa.bool_(), n, [_bits(valid), _bits(values.astype(np.uint8))])
+    return pa.Array.from_buffers(pa.int64() if kind == "int64" else pa.float64(), n,
+                                 [_bits(valid), pa.py_buffer(values)])
+
+
+def scan_debezium(texts: pa.Array, shape: Sequence[tuple[str, str]]) -> tuple[pa.Table, np.ndarray] | None:
+    """Read the bare debezium payloads ``texts`` (a string array without nulls, one message each) of the parse
+    shape ``shape`` (column name, JSON type as Arrow names it: int64, double, string or bool).
+
+    Returns the table Arrow's JSON reader gives for them (``before``, ``after``, ``op``, ``ts_ms``, ``source`` with
+    ``db``, ``table``, ``commit_ts``, ``ts_ms`` and a field for each key named like a column) and the mask of the
+    messages the scanner declined (their rows hold nulls); ``None`` without the compiled scanner or for input it
+    does not take (a buffer past 2 GiB)."""
+    lib = _library()
+    n = len(texts)
+    if lib is None or n == 0 or texts.null_count or any(kind not in _TYPES for _, kind in shape):
+        return None
+    large = pa.types.is_large_string(texts.type)
+    if not (large or pa.types.is_string(texts.type)):
+        return None
+    data = texts.buffers()[2] or pa.py_buffer(b"")
+    if data.size >= 2**31 - 1:
+        return None
+    offsets = np.frombuffer(texts.buffers()[1], np.int64 if large else np.int32)[texts.offset: texts.offset + n + 1]
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    k = len(shape)
+    names = [name.encode("utf-8") for name, _ in shape]
+    name_bytes = np.frombuffer(b"".join(names) or b"\0", np.uint8)
+    name_offsets = np.zeros(k + 1, np.int32)
+    name_offsets[1:] = np.cumsum([len(x) for x in names])
+    types = np.array([_TYPES[kind] for _, kind in shape], np.int32)
+    scratch = np.empty(max(int(data.size), 1), np.uint8)
+    data_np = np.frombuffer(data, np.uint8) if data.size else np.zeros(1, np.uint8)
+
+    def flags(size: int = n) -> np.ndarray:
+        return np.zeros(size, np.uint8)
+
+    image_valid = [flags(), flags()]
+    valid = [flags(n * k), flags(n * k)]
+    value = [np.zeros(n * k, np.int64), np.zeros(n * k, np.int64)]
+    view = [np.zeros(n * k * 16, np.uint8), np.zeros(n * k * 16, np.uint8)]
+    op_valid, op_view = flags(), np.zeros(n * 16, np.uint8)
+    ts_valid, ts = flags(), np.zeros(n, np.int64)
+    source_valid = flags()
+    db_valid, db_view, table_valid, table_view = flags(), np.zeros(n * 16, np.uint8), flags(), np.zeros(n * 16, np.uint8)
+    commit_valid, commit, source_ts_valid, source_ts = flags(), np.zeros(n, np.int64), flags(), np.zeros(n, np.int64)
+    meta, status = flags(n * k), flags()
+    scan = _Scan(n, _address(data_np), _address(offsets), k, _address(types), _address(name_bytes),
+                 _address(name_offsets), _address(scratch), (_P * 2)(*map(_address, image_valid)),
+                 (_P * 2)(*map(_address, valid)), (_P * 2)(*map(_address, value)), (_P * 2)(*map(_address, view)),
+                 _address(op_valid), _address(op_view), _address(ts_valid), _address(ts), _address(source_valid),
+                 _address(db_valid), _address(db_view), _address(table_valid), _address(table_view),
+                 _address(commit_valid), _address(commit), _address(source_ts_valid), _address(source_ts),
+                 _address(meta), _address(status))
+    if lib.debezium_scan(ctypes.byref(scan)) < 0:
+        return None
+    scratch_buf = pa.py_buffer(scratch)
+    images = []
+    for w in (0, 1):
+        children = [_column(kind, valid[w][j * n:(j + 1) * n], value[w][j * n:(j + 1) * n],
+                            view[w][j * n * 16:(j + 1) * n * 16], data, scratch_buf) for j, (_, kind) in enumerate(shape)]
+        row_type = pa.struct([pa.field(name, child.type) for (name, _), child in zip(shape, children, strict=True)])
+        images.append(pa.StructArray.from_buffers(row_type, n, [_bits(image_valid[w])], children=children))
+    source_children = [_strings(db_valid, db_view, data, scratch_buf), _strings(table_valid, table_view, data, scratch_buf),
+                       _column("int64", commit_valid, commit, commit, data, scratch_buf),
+                       _column("int64", source_ts_valid, source_ts, source_ts, data, scratch_buf)]
+    source_fields = [pa.field("db", pa.string()), pa.field("table", pa.string()), pa.field("commit_ts", pa.int64()),
+                     pa.field("ts_ms", pa.int64())]
+    for j, (name, _) in enumerate(shape):  # keys of source named like a column (see changelog_arrow._MetaKeys)
+        found = meta[j * n:(j + 1) * n]
+        if found.any():
+            source_fields.append(pa.field(name, pa.int8()))
+            source_children.append(pa.Array.from_buffers(pa.int8(), n, [_bits((found == 1).astype(np.uint8)),
+                                                                         pa.py_buffer(np.zeros(n, np.int8))]))
+    source = pa.StructArray.from_buffers(pa.struct(source_fields), n, [_bits(source_valid)], children=source_children)
+    table = pa.table({"before": images[0], "after": images[1], "op": _strings(op_valid, op_view, data, scratch_buf),
+                      "ts_ms": _column("int64", ts_valid, ts, ts, data, scratch_buf), "source": source})
+    return table, status.view(np.bool_)

@@ -1,0 +1,176 @@
+"""The compiled debezium-json scanner (``formats/native_scan.py``, ``formats/native/debezium_scan.c``).
+
+What it reads must be what Arrow's JSON reader reads (the columns the vectorized path uses, value for value),
+and a message it declines goes to Arrow's reader: the end result of every message, spoiled or not, is the
+per-message reader's (``test_changelog_arrow``'s harness, here over byte-level mutations of real payloads).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from avro_registry_sink.config import EncodingOptions
+from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.formats import changelog_arrow, native_scan
+from avro_registry_sink.formats.changelog_arrow import _debezium_schema, _debezium_shape, _read
+from avro_registry_sink.formats.native_scan import scan_debezium
+from avro_registry_sink.schema.builder import derive_schemas
+from bench.changelog import debezium_messages
+from tests.unit.test_changelog_arrow import _one_pass, _plans, _reference, _same_per_message
+
+_SOURCE_FIELDS = ("db", "table", "commit_ts", "ts_ms")
+
+
+def _compare(texts: pa.Array, table) -> np.ndarray:
+    """Scan ``texts``; every message the scanner reads must be read alike by Arrow's reader. Returns the mask of
+    the declined messages."""
+    shape = _debezium_shape(table)
+    scanned = scan_debezium(texts, shape)
+    assert scanned is not None
+    got, declined = scanned
+    for i in np.flatnonzero(~declined):
+        expected = _read(texts.slice(int(i), 1), _debezium_schema(shape, table))
+        assert expected is not None, ("scanned, but Arrow's reader refuses", texts[int(i)].as_py())
+        one = got.slice(int(i), 1)
+        for image in ("before", "after"):
+            a, b = one.column(image).combine_chunks(), expected.column(image).combine_chunks()
+            assert a.is_valid().equals(b.is_valid()), (image, texts[int(i)].as_py())
+            for name, _ in shape:
+                assert pc.struct_field(a, [name]).equals(pc.struct_field(b, [name])), (image, name, texts[int(i)])
+        for name in ("op", "ts_ms"):
+            assert one.column(name).equals(expected.column(name)), (name, texts[int(i)].as_py())
+        source, theirs = one.column("source").combine_chunks(), expected.column("source").combine_chunks()
+        assert source.is_valid().equals(theirs.is_valid())
+        for name in _SOURCE_FIELDS:
+            assert pc.struct_field(source, [name]).equals(pc.struct_field(theirs, [name])), (name, texts[int(i)])
+    return declined
+
+
+def test_the_scanner_is_built_here():
+    """CI's machine has a C compiler: the suite runs the scanner, not only its fallback."""
+    assert native_scan.available()
+
+
+@pytest.mark.parametrize("tables", [1, 3])
+def test_ticdc_payloads_are_read_as_arrow_reads_them(tables):
+    messages = debezium_messages(2000, tables)
+    declined = _compare(messages.texts, messages.tables[0])
+    assert not declined.any()
+
+
+_ODD = [
+    # (message, read by the scanner)
+    ('{"before":null,"after":{"id":1,"name":"a\\"b\\\\c\\/\\n\\u00e9\\ud83d\\ude00"},"op":"c","source":'
+     '{"db":"d","table":"t","commit_ts":5}}', True),
+    ('{"after":{"id":-0,"name":"x"},"op":"c","ts_ms":0,"source":{"db":"d","table":"t","ts_ms":1}}', True),
+    ('{"after":{"id":9223372036854775807},"op":"c","source":{"db":"d","table":"t"}}', True),
+    ('{"after":{"id":-9223372036854775808},"op":"c","source":{"db":"d","table":"t"}}', True),
+    ('{"after":{"id":9223372036854775808},"op":"c","source":{"db":"d","table":"t"}}', False),  # past int64
+    ('{"after":{"id":1.0},"op":"c","source":{"db":"d","table":"t"}}', False),
+    ('{"after":{"id":"1"},"op":"c","source":{"db":"d","table":"t"}}', False),
+    ('{"after":{"id":01},"op":"c","source":{"db":"d","table":"t"}}', False),  # not JSON
+    ('{"after":{"id":1,"id":2},"op":"c","source":{"db":"d","table":"t"}}', False),  # a repeated key
+    ('{"after":{"id":1,"other":2},"op":"c","source":{"db":"d","table":"t"}}', False),  # an unknown column
+    ('{"after":{"\\u0069d":1},"op":"c","source":{"db":"d","table":"t"}}', False),  # an escape in a key
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","x":{"y":1}}}', False),  # nested in source
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t"},"transaction":{"id":"1"}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t"},"payload":null}', False),  # an envelope key
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t"}} x', False),  # text after the object
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t"},}', False),  # a trailing comma
+    ('{"after":{"name":"a\\ud800"},"op":"c","source":{"db":"d","table":"t"}}', False),  # a lone surrogate
+    ('{"after":{"name":"a\tb"},"op":"c","source":{"db":"d","table":"t"}}', False),  # a raw control character
+    ('{"after":{"score":1e400},"op":"c","source":{"db":"d","table":"t"}}', False),  # past double
+    ('{"after":{"score":12345678901234567890123},"op":"c","source":{"db":"d","table":"t"}}', True),
+    ('{"after":{"score":-0.0,"flag":true},"op":"c","source":{"db":"d","table":"t"}}', True),
+    ('{"after":{"flag":1},"op":"c","source":{"db":"d","table":"t"}}', False),
+    ('{ "after" : { "id" : 1 } , "op" : "c" , "source" : { "db" : "d" , "table" : "t" } }', True),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","name":null,"pos":"x","q":[1]}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","name":null,"query":"x\\"y","seq":1}}', True),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","db":"e"}}', False),
+    ('{"after":{},"before":{"id":2},"op":"u","source":{"db":"d","table":"t","commit_ts":null}}', True),
+    ('[1]', False),
+    ('{}', False),
+]
+
+
+def test_what_the_scanner_reads_and_what_it_declines():
+    from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+
+    table = TableDef(schema_name="d", table="t", primary_key=("id",), columns=(
+        ColumnDef(name="id", type=MySQLType.BIGINT, nullable=False), ColumnDef(name="name", type=MySQLType.VARCHAR),
+        ColumnDef(name="score", type=MySQLType.DOUBLE), ColumnDef(name="flag", type=MySQLType.BIT, length=1)))
+    texts = pa.array([m for m, _ in _ODD], pa.string())
+    declined = _compare(texts, table)
+    assert [(m, not d) for (m, _), d in zip(_ODD, declined, strict=True)] == _ODD
+    got, _ = scan_debezium(texts, _debezium_shape(table))
+    assert got.column("after").combine_chunks().field("name")[0].as_py() == 'a"b\\c/\né😀'
+    assert got.column("source").type.get_field_index("name") >= 0  # a source key named like a column
+
+
+_PIECES = ['"', "\\", "{", "}", "[", "]", ",", ":", "null", "1", "-", ".5", "e9", " ", "\\u00", "true", '"id":',
+           '"op":"u"', '"source":{}', '"transaction":null', "\\ud83d", "é"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2**32 - 1), edits=st.integers(1, 3))
+def test_mutated_payloads_give_what_the_per_message_reader_gives(seed, edits):
+    """Real TiCDC payloads with a few bytes inserted, deleted or replaced: what the scanner reads Arrow reads
+    alike, and the records of every message (or its dead letter) are the per-message reader's."""
+    rng = random.Random(seed)
+    messages = debezium_messages(40, 1, seed=seed % 1000)
+    table = messages.tables[0]
+    texts = messages.texts.to_pylist()
+    for i in rng.sample(range(len(texts)), 20):
+        text = texts[i]
+        for _ in range(edits):
+            at = rng.randrange(len(text) + 1)
+            piece = rng.choice(_PIECES)
+            action = rng.random()
+            if action < 0.4:
+                text = text[:at] + piece + text[at:]
+            elif action < 0.7:
+                text = text[:at] + text[at + rng.randint(1, 8):]
+            else:
+                text = text[:at] + piece + text[at + len(piece):]
+        texts[i] = text
+    _compare(pa.array(texts, pa.string()), table)
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
+    _same_per_message(_reference(texts, "debezium-json", history, plans),
+                      _one_pass(texts, "debezium-json", history, plans, rng.random() < 0.5))
+
+
+def test_without_the_scanner_arrow_reads_every_message(monkeypatch):
+    """``AVRO_SINK_NATIVE=0`` (or no compiler): the vectorized path reads with Arrow's reader alone, alike."""
+    messages = debezium_messages(300, 1)
+    table = messages.tables[0]
+    texts = messages.texts.to_pylist()
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
+    scanned = _one_pass(texts, "debezium-json", history, plans, True)
+    monkeypatch.setattr(native_scan, "_loaded", [None])
+    assert not native_scan.available()
+    assert scan_debezium(messages.texts, _debezium_shape(table)) is None
+    assert _one_pass(texts, "debezium-json", history, plans, True) == scanned
+    assert changelog_arrow.debezium_rows(messages.texts, changelog_arrow.TableVersions(
+        history=history, planned=frozenset(plans))).slow.size == 0
+
+
+def test_a_missing_compiler_is_reported_and_falls_back(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("AVRO_SINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(native_scan, "_loaded", [])
+    with caplog.at_level("WARNING"):
+        assert not native_scan.available()
+    assert "Arrow's JSON reader reads every message" in caplog.text
+    monkeypatch.delenv("CC")
+    monkeypatch.setattr(native_scan, "_loaded", [])
+    assert native_scan.available()  # built into the new cache directory
+    assert list((tmp_path / "lib").glob("debezium_scan-*.so"))
