@@ -405,17 +405,21 @@ class _BatchProcessor:
                 self._schemas_seen.add((subject, schema_id))
                 new.append((subject, schema_id, text, table))
         lookup = getattr(self.registry, "lookup", None)
+        # the history already looked up the versions this batch registered
+        known = {(r.subject, r.schema_id): r.version for r in self.history.pending if r.version is not None}
 
-        def version(subject: str, text: str | None) -> int | None:
+        def version(subject: str, schema_id: int, text: str | None) -> int | None:
+            if (subject, schema_id) in known:
+                return known[subject, schema_id]
             if lookup is None or text is None:
                 return None
             with contextlib.suppress(Exception):  # the version is for display only
                 return lookup(subject, text).version
             return None
 
-        # one lookup per new schema (a first batch of many tables has many): a few at a time
+        # one lookup per new schema the history does not know (a first batch of many tables has many): a few at a time
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(new)))) as pool:
-            versions = list(pool.map(lambda n: version(n[0], n[2]), new))
+            versions = list(pool.map(lambda n: version(n[0], n[1], n[2]), new))
         return [SchemaVersion(subject=subject, schema_id=schema_id, version=v, table=table)
                 for (subject, schema_id, _, table), v in zip(new, versions, strict=True)]
 

@@ -101,7 +101,10 @@ def _debezium_ddl(query: str, commit_ts: int) -> str:
                                    "databaseName": "shop", "ddl": query, "tableChanges": []}})
 
 
-def test_debezium_json_files(spark, tmp_path, registry):
+def test_debezium_json_files(spark, tmp_path, registry, monkeypatch):
+    lookups: list[str] = []
+    real_lookup = registry.lookup
+    monkeypatch.setattr(registry, "lookup", lambda subject, *a, **k: lookups.append(subject) or real_lookup(subject, *a, **k))
     ts = [(1_715_241_600_000 + i * 50) << 18 for i in range(12)]
     v1 = parse_ddl(ITEMS_DDL)[0].model_copy(update={"version": ts[0]})
     v2 = apply_ddl(v1, ITEMS_ALTER).model_copy(update={"version": ts[6]})
@@ -140,6 +143,9 @@ def test_debezium_json_files(spark, tmp_path, registry):
     expected = expected_rows(events, lambda e: versions[e.table_version])["shop.items"]
     assert replay(by_partition(records)) == expected
     assert len(registry.get_versions("shop_items-value")) == 2
+    assert sorted((v.subject, v.version) for v in result.totals.schemas) == [
+        ("shop_items-key", 1), ("shop_items-value", 1), ("shop_items-value", 2)]
+    assert len(lookups) == 3  # the history's lookup of each registration; the batch report reuses its versions
 
 
 def test_continuous_run_picks_up_new_files_and_a_ddl_without_restarting(spark, tmp_path, registry):
