@@ -337,10 +337,13 @@ ORDERED_PRODUCER = {
 
 #: Batching of Spark's (Java) Kafka producer. The Java client's default ``batch.size`` (16 KiB) makes one
 #: produce request per ~60 records here, and on a small cluster the broker's per-request work then bounds
-#: the write (1M records to 3 partitions: 1.6-2.5 s with the defaults, 0.9-1.2 s with these).
+#: the write (1M records to 3 partitions: 1.6-2.5 s with the defaults, 0.9-1.2 s with 256 KiB). 1 MiB, one
+#: batch a request at the client's ``max.request.size``: the write stage of 10^6 debezium-json records took
+#: 2.10-2.33 s against 2.45-2.77 s (3 partitions) and 3.34-3.80 s against 4.23-4.44 s (300 partitions, 75 a
+#: writer, interleaved in commit order: when the client's 32 MiB of buffers are taken it sends every open batch).
 #: librdkafka (the confluent path) already batches up to 1 MB. Sink options (``kafka.*``) override these.
 SPARK_PRODUCER_BATCHING = {
-    "batch.size": 262144,
+    "batch.size": 1048576,
     "linger.ms": 5,
 }
 
@@ -349,7 +352,7 @@ def spark_batching(max_request: int | None) -> dict[str, str]:
     """:data:`SPARK_PRODUCER_BATCHING`, a batch never larger than what the topic takes (``max_request``).
 
     >>> spark_batching(None)["batch.size"], spark_batching(65536)["batch.size"]
-    ('262144', '65536')
+    ('1048576', '65536')
     """
     size = SPARK_PRODUCER_BATCHING["batch.size"]
     return {"batch.size": str(min(size, max_request) if max_request else size),
