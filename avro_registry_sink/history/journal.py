@@ -223,10 +223,13 @@ class HistoryRecorder:
         if refused:
             record.previous_version = versions[-1] if versions else None
             return
-        try:
-            record.version = registry.lookup(record.subject, record.schema).version
-        except Exception:  # noqa: BLE001
-            return
+        if len(versions) == 1:  # a new subject: its one live version is the one just registered
+            record.version = versions[0]
+        else:
+            try:
+                record.version = registry.lookup(record.subject, record.schema).version
+            except Exception:  # noqa: BLE001
+                return
         earlier = [v for v in versions if v < record.version]
         record.previous_version = earlier[-1] if earlier else None
         if record.version == 1 and len(versions) <= 1:
