@@ -60,6 +60,7 @@ __all__ = [
     "derive_table",
     "events_from_canal",
     "find_table",
+    "has_lone_surrogate",
     "load_message",
     "message_shape",
     "parse_canal_line",
@@ -121,7 +122,8 @@ def commit_ts_value(value: Any) -> int:
     """
     ts = int(value)
     if not -(1 << 63) <= ts < 1 << 63:
-        shown = str(ts) if len(str(ts)) <= 40 else f"{str(ts)[:40]}... ({len(str(ts))} digits)"
+        digits = str(ts)
+        shown = digits if len(digits) <= 40 else f"{digits[:40]}... ({len(digits)} digits)"
         raise SourceError(f"commit ts {shown} is past a 64-bit TSO.", reason="commit ts out of range")
     return ts
 
@@ -139,20 +141,26 @@ def find_table(tables: TableLookup | None, schema: str, table: str) -> TableDef 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def refuse_lone_surrogates(text: str | bytes | bytearray, parsed: Any, source: str) -> None:
-    """Raise :class:`SourceError` when ``parsed`` (``text`` decoded by ``json``) holds a string with a lone UTF-16
-    surrogate: JSON's ``\\ud800``-style escapes decode to one, which UTF-8 (and so no MySQL/TiDB text, Avro string
-    or Arrow array) can hold."""
-    raw = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else text
+def has_lone_surrogate(text: str, parsed: Any) -> bool:
+    """Whether ``parsed`` (``text`` decoded by ``json``) holds a string with a lone UTF-16 surrogate: JSON's
+    ``\\ud800``-style escapes decode to one, which UTF-8 (and so no MySQL/TiDB text, Avro string or Arrow array)
+    can hold. Only a text with such an escape is looked into."""
     try:
-        raw.encode("utf-8")  # (a surrogate itself: a message re-written from a JSON array file)
-        if "\\u" not in raw or not _SURROGATE_ESCAPE.search(raw):
-            return
+        text.encode("utf-8")  # (a surrogate itself: a message re-written from a JSON array file)
+        if "\\u" not in text or not _SURROGATE_ESCAPE.search(text):
+            return False
         json.dumps(parsed, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
+        return True
+    return False
+
+
+def refuse_lone_surrogates(text: str | bytes | bytearray, parsed: Any, source: str) -> None:
+    """Raise :class:`SourceError` when :func:`has_lone_surrogate`."""
+    raw = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else text
+    if has_lone_surrogate(raw, parsed):
         raise SourceError(f"{source or 'message'}: a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff "
-                          "without its pair), which no UTF-8 text can hold.", source=source,
-                          reason="lone surrogate") from None
+                          "without its pair), which no UTF-8 text can hold.", source=source, reason="lone surrogate")
 
 
 def load_message(message: Mapping[str, Any] | str | bytes, source: str) -> dict[str, Any]:

@@ -35,6 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from avro_registry_sink.formats.canal_json import has_lone_surrogate
+from avro_registry_sink.formats.native_scan import scan_debezium
 from avro_registry_sink.model import PlanKey
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
@@ -634,9 +636,9 @@ def _cut_types(texts: pa.Array) -> tuple[np.ndarray, _TypeObjects | None]:
     for i, inner in enumerate(encoded.dictionary.to_pylist()):
         try:
             pairs = json.loads('{"sqlType":{' + inner + "}}", object_pairs_hook=lambda p: p)
-            if "\\u" in inner:  # a lone surrogate escape: the per-message reader refuses the message
-                json.dumps(pairs, ensure_ascii=False).encode("utf-8")
-        except ValueError:  # (UnicodeEncodeError too)
+            if has_lone_surrogate(inner, pairs):  # the per-message reader refuses the message
+                pairs = None
+        except ValueError:
             pairs = None
         if (not isinstance(pairs, list) or [k for k, _ in pairs] != ["sqlType", "mysqlType"]
                 or not all(isinstance(v, list) for _, v in pairs)):
@@ -1191,8 +1193,6 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
     """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``: with the
     compiled scanner (:mod:`~avro_registry_sink.formats.native_scan`) where it is built, and with Arrow's reader
     what it declines (or all, ``scan=False``)."""
-    from avro_registry_sink.formats.native_scan import scan_debezium
-
     tables_of_shape = [d for h in versions.history.values() for _, d in h if _debezium_shape(d) == shape]
     sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))
     scanned = scan_debezium(sub, shape) if tables_of_shape and scan else None

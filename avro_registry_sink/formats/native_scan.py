@@ -118,15 +118,15 @@ def _strings(valid: np.ndarray, views: np.ndarray, data: pa.Buffer, scratch: pa.
     return arr.cast(pa.string())
 
 
-def _column(kind: str, valid: np.ndarray, values: np.ndarray, views: np.ndarray, data: pa.Buffer,
-            scratch: pa.Buffer) -> pa.Array:
+_FIXED = {"int64": pa.int64(), "double": pa.float64(), "int8": pa.int8()}
+
+
+def _numbers(kind: str, valid: np.ndarray, values: np.ndarray) -> pa.Array:
+    """int64, double (its bits in ``values``), int8 or bool (0/1) values as written by the scanner."""
     n = valid.size
-    if kind == "string":
-        return _strings(valid, views, data, scratch)
     if kind == "bool":
         return pa.Array.from_buffers(pa.bool_(), n, [_bits(valid), _bits(values.astype(np.uint8))])
-    return pa.Array.from_buffers(pa.int64() if kind == "int64" else pa.float64(), n,
-                                 [_bits(valid), pa.py_buffer(values)])
+    return pa.Array.from_buffers(_FIXED[kind], n, [_bits(valid), pa.py_buffer(values)])
 
 
 def scan_debezium(texts: pa.Array, shape: Sequence[tuple[str, str]]) -> tuple[pa.Table, np.ndarray] | None:
@@ -181,24 +181,27 @@ def scan_debezium(texts: pa.Array, shape: Sequence[tuple[str, str]]) -> tuple[pa
     if lib.debezium_scan(ctypes.byref(scan)) < 0:
         return None
     scratch_buf = pa.py_buffer(scratch)
+
+    def strings(flags: np.ndarray, views: np.ndarray) -> pa.Array:
+        return _strings(flags, views, data, scratch_buf)
+
     images = []
     for w in (0, 1):
-        children = [_column(kind, valid[w][j * n:(j + 1) * n], value[w][j * n:(j + 1) * n],
-                            view[w][j * n * 16:(j + 1) * n * 16], data, scratch_buf) for j, (_, kind) in enumerate(shape)]
+        children = [strings(valid[w][j * n:(j + 1) * n], view[w][j * n * 16:(j + 1) * n * 16]) if kind == "string"
+                    else _numbers(kind, valid[w][j * n:(j + 1) * n], value[w][j * n:(j + 1) * n])
+                    for j, (_, kind) in enumerate(shape)]
         row_type = pa.struct([pa.field(name, child.type) for (name, _), child in zip(shape, children, strict=True)])
         images.append(pa.StructArray.from_buffers(row_type, n, [_bits(image_valid[w])], children=children))
-    source_children = [_strings(db_valid, db_view, data, scratch_buf), _strings(table_valid, table_view, data, scratch_buf),
-                       _column("int64", commit_valid, commit, commit, data, scratch_buf),
-                       _column("int64", source_ts_valid, source_ts, source_ts, data, scratch_buf)]
+    source_children = [strings(db_valid, db_view), strings(table_valid, table_view),
+                       _numbers("int64", commit_valid, commit), _numbers("int64", source_ts_valid, source_ts)]
     source_fields = [pa.field("db", pa.string()), pa.field("table", pa.string()), pa.field("commit_ts", pa.int64()),
                      pa.field("ts_ms", pa.int64())]
     for j, (name, _) in enumerate(shape):  # keys of source named like a column (see changelog_arrow._MetaKeys)
         found = meta[j * n:(j + 1) * n]
         if found.any():
             source_fields.append(pa.field(name, pa.int8()))
-            source_children.append(pa.Array.from_buffers(pa.int8(), n, [_bits((found == 1).astype(np.uint8)),
-                                                                         pa.py_buffer(np.zeros(n, np.int8))]))
+            source_children.append(_numbers("int8", (found == 1).astype(np.uint8), np.zeros(n, np.int8)))
     source = pa.StructArray.from_buffers(pa.struct(source_fields), n, [_bits(source_valid)], children=source_children)
-    table = pa.table({"before": images[0], "after": images[1], "op": _strings(op_valid, op_view, data, scratch_buf),
-                      "ts_ms": _column("int64", ts_valid, ts, ts, data, scratch_buf), "source": source})
+    table = pa.table({"before": images[0], "after": images[1], "op": strings(op_valid, op_view),
+                      "ts_ms": _numbers("int64", ts_valid, ts), "source": source})
     return table, status.view(np.bool_)
