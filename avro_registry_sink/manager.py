@@ -182,6 +182,11 @@ class SchemaManager:
         #: ``(subject, schema text, TableSchemas, error)`` (the history journal, :mod:`.history.journal`)
         self.on_register: Callable[[str, str, int, TableSchemas], None] | None = None
         self.on_refused: Callable[[str, str, TableSchemas, RegistryError], None] | None = None
+        #: called with a subject before a schema is registered under it (the journal completes its record first)
+        self.on_registering: Callable[[str], None] | None = None
+        #: Told the topics of a batch once every route is checked, before any schema registers (the job
+        #: creates new topics meanwhile).
+        self.on_routed: Callable[[list[str]], None] | None = None
         self._policy = OnIncompatible(on_incompatible)
         #: ``(schema, table) -> [(table version, DDL text)]``: where the renames of a breaking change are read.
         self.ddl_history = ddl_history
@@ -271,6 +276,8 @@ class SchemaManager:
         with self._lock:
             for route in routes:
                 self._check_registered(route)
+        if self.on_routed is not None:
+            self.on_routed(list(dict.fromkeys(route.topic for route in routes)))
         plans: dict[PlanKey, TablePlan] = {}
         for table in tables:
             plan = self.plan(table)
@@ -355,6 +362,8 @@ class SchemaManager:
             schema_id = self._look_up_registered(subject, schema_json, schemas)
             self._subject_ids[text_key] = schema_id
             return schema_id
+        if self.on_registering is not None:
+            self.on_registering(subject)
         if self._policy is OnIncompatible.NEW_MAJOR:
             schema_id = self._ensure_evolving(subject, schema_json, schemas, is_key)
         else:

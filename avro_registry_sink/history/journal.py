@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -173,16 +174,30 @@ class HistoryRecorder:
 
     ``source_of(table)`` says where a table version came from: ``(source, detail, ddl)``. Registry lookups made
     here (the version and the compatibility level of a new registration) are for the record only: a failure leaves
-    them ``None``.
+    them ``None``. With ``defer`` they may wait: :meth:`complete_later` makes them in a thread of their own while
+    the batch is written (two calls a subject, 400 for a first batch of 100 tables); every other method waits for
+    it first.
+    A subject's record is completed before that subject registers again (the manager's ``on_registering``), so
+    the versions it reads are those its registration left.
     """
 
     def __init__(self, journal: HistoryJournal | None, registry: Any,
-                 source_of: Callable[[Any], tuple[str, str | None, str | None]] | None = None) -> None:
+                 source_of: Callable[[Any], tuple[str, str | None, str | None]] | None = None, *,
+                 defer: bool = False) -> None:
         self.journal = journal
         self.registry = registry
         self.source_of = source_of or (lambda table: ("unknown", None, None))
         self.batch: int | None = None
-        self.pending: list[HistoryRecord] = []
+        self._pending: list[HistoryRecord] = []
+        self._incomplete: list[HistoryRecord] = []  # registered, versions and level not read yet
+        self._completing: threading.Thread | None = None
+        self._defer = defer  # the owner calls registering() before each registration (see above)
+
+    @property
+    def pending(self) -> list[HistoryRecord]:
+        """The batch's records so far, complete."""
+        self.complete()
+        return self._pending
 
     def _record(self, subject: str, schema: str, schemas: Any, **extra: Any) -> HistoryRecord:
         from avro_registry_sink.history.diff import renames_in_ddl
@@ -195,12 +210,50 @@ class HistoryRecorder:
             schema=schema, commit_ts=table.version or None, source=source, source_detail=detail, ddl=ddl,
             renames=renames_in_ddl(ddl), table_definition=table_json(table), batch=self.batch, **extra)
 
+    def registering(self, subject: str) -> None:
+        """Before ``subject`` registers a schema (the manager's ``on_registering``): its waiting record read
+        first, so that the versions it reads are those its own registration left."""
+        self._settle()
+        for record in [r for r in self._incomplete if r.subject == subject]:
+            self._incomplete.remove(record)
+            self._complete(record)
+
     def registered(self, subject: str, schema: str, schema_id: int, schemas: Any) -> None:
+        self._settle()
         record = self._record(subject, schema, schemas, schema_id=schema_id)
-        self._complete(record)
-        self.pending.append(record)
+        if self._defer:
+            self._incomplete.append(record)
+        else:
+            self._complete(record)
+        self._pending.append(record)
+
+    def complete(self) -> None:
+        """Read the versions and levels of the records registered so far (see :meth:`complete_later`)."""
+        self._settle()
+        incomplete, self._incomplete = self._incomplete, []
+        for record in incomplete:
+            self._complete(record)
+
+    def complete_later(self) -> None:
+        """Start :meth:`complete` in a thread; the next call of any other method waits for it."""
+        self._settle()
+        if self._incomplete:
+            incomplete, self._incomplete = self._incomplete, []
+
+            def run() -> None:
+                for record in incomplete:
+                    self._complete(record)
+
+            self._completing = threading.Thread(target=run, name="avro-sink-history", daemon=True)
+            self._completing.start()
+
+    def _settle(self) -> None:
+        thread, self._completing = self._completing, None
+        if thread is not None:
+            thread.join()
 
     def refused(self, subject: str, schema: str, schemas: Any, error: Any) -> None:
+        self._settle()
         reasons = error.context.get("reasons") or error.message
         record = self._record(subject, schema, schemas, verdict="incompatible",
                               reasons=[reasons] if isinstance(reasons, str) else list(reasons))
@@ -246,7 +299,7 @@ class HistoryRecorder:
         (:class:`~avro_registry_sink.manager.NewMajor`): their major version, the registry's reasons and the
         migration rules generated."""
         for major in majors:
-            for record in self.pending:
+            for record in self.pending:  # complete: their verdict is replaced here
                 if (record.subject, record.schema_id) == (major.subject, major.schema_id):
                     record.major_version = major.new_major
                     record.rules = list(major.rules)
@@ -255,7 +308,8 @@ class HistoryRecorder:
 
     def flush(self, batch_id: int | None = None, name: str | None = None) -> list[HistoryRecord]:
         """Write the pending records (``history/batch-<id>.jsonl``, or ``name``); returns them."""
-        records, self.pending = self.pending, []
+        self.complete()
+        records, self._pending = self._pending, []
         for record in records:
             if record.batch is None:
                 record.batch = batch_id

@@ -39,7 +39,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -331,6 +331,7 @@ class _BatchProcessor:
         self.plans: dict[PlanKey, TablePlan] = {}
         self._schemas_seen: set[tuple[str, int]] = set()
         self._partitions: dict[str, int] = {}
+        self._topics_pending: Future[dict[str, int]] | None = None  # new topics being created (_topics_ahead)
         self._side_batch: int | None = None  # the batch whose committed side state is in memory
         self._side_loaded_from_store = False  # this batch read its side state from the checkpoint
         self._single_input = False  # this batch: each topic's records come from one data file
@@ -355,8 +356,10 @@ class _BatchProcessor:
         else:
             self.sources = TableSources(None, options.tables, changelog=True)
             self.batches = ChangelogBatches(options, manager, self.side, self.sources, self._topics)
-        self.history = HistoryRecorder(HistoryJournal(self.state), registry, self.sources)  # <checkpoint>/history/
+        self.history = HistoryRecorder(HistoryJournal(self.state), registry, self.sources, defer=True)  # <checkpoint>/history/
         manager.on_register, manager.on_refused = self.history.registered, self.history.refused
+        manager.on_registering = self.history.registering
+        manager.on_routed = self._topics_ahead
 
     def ddl_history(self, schema: str, table: str) -> list[tuple[int, str]]:
         """``[(table version, DDL text)]`` of a table: its storage schema files' ``Query``, or the DDL messages
@@ -384,7 +387,38 @@ class _BatchProcessor:
 
     # -- steps ---------------------------------------------------------------------------------------
 
+    def _topics_ahead(self, topics: list[str]) -> None:
+        """Start creating the batch's new topics while its schemas register (the manager's ``on_routed``):
+        with 100 new tables the topics take as long as the registrations, each mostly waiting on its server.
+        :meth:`_topics` waits for them; a failure is raised there, where it was raised before."""
+        self._settle_topics(raise_errors=False)
+        new = {t: self.options.sink.partition_num for t in topics if t not in self._partitions}
+        if not new:
+            return
+        future: Future[dict[str, int]] = Future()
+
+        def create() -> None:
+            try:
+                future.set_result(self.sink.prepare(new))
+            except BaseException as exc:  # noqa: BLE001 - handed to the batch's thread by _topics
+                future.set_exception(exc)
+
+        threading.Thread(target=create, name="avro-sink-topics", daemon=True).start()
+        self._topics_pending = future
+
+    def _settle_topics(self, *, raise_errors: bool) -> None:
+        """Wait for the topics :meth:`_topics_ahead` is creating; keep their partition counts."""
+        future, self._topics_pending = self._topics_pending, None
+        if future is None:
+            return
+        try:
+            self._partitions.update(future.result())
+        except Exception:
+            if raise_errors:
+                raise
+
     def _topics(self, plans: Mapping[PlanKey, TablePlan]) -> dict[str, int]:
+        self._settle_topics(raise_errors=True)
         wanted = {plan.route.topic: self.options.sink.partition_num for plan in plans.values()}
         new = {t: n for t, n in wanted.items() if t not in self._partitions}
         if new:
@@ -446,6 +480,7 @@ class _BatchProcessor:
             self._end_side(batch_id)
             return
         failpoint("job.after-side-read")
+        self.history.complete_later()  # the history's lookups while the batch is written
         self._single_input = prepared.single_input
         parsed, plans, inputs, missing = prepared.encoded, prepared.plans, prepared.inputs, list(prepared.missing)
         early_errors = prepared.early_errors

@@ -352,3 +352,37 @@ def test_a_record_over_a_megabyte_reaches_kafka(spark, bootstrap, registry, pref
     assert result.totals.rows == 2 and not result.bad_input
     records = consume(bootstrap, url, [f"{prefix}_shop_docs"], 2)[f"{prefix}_shop_docs"]
     assert sorted((key["id"], len(value["body"])) for _, _, key, value in records) == [(1, len(body)), (2, 5)]
+
+
+def test_a_missing_topic_under_auto_create_topic_false_stops_the_batch_uncommitted(spark, bootstrap, registry, prefix,
+                                                                                   tmp_path):
+    """``auto-create-topic=false``: the topics are looked for while the schemas register (the job's
+    ``_topics_ahead``); a missing one stops the first batch, by name, before any record is written, and
+    nothing is committed: with the topics created, the same checkpoint delivers every row."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from avro_registry_sink.errors import AvroSinkError
+
+    url, client = registry
+    manifest = generate_demo(tmp_path / "in", rows_per_table=6)
+    stamp_in_order(tmp_path / "in", manifest.data_files)
+    options = JobOptions(
+        source=parse_source(str(tmp_path / "in")), checkpoint=tmp_path / "checkpoint",
+        sink=parse_sink_uri(f"kafka://{bootstrap}/?protocol=avro&partition-num=3&auto-create-topic=false"
+                            f"&schema-registry={url}"),
+        topic_rule=prefix + "_{schema}_{table}", csv_options=manifest.csv_options,
+        tables=tuple(manifest.tables.values()))
+    with pytest.raises(AvroSinkError) as failed:
+        run_job(spark, options)
+    assert "auto-create-topic" in str(failed.value) and f"{prefix}_" in str(failed.value)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert not [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+
+    topics = [_topic(prefix, n) for n in TABLES]
+    for future in admin.create_topics([NewTopic(t, num_partitions=3, replication_factor=1) for t in topics]).values():
+        future.result(30)
+    result = run_job(spark, options)
+    total = len(manifest.all_events)
+    assert result.totals.rows == total
+    _assert_rows(manifest, consume(bootstrap, url, topics, total), prefix)
+    _assert_subjects(client, prefix)

@@ -60,3 +60,25 @@ def test_auto_register_false_only_looks_up(client):
     assert client.get_versions("shop_items-value") == [1]  # nothing registered
     with pytest.raises(SchemaNotRegistered, match="does not exist"):
         manager(client, auto_register=False).plan(before.model_copy(update={"table": "other"}))
+
+
+def test_deferred_records_read_the_versions_their_registration_left(client, tmp_path):
+    """A job's recorder (``defer``) reads versions and levels later, in a thread (``complete_later``); a
+    subject registering again first completes its waiting record, so two versions of one table in one batch
+    read "new subject" and "compatible", as they do when read at once."""
+    before, after = versions(next(c for c in CORPUS if c.name == "nullable-added"))
+    journal = HistoryJournal(StoreFS(parse_storage_uri(str(tmp_path)), option="checkpoint"))
+    recorder = HistoryRecorder(journal, client, defer=True)
+    m = manager(client)
+    m.on_register, m.on_refused, m.on_registering = recorder.registered, recorder.refused, recorder.registering
+    m.prepare_batch([before, after.model_copy(update={"version": before.version + 1})])
+    waiting = [r for r in recorder._pending if r.version is None]
+    assert len(waiting) == 2  # the value subject's second version and the key's: not read yet
+    recorder.complete_later()
+    m.plan(before.model_copy(update={"table": "other"}))  # waits for the thread, then registers
+    records = recorder.flush(1)
+    assert [(r.subject, r.verdict, r.version, r.previous_version) for r in records] == [
+        ("shop_items-key", "new subject", 1, None), ("shop_items-value", "new subject", 1, None),
+        ("shop_items-value", "compatible", 2, 1),
+        ("shop_other-key", "new subject", 1, None), ("shop_other-value", "new subject", 1, None)]
+    assert all(r.compatibility_level == "BACKWARD" for r in records)
