@@ -51,7 +51,6 @@ from avro_registry_sink.formats import format_for_file
 from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
 from avro_registry_sink.model import (
     DEFAULT_TOPIC_RULE,
-    ORDER_COLUMNS,
     PlanKey,
     RefusalReason,
     refusal_reason,
@@ -66,7 +65,6 @@ from avro_registry_sink.spark.batch_storage import StorageBatches
 from avro_registry_sink.spark.job_errors import JobFailed, SparkResourceError
 from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.packages import ivy_dir, kafka_package
-from avro_registry_sink.spark.plan import stage_plans_for
 from avro_registry_sink.spark.session import conf_value, master_of
 from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
@@ -245,22 +243,6 @@ def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
     return TopicRouter(config.dispatchers, default_topic=config.default_topic or DEFAULT_TOPIC_RULE,
                        topic_rule=topic_rule, subject_naming=config.subject_naming,
                        case_sensitive=config.case_sensitive)
-
-
-# --------------------------------------------------------------------------------------------------
-# The encode stage
-
-
-def _stage_encoder() -> Callable[..., DataFrame]:
-    """The project's encode stage (``spark.stage.encode_changes``; a seam for tests)."""
-    from avro_registry_sink.spark.stage import encode_changes
-
-    return encode_changes
-
-
-def _encode(changes: DataFrame, plans: Mapping[PlanKey, Any], output: Any = None) -> DataFrame:
-    """Encode; rows that cannot be encoded come out with an ``error`` (see :class:`StageOutput` for ``output``)."""
-    return _stage_encoder()(changes, plans, keep=ORDER_COLUMNS, isolate=True, output=output)
 
 
 def _records(encoded: DataFrame) -> DataFrame:
@@ -482,26 +464,15 @@ class _BatchProcessor:
         failpoint("job.after-side-read")
         self.history.complete_later()  # the history's lookups while the batch is written
         self._single_input = prepared.single_input
-        parsed, plans, inputs, missing = prepared.encoded, prepared.plans, prepared.inputs, list(prepared.missing)
-        early_errors = prepared.early_errors
+        # storage files and changelog messages alike: parsed and encoded in one executor pass
+        encoded, plans, inputs, missing = prepared.encoded, prepared.plans, prepared.inputs, list(prepared.missing)
         cleanup: list[DataFrame] = []
         warnings = [*prepared.warnings, *self.manager.take_warnings()]
         try:
-            one_pass = True  # storage files and changelog messages: parsed and encoded in one executor pass
-            errors = list(early_errors)
-            if not one_pass:
-                errors += [json.loads(r[0]) for r in parsed.filter("error IS NOT NULL").select("error").collect()]
-            errors, notes = _check_parsed(errors)
+            errors, notes = _check_parsed(list(prepared.early_errors))
             report = BatchReport(batch_id=batch_id, inputs=inputs, errors=len(errors), warnings=warnings + notes,
                                  filtered=dict(prepared.filtered), missing_files=[m["file"] for m in missing])
             if plans:
-                if one_pass:
-                    encoded = parsed
-                else:
-                    partitions = self._topics(plans)
-                    stage_plans = stage_plans_for(plans, partitions, self.options.sink.max_message_bytes)
-                    encoded = _encode(parsed.filter("error IS NULL"), stage_plans, output)
-
                 def check(failed: list[dict[str, Any]], delivered: int) -> None:
                     """The batch's verdict, before it is published or committed."""
                     failed, notes = _check_parsed(failed)
