@@ -224,7 +224,7 @@ class ChangelogBatches:
 
     def _plan_from_sample(self, batch_df: DataFrame) -> bool:
         """The first batch of a run, when ``--tables`` (or the checkpoint) knows its tables: plan the tables the
-        start of each input partition names (a sample, one Arrow batch each), so that the batch is read once,
+        start of the batch names (a sample: ``summarize_changelog(sample=True)``), so that the batch is read once,
         strictly. ``False`` (nothing planned) when the sample holds a DDL, a table the catalog does not know
         (described by its first message, which only a full summary finds) or a column set other than the
         table's; then the batch is summarized in full."""

@@ -275,8 +275,11 @@ def _add_group(groups: dict[tuple[Any, ...], list[Any]], key: tuple[Any, ...], m
 def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool = False) -> Summary:
     """Executor pass 1 (see the module docs), collected on the driver.
 
-    ``sample``: only the first :data:`SAMPLE` messages of the input partitions (Spark stops reading each
-    partition there): what the batch starts with, to plan the tables it names before a strict pass."""
+    ``sample``: only the first :data:`SAMPLE` messages of the batch (``limit``: each task stops reading there,
+    and the first task's messages come first, so the sample is the start of the first input partition): what
+    the batch starts with, to plan the tables it names before a strict pass. A table only other partitions
+    hold (a topic TiCDC dispatches by table) is found by the strict pass, which then reads the batch again
+    with its full summary."""
     fmt = spec.kind
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

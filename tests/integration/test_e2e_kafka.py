@@ -386,3 +386,27 @@ def test_a_missing_topic_under_auto_create_topic_false_stops_the_batch_uncommitt
     assert result.totals.rows == total
     _assert_rows(manifest, consume(bootstrap, url, topics, total), prefix)
     _assert_subjects(client, prefix)
+
+
+def test_a_table_the_first_batchs_sample_misses_is_planned_from_the_full_summary(spark, bootstrap, registry, prefix,
+                                                                                  tmp_path):
+    """A topic dispatched by table (TiCDC's ``partition = "table"``): the first batch's sample is the start of
+    the first input partition, which holds one table only; the other table's messages stop the strict pass, and
+    the batch is read again with its full summary: every message of both tables arrives, none dead-lettered."""
+    from bench.changelog import canal_messages as bench_messages
+    from bench.changelog import produce
+    from avro_registry_sink.spark.changelog_stage import SAMPLE
+
+    url, _ = registry
+    n = 2 * SAMPLE + 2000
+    messages = bench_messages(n, 2)
+    source = f"{prefix}_canal"
+    produce(bootstrap, source, messages.texts, 2, keys=messages.table_index)  # table i -> partition i
+    assert (messages.table_index == 0).sum() > SAMPLE
+    result = run_job(spark, JobOptions(
+        source=parse_source(f"canal-json+kafka://{bootstrap}/{source}"), checkpoint=tmp_path / "checkpoint",
+        sink=_sink(bootstrap, url), topic_rule=prefix + "_{schema}_{table}", tables=messages.tables))
+    assert result.totals.rows == n and not result.bad_input
+    per_table = {f"{prefix}_bench_t{i:03d}": int((messages.table_index == i).sum()) for i in range(2)}
+    records = consume(bootstrap, url, list(per_table), n)
+    assert {topic: len(rows) for topic, rows in records.items()} == per_table
