@@ -393,9 +393,9 @@ def test_a_table_the_first_batchs_sample_misses_is_planned_from_the_full_summary
     """A topic dispatched by table (TiCDC's ``partition = "table"``): the first batch's sample is the start of
     the first input partition, which holds one table only; the other table's messages stop the strict pass, and
     the batch is read again with its full summary: every message of both tables arrives, none dead-lettered."""
+    from avro_registry_sink.spark.changelog_stage import SAMPLE
     from bench.changelog import canal_messages as bench_messages
     from bench.changelog import produce
-    from avro_registry_sink.spark.changelog_stage import SAMPLE
 
     url, _ = registry
     n = 2 * SAMPLE + 2000
