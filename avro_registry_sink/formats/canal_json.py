@@ -35,7 +35,6 @@ keep it and replace it when a DDL or schema file gives the real one).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +42,7 @@ from typing import Any
 from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats.base import InputFormat, register
+from avro_registry_sink.formats.json_text import refuse_lone_surrogates
 from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
@@ -60,13 +60,11 @@ __all__ = [
     "derive_table",
     "events_from_canal",
     "find_table",
-    "has_lone_surrogate",
     "load_message",
     "message_shape",
     "parse_canal_line",
     "parse_canal_lines",
     "peek",
-    "refuse_lone_surrogates",
 ]
 
 
@@ -136,31 +134,6 @@ def find_table(tables: TableLookup | None, schema: str, table: str) -> TableDef 
     if found is None:
         found = tables.get(f"{schema}.{table}")
     return found
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def has_lone_surrogate(text: str, parsed: Any) -> bool:
-    """Whether ``parsed`` (``text`` decoded by ``json``) holds a string with a lone UTF-16 surrogate: JSON's
-    ``\\ud800``-style escapes decode to one, which UTF-8 (and so no MySQL/TiDB text, Avro string or Arrow array)
-    can hold. Only a text with such an escape is looked into."""
-    try:
-        text.encode("utf-8")  # (a surrogate itself: a message re-written from a JSON array file)
-        if "\\u" not in text or not _SURROGATE_ESCAPE.search(text):
-            return False
-        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def refuse_lone_surrogates(text: str | bytes | bytearray, parsed: Any, source: str) -> None:
-    """Raise :class:`SourceError` when :func:`has_lone_surrogate`."""
-    raw = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else text
-    if has_lone_surrogate(raw, parsed):
-        raise SourceError(f"{source or 'message'}: a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff "
-                          "without its pair), which no UTF-8 text can hold.", source=source, reason="lone surrogate")
 
 
 def load_message(message: Mapping[str, Any] | str | bytes, source: str) -> dict[str, Any]:

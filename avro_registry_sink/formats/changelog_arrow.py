@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from avro_registry_sink.formats.canal_json import has_lone_surrogate
+from avro_registry_sink.formats.json_text import has_lone_surrogate
 from avro_registry_sink.formats.native_scan import scan_debezium
 from avro_registry_sink.model import PlanKey
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef

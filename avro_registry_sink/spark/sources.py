@@ -921,7 +921,7 @@ def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str |
     shape)`` with kind ``dml``/``ddl``/``watermark``/``skip``/``error`` (``message``: the JSON text, a saved
     Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: see :func:`peek_changelog`)."""
     from avro_registry_sink.formats import format_named
-    from avro_registry_sink.formats.canal_json import refuse_lone_surrogates
+    from avro_registry_sink.formats.json_text import refuse_lone_surrogates
 
     input_format = format_named(fmt)
     if message is None or not message.strip():
