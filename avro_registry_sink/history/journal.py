@@ -214,9 +214,8 @@ class HistoryRecorder:
         """Before ``subject`` registers a schema (the manager's ``on_registering``): its waiting record read
         first, so that the versions it reads are those its own registration left."""
         self._settle()
-        for record in [r for r in self._incomplete if r.subject == subject]:
-            self._incomplete.remove(record)
-            self._complete(record)
+        self._complete_all([r for r in self._incomplete if r.subject == subject])
+        self._incomplete = [r for r in self._incomplete if r.subject != subject]
 
     def registered(self, subject: str, schema: str, schema_id: int, schemas: Any) -> None:
         self._settle()
@@ -231,21 +230,20 @@ class HistoryRecorder:
         """Read the versions and levels of the records registered so far (see :meth:`complete_later`)."""
         self._settle()
         incomplete, self._incomplete = self._incomplete, []
-        for record in incomplete:
-            self._complete(record)
+        self._complete_all(incomplete)
 
     def complete_later(self) -> None:
         """Start :meth:`complete` in a thread; the next call of any other method waits for it."""
         self._settle()
         if self._incomplete:
             incomplete, self._incomplete = self._incomplete, []
-
-            def run() -> None:
-                for record in incomplete:
-                    self._complete(record)
-
-            self._completing = threading.Thread(target=run, name="avro-sink-history", daemon=True)
+            self._completing = threading.Thread(target=self._complete_all, args=(incomplete,),
+                                                name="avro-sink-history", daemon=True)
             self._completing.start()
+
+    def _complete_all(self, records: list[HistoryRecord]) -> None:
+        for record in records:
+            self._complete(record)
 
     def _settle(self) -> None:
         thread, self._completing = self._completing, None

@@ -340,7 +340,7 @@ ORDERED_PRODUCER = {
 #: the write (1M records to 3 partitions: 1.6-2.5 s with the defaults, 0.9-1.2 s with 256 KiB). 1 MiB, one
 #: batch a request at the client's ``max.request.size``: the write stage of 10^6 debezium-json records took
 #: 2.10-2.33 s against 2.45-2.77 s (3 partitions) and 3.34-3.80 s against 4.23-4.44 s (300 partitions, 75 a
-#: writer, interleaved in commit order: when the client's 32 MiB of buffers are taken it sends every open batch).
+#: writer, each partition's records in a row: ``RECORD_ORDER``).
 #: librdkafka (the confluent path) already batches up to 1 MB. Sink options (``kafka.*``) override these.
 SPARK_PRODUCER_BATCHING = {
     "batch.size": 1048576,
