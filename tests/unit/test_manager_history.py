@@ -82,3 +82,19 @@ def test_deferred_records_read_the_versions_their_registration_left(client, tmp_
         ("shop_items-value", "compatible", 2, 1),
         ("shop_other-key", "new subject", 1, None), ("shop_other-value", "new subject", 1, None)]
     assert all(r.compatibility_level == "BACKWARD" for r in records)
+
+
+def test_the_batch_s_topics_are_told_after_its_routes_are_checked_and_before_any_registration(client):
+    """``on_routed`` (the job creates new topics meanwhile) comes once a batch, with each topic once, after
+    the owners' checks and before the first schema registers (``on_registering``)."""
+    before, after = versions(next(c for c in CORPUS if c.name == "nullable-added"))
+    calls: list[tuple[str, object]] = []
+    m = manager(client)
+    m.on_routed = lambda topics: calls.append(("routed", topics))
+    m.on_registering = lambda subject: calls.append(("registering", subject))
+    m.prepare_batch([before, after.model_copy(update={"version": before.version + 1}),
+                     before.model_copy(update={"table": "other"})])
+    assert calls[0] == ("routed", ["shop_items", "shop_other"])
+    assert [c for c in calls if c[0] == "routed"] == calls[:1]
+    assert {subject for kind, subject in calls[1:]} == {
+        "shop_items-key", "shop_items-value", "shop_other-key", "shop_other-value"}
