@@ -94,6 +94,17 @@ _ODD = [
     ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","name":null,"pos":"x","q":[1]}}', False),
     ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","name":null,"query":"x\\"y","seq":1}}', True),
     ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","db":"e"}}', False),
+    # an undeclared key of source: Arrow's reader infers its type, and refuses a double's overflow
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","seq":1e400}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","seq":-1e400}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","seq":12345678901234567890123,"lsn":-1.5e300}}', True),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","seq":-9223372036854775808}}', True),
+    # a repeated key of source, any key (Arrow's reader refuses them all)
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","seq":1,"seq":1}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","seq":null,"x":2,"seq":"a"}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","name":"a","name":"a"}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","pos":1,"file":"f","pos":1}}', False),
+    ('{"after":{"id":1},"op":"c","source":{"db":"d","table":"t","seq":1,"seq2":1,"seq3":true}}', True),
     ('{"after":{},"before":{"id":2},"op":"u","source":{"db":"d","table":"t","commit_ts":null}}', True),
     ('[1]', False),
     ('{}', False),
@@ -112,6 +123,35 @@ def test_what_the_scanner_reads_and_what_it_declines():
     got, _ = scan_debezium(texts, _debezium_shape(table))
     assert got.column("after").combine_chunks().field("name")[0].as_py() == 'a"b\\c/\né😀'
     assert got.column("source").type.get_field_index("name") >= 0  # a source key named like a column
+
+
+_GAPS = [
+    # accepted by the scanner before, refused by Arrow's reader: now declined, and read as Arrow's reader reads
+    # them (refused: the per-message reader decides)
+    '{"after":{"id":%d},"op":"c","ts_ms":1,"source":{"db":"d","table":"t","commit_ts":5,"seq":1e400}}',
+    '{"after":{"id":%d},"op":"c","ts_ms":1,"source":{"db":"d","table":"t","commit_ts":5,"seq":1,"seq":2}}',
+]
+
+
+@pytest.mark.parametrize("gap", _GAPS)
+def test_what_arrow_refuses_the_scanner_declines(gap):
+    from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+
+    table = TableDef(schema_name="d", table="t", primary_key=("id",), columns=(
+        ColumnDef(name="id", type=MySQLType.BIGINT, nullable=False),))
+    good = '{"after":{"id":%d},"op":"c","ts_ms":1,"source":{"db":"d","table":"t","commit_ts":5}}'
+    texts = [good % 1, gap % 2, good % 3]
+    shape = _debezium_shape(table)
+    assert _read(pa.array([gap % 2]), _debezium_schema(shape, table)) is None
+    scanned = scan_debezium(pa.array(texts, pa.string()), shape)
+    assert scanned is not None
+    assert scanned[1].tolist() == [False, True, False]
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
+    reference = _reference(texts, "debezium-json", history, plans)
+    got = _one_pass(texts, "debezium-json", history, plans, False)
+    _same_per_message(reference, got)
+    assert len(got) == 3 and all("error" not in got[i] for i in (0, 2))
 
 
 _PIECES = ['"', "\\", "{", "}", "[", "]", ",", ":", "null", "1", "-", ".5", "e9", " ", "\\u00", "true", '"id":',

@@ -7,8 +7,9 @@
  * op, ts_ms, source and a null transaction, a repeated key, a key with an escape, an unknown key in a row
  * image, a value of another JSON type than its column's (numbers for int64 columns: integers in int64's range;
  * for double columns: any number strtod reads without over- or underflow), a nested object or array in
- * source or a value of another type than _DEBEZIUM_SOURCE_FULL declares there, a lone UTF-16 surrogate in an
- * escape, a raw control character in a string. So what it reads, Arrow's reader reads alike (a message alone).
+ * source or a value of another type than _DEBEZIUM_SOURCE_FULL declares there (a number of an undeclared key:
+ * one that over- or underflows a double), a lone UTF-16 surrogate in an escape, a raw control character in a
+ * string. So what it reads, Arrow's reader reads alike (a message alone).
  *
  * Strings are written as Arrow string views: into the input itself when the string has no escape (buffer 0),
  * else unescaped into the scratch buffer (buffer 1, as large as the input: a string never grows unescaped).
@@ -339,13 +340,27 @@ static int image(const Scan *s, Cur *c, int which, int64_t row, uint8_t *seen) {
     }
 }
 
-/* The JSON type changelog_arrow._DEBEZIUM_SOURCE_FULL declares for the other keys of source (-1: none). */
-static int declared_type(const uint8_t *raw, int64_t len) {
-    static const char *strings[] = {"version", "connector", "name", "snapshot", "gtid", "file", "query", "cluster_id"};
-    static const char *ints[] = {"server_id", "pos", "row", "thread"};
-    for (size_t i = 0; i < sizeof strings / sizeof *strings; i++) if (is(raw, len, strings[i])) return T_STRING;
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) if (is(raw, len, ints[i])) return T_INT;
+/* The other keys of source that changelog_arrow._DEBEZIUM_SOURCE_FULL declares: strings, then integers. */
+static const char *const declared_keys[] = {"version", "connector", "name", "snapshot", "gtid", "file", "query",
+                                            "cluster_id", "server_id", "pos", "row", "thread"};
+enum { DECLARED_STRINGS = 8, DECLARED = 12, UNDECLARED_MAX = 16 };
+
+/* The index of a declared key in declared_keys (-1: none). */
+static int declared_key(const uint8_t *raw, int64_t len) {
+    for (int i = 0; i < DECLARED; i++) if (is(raw, len, declared_keys[i])) return i;
     return -1;
+}
+
+/* An undeclared key's number: Arrow's reader infers int64 for an integer in its range, else double, and refuses
+ * one that overflows a double; an underflow, which it reads as 0, is declined too (read by Arrow's reader). */
+static int undeclared_number(Cur *c) {
+    const uint8_t *start = c->p, *s;
+    int is_int;
+    if (number(c, &s, &is_int) != 0) return FAIL;
+    if (is_int && c->p - s - (*s == '-') <= 18) return 0;
+    c->p = start;
+    double ignored;
+    return double_value(c, &ignored);
 }
 
 static int source(const Scan *s, Cur *c, int64_t row, uint8_t *seen) {
@@ -355,7 +370,11 @@ static int source(const Scan *s, Cur *c, int64_t row, uint8_t *seen) {
     s->source_valid[row] = 1;
     if (peek(c) == '}') { c->p++; return 0; }
     memset(seen, 0, (size_t)s->ncols);
-    unsigned special = 0;
+    unsigned special = 0, declared_seen = 0;
+    /* the undeclared keys so far: Arrow's reader refuses a repeated key, any key */
+    const uint8_t *other[UNDECLARED_MAX];
+    int64_t other_len[UNDECLARED_MAX];
+    int others = 0;
     for (;;) {
         const uint8_t *raw;
         int64_t len;
@@ -384,10 +403,22 @@ static int source(const Scan *s, Cur *c, int64_t row, uint8_t *seen) {
                 s->meta[(int64_t)j * n + row] = ch == 'n' ? 2 : 1;
             }
             if (ch == '{' || ch == '[') return FAIL;
-            int declared = declared_type(raw, len);
-            if (ch == 'n' || declared < 0) {
+            int declared = declared_key(raw, len);
+            if (declared >= 0) {
+                if (declared_seen & (1u << declared)) return FAIL;
+                declared_seen |= 1u << declared;
+            } else {
+                for (int k = 0; k < others; k++)
+                    if (other_len[k] == len && memcmp(other[k], raw, (size_t)len) == 0) return FAIL;
+                if (others == UNDECLARED_MAX) return FAIL;
+                other[others] = raw;
+                other_len[others++] = len;
+            }
+            if (ch == 'n' || (declared < 0 && ch != '-' && (ch < '0' || ch > '9'))) {
                 if (skip_scalar(c) != 0) return FAIL;
-            } else if (declared == T_STRING) {
+            } else if (declared < 0) {
+                if (undeclared_number(c) != 0) return FAIL;
+            } else if (declared < DECLARED_STRINGS) {
                 if (ch != '"' || skip_scalar(c) != 0) return FAIL;
             } else {
                 int64_t ignored;
