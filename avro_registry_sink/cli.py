@@ -47,36 +47,44 @@ _METAVARS = {
 
 
 def _tidy_params(params: list[Any]) -> list[Any]:
-    """Options shown as users write them: a metavar saying what the value looks like (none for a flag), and
-    help text shown as written (rich would take ``[sink]`` in it for markup and drop it)."""
-    from rich.markup import escape
-
+    """Options shown as users write them: a metavar saying what the value looks like (none for a flag)."""
     for param in params:
         if getattr(param, "_tidied", False) or not isinstance(param, typer.core.TyperOption):
             continue
         if param.metavar is None:
             param.metavar = "" if param.is_flag else _METAVARS.get(param.name or "", (param.name or "").upper())
-        if param.help:
-            param.help = escape(param.help)
         setattr(param, "_tidied", True)  # noqa: B010 - a marker of ours on click's object (no such attribute declared)
     return params
 
 
+# ``--help`` is click's plain layout, not typer's rich panels: rich's table of options shrinks the option-name
+# column to fit the help text at 80 columns (``--registry,--sc…``), while click's writes an option name whole,
+# on a line of its own when it is long, and wraps only the help text. Text is shown as written, too (rich took
+# ``[sink]`` and ``[spark-submit options]`` for markup).
 class _Command(typer.core.TyperCommand):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from rich.markup import escape
-
         super().__init__(*args, **kwargs)
-        if self.help:  # shown as written: "[spark-submit options]" is no rich markup
-            self.help = escape(self.help)
+        self.rich_markup_mode = None
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _tidy_params(super().get_params(ctx))
 
 
 class _Group(typer.core.TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rich_markup_mode = None
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _tidy_params(super().get_params(ctx))
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Each command with its whole first sentence, wrapped (click cuts it to one line with "...")."""
+        rows = [(name, command.get_short_help_str(limit=1000)) for name in self.list_commands(ctx)
+                if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 app = typer.Typer(
@@ -1334,6 +1342,7 @@ def main() -> None:
 
 for _command in (history_commands.history, history_commands.diff, history_commands.register):
     app.command()(_command)
+_tidy_help(app)
 
 if __name__ == "__main__":  # pragma: no cover
     from avro_registry_sink.cli import main as _module_main  # the module's own app, with the commands added to it
