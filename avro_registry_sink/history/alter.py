@@ -11,13 +11,17 @@ binary one ``VARBINARY(255)``, as the README tells to create them). :func:`creat
 1. the primary key is dropped when the key changes;
 2. renamed columns are renamed (their data kept);
 3. removed columns are dropped;
-4. added columns are added: with their default, and a NOT NULL column without one gets the type's zero value
-   for the rows already there (what MySQL gives them upstream), then has that default dropped;
+4. added columns are added: with their default, and a NOT NULL column without one gets MySQL's implicit default
+   for the rows already there (the type's zero, ``''``, an ENUM's first member: what MySQL gives them upstream),
+   then has that default dropped; a column dropped and added again (``SchemaDiff.readded``) is dropped in 3 and
+   added here, so its rows hold the default as upstream, never a cast of the old value;
 5. kept columns change type (a cast keeps the data), nullability (rows holding NULL first get the default, or
    the zero value, as MySQL's ``MODIFY ... NOT NULL`` does) and default;
 6. the new primary key is added.
 
-Dialects: ``postgres`` (PostgreSQL) and ``mysql`` (MySQL 8 and MariaDB 10.5+, which know ``RENAME COLUMN``).
+Dialects: ``postgres`` (PostgreSQL) and ``mysql`` (MySQL 8.0.13+ and MariaDB 10.5+, which know ``RENAME COLUMN``;
+a default of a ``longtext``/``longblob`` column is written as an expression, ``DEFAULT ('')``, the one form MySQL 8
+takes on BLOB/TEXT columns and MariaDB takes too).
 """
 
 from __future__ import annotations
@@ -89,10 +93,20 @@ def _literal(f: AvroField, value: Any, dialect: str) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+#: MySQL's implicit default of a NOT NULL string column without DEFAULT, by TiCDC's ``tidb_type`` (the same table
+#: as the migration rules', ``schema.migration``): an ENUM's is its first member.
+_IMPLICIT_TEXT = {"DATE": "0000-00-00", "DATETIME": "0000-00-00 00:00:00", "TIMESTAMP": "0000-00-00 00:00:00",
+                  "TIME": "00:00:00", "JSON": "null"}
+
+
 def _zero(f: AvroField, dialect: str) -> str:
-    """The value MySQL gives existing rows for a NOT NULL column without a default."""
+    """The value MySQL gives existing rows for a NOT NULL column without a default (its implicit default)."""
     if f.type == "string":
-        return "''"
+        tidb_type = str(f.parameters.get("tidb_type") or "").upper()
+        allowed = str(f.parameters.get("allowed") or "")
+        if tidb_type == "ENUM" and allowed:
+            return _string_literal(allowed.split(",")[0], dialect)
+        return _string_literal(_IMPLICIT_TEXT.get(tidb_type, ""), dialect)
     if f.type == "bytes" and f.logical is None:
         return "''::bytea" if dialect == "postgres" else "''"
     return "0"
@@ -103,13 +117,21 @@ def _default(f: AvroField) -> Any:
     return f.default if f.has_default and f.default is not None else None
 
 
+def _default_clause(f: AvroField, literal: str, dialect: str, *, key: bool = False) -> str:
+    """``DEFAULT <literal>``; in MySQL a BLOB/TEXT column takes only an expression default, ``DEFAULT ('x')`` (MySQL
+    8 refuses a literal with error 1101; the expression form works from MySQL 8.0.13 and MariaDB 10.2.1)."""
+    if dialect == "mysql" and column_type(f, dialect, key=key) in ("longtext", "longblob"):
+        return f" DEFAULT ({literal})"
+    return f" DEFAULT {literal}"
+
+
 def _column_definition(f: AvroField, dialect: str, *, key: bool = False) -> str:
     text = f"{quote(f.name, dialect)} {column_type(f, dialect, key=key)}"
     nullable = f.nullable and not key
     if not nullable:
         text += " NOT NULL"
     if _default(f) is not None:
-        text += f" DEFAULT {_literal(f, _default(f), dialect)}"
+        text += _default_clause(f, _literal(f, _default(f), dialect), dialect, key=key)
     elif dialect == "mysql" and nullable:
         text += " NULL"
     return text
@@ -170,7 +192,8 @@ def alter_statements(diff: SchemaDiff, table: str, dialect: str) -> list[str]:
         assert f is not None
         in_key = f.name in key_after
         if not f.nullable and _default(f) is None:  # existing rows get the type's zero value, as upstream
-            zero_default = f"{_column_definition(f, dialect, key=in_key)} DEFAULT {_zero(f, dialect)}"
+            zero_default = _column_definition(f, dialect, key=in_key) + _default_clause(
+                f, _zero(f, dialect), dialect, key=in_key)
             out.append(alter + "ADD COLUMN " + zero_default)
             out.append(alter + f"ALTER COLUMN {quote(f.name, dialect)} DROP DEFAULT")
         else:
@@ -219,6 +242,8 @@ def alter_statements(diff: SchemaDiff, table: str, dialect: str) -> list[str]:
 
 
 def _old_field(diff: SchemaDiff, new_name: str) -> AvroField | None:
+    if new_name in diff.readded:
+        return None
     source = {new: old for old, new in diff.renames.items()}.get(new_name)
     if source is not None:
         return diff.field_before(source)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,7 +32,7 @@ from avro_registry_sink.cli_options import (
     read_tables,
 )
 from avro_registry_sink.errors import AvroSinkError, RegistryUnavailable
-from avro_registry_sink.history.diff import SchemaDiff, diff_schemas
+from avro_registry_sink.history.diff import SchemaDiff, diff_keys, diff_schemas
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecord, select
 
 CheckpointHistoryOpt = Annotated[str | None, typer.Option("--checkpoint", help="The job's checkpoint (directory or storage URI): its history/ journal.")]
@@ -58,9 +59,15 @@ def _registry_config(registry: str | None, config: Path | None, state_dir: Path 
 
 
 def _journal(checkpoint: str | None) -> list[HistoryRecord]:
+    """The journal's records; a checkpoint that is not there is an error naming it (a typo must not read as an
+    empty history)."""
     if checkpoint is None:
         return []
-    return HistoryJournal.at(checkpoint).read()
+    journal = HistoryJournal.at(checkpoint)
+    if not journal.store.is_dir(""):
+        raise fail(f"Checkpoint {checkpoint} does not exist: give --checkpoint the directory or storage URI the job "
+                   "was run with (its history/ holds the journal), or leave it out to read the registry alone.")
+    return journal.read()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -68,22 +75,43 @@ def _journal(checkpoint: str | None) -> list[HistoryRecord]:
 
 
 def _registry_history(client: Any, subject: str) -> list[HistoryRecord]:
-    """A subject's versions as the registry holds them (no DDL, table version or verdict: the registry keeps none)."""
+    """A subject's versions as the registry holds them, with what their metadata says (``--on-incompatible
+    new-major`` registers each version with its major version and table version, a new major with its migration
+    rules, whose doc lists the changes); no DDL: the registry keeps none."""
     from avro_registry_sink.history.journal import fingerprint
-    from avro_registry_sink.manager import registered_table
+    from avro_registry_sink.manager import MAJOR_VERSION, TABLE_VERSION, registered_table
 
     out = []
-    previous = None
+    previous: Any = None
     for version in client.get_versions(subject):
         registered = client.get_version(subject, version)
         owner = registered_table(registered.schema)
+        properties = registered.properties
+        major = _int_or_none(properties.get(MAJOR_VERSION))
+        rules = [r for r in (registered.rule_set or {}).get("migrationRules") or [] if isinstance(r, dict)]
+        old_major = _int_or_none(previous.properties.get(MAJOR_VERSION)) if previous is not None else None
+        if previous is None:
+            verdict = "new subject"
+        elif major is not None and old_major is not None and major != old_major:
+            verdict = "new major"
+        else:
+            verdict = "registered"
+        docs = list(dict.fromkeys(str(r.get("doc") or "") for r in rules if r.get("doc")))
         out.append(HistoryRecord(
-            table=".".join(owner) if owner else "?", table_version=0, subject=subject,
-            kind="key" if subject.endswith("-key") else "value", schema=registered.schema, schema_id=registered.id,
-            version=version, previous_version=previous, source="registry", fingerprint=fingerprint(registered.schema),
-            verdict="registered", time=""))
-        previous = version
+            table=".".join(owner) if owner else "?", table_version=_int_or_none(properties.get(TABLE_VERSION)) or 0,
+            subject=subject, kind="key" if subject.endswith("-key") else "value", schema=registered.schema,
+            schema_id=registered.id, version=version, previous_version=previous.version if previous else None,
+            source="registry", source_detail="; ".join(docs) or None, fingerprint=fingerprint(registered.schema),
+            major_version=major, rules=[r.get("name") for r in rules] or None, verdict=verdict, time=""))
+        previous = registered
     return out
+
+
+def _int_or_none(text: Any) -> int | None:
+    try:
+        return int(str(text))
+    except ValueError:
+        return None
 
 
 def _short(text: str | None, width: int = 60) -> str:
@@ -174,13 +202,87 @@ def _version_arg(text: str, what: str) -> int | str:
         raise fail(f"Invalid {what} {text!r}: an integer (or 'latest').") from None
 
 
-def _chained_renames(records: list[HistoryRecord]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for r in records:
-        for old, new in r.renames.items():
-            origin = next((o for o, n in out.items() if n == old), None)
-            out[origin if origin is not None else old] = new
-    return {o: n for o, n in out.items() if o != n}
+@dataclass
+class _Step:
+    """One registration between the two versions of a diff: its schema and the one before it, and what its DDL
+    (the journal) or its migration rules (the registry) say of renamed and re-added columns; ``known`` is false
+    when neither says anything, so that a dropped and an added column there may be one renamed column."""
+
+    label: str
+    before: str
+    after: str
+    renames: dict[str, str]
+    readded: set[str]
+    known: bool
+
+
+def _lineage(steps: list[_Step]) -> tuple[dict[str, str], set[str], list[str]]:
+    """The renames (name at the first step -> name at the last), the re-added columns (names at the last) and the
+    steps where a dropped and an added column are unexplained (``label: dropped a; added b``)."""
+    renames: dict[str, str] = {}
+    readded: set[str] = set()
+    unexplained = []
+    for step in steps:
+        for old, new in step.renames.items():
+            origin = next((o for o, n in renames.items() if n == old), old)
+            renames[origin] = new
+        # a column dropped and added again owes nothing to the column it was renamed from
+        renames = {o: n for o, n in renames.items() if n not in step.readded}
+        readded = {step.renames.get(n, n) for n in readded} | step.readded
+        if not step.known:
+            changes = diff_schemas(step.before, step.after).changes
+            dropped = [c.field for c in changes if c.kind == "removed"]
+            added = [c.field for c in changes if c.kind == "added"]
+            if dropped and added:
+                unexplained.append(f"{step.label}: dropped {', '.join(dropped)}; added {', '.join(added)}")
+    return {o: n for o, n in renames.items() if o != n}, readded, unexplained
+
+
+def _journal_step(record: HistoryRecord, before: str) -> _Step:
+    from avro_registry_sink.history.diff import readded_in_ddl
+
+    label = f"table version {record.table_version} (subject {record.subject} version {record.version or '-'})"
+    return _Step(label, before, record.schema, dict(record.renames), readded_in_ddl(record.ddl),
+                 known=record.ddl is not None)
+
+
+def _registry_steps(client: Any, subject: str, low: Any, high: Any, journal: list[HistoryRecord]) -> list[_Step]:
+    """The steps from version ``low`` to ``high`` of a subject: each live version after ``low``, described by its
+    journal record when the journal has its DDL, else by its own migration rules (a new major's)."""
+    from avro_registry_sink.history.diff import lineage_in_rules
+    from avro_registry_sink.manager import MAJOR_VERSION
+
+    steps = []
+    previous = low
+    numbers = [n for n in client.get_versions(subject) if low.version < n <= high.version]
+    for number in numbers:
+        current = high if number == high.version else client.get_version(subject, number)
+        record = next((r for r in journal if r.version == number and r.ddl is not None), None)
+        if record is not None:
+            steps.append(_journal_step(record, previous.schema))
+        else:
+            majors = (previous.properties.get(MAJOR_VERSION), current.properties.get(MAJOR_VERSION))
+            lineage = lineage_in_rules(current.rule_set) if None not in majors and majors[0] != majors[1] else None
+            renames, readded = lineage if lineage is not None else ({}, set())
+            steps.append(_Step(f"version {number} (id {current.id})", previous.schema, current.schema, renames,
+                               readded, known=lineage is not None))
+        previous = current
+    return steps
+
+
+def _refuse_unexplained(result: SchemaDiff, unexplained: list[str], what: str) -> None:
+    """A drop and an add that nothing explains are not turned into DROP COLUMN + ADD COLUMN (the values of a
+    renamed column would be lost) unless ``--allow-drop`` or ``--rename`` says which they are."""
+    dropped = [c.field for c in result.changes if c.kind == "removed" and c.field not in result.readded]
+    added = [c.field for c in result.changes if c.kind == "added" and c.field not in result.readded]
+    if unexplained and dropped and added:
+        raise fail(
+            f"{what}: column{'s' if len(dropped) > 1 else ''} {', '.join(dropped)} dropped and "
+            f"{', '.join(added)} added, and nothing on record says whether one was renamed to the other "
+            f"({'; '.join(unexplained)}: no DDL in the journal, no migration rule in the registry). DROP COLUMN "
+            "would lose the values a rename keeps. Say which: --rename OLD=NEW (e.g. --rename "
+            f"{dropped[0]}={added[0]}) for a rename, or --allow-drop to drop and add them (existing rows get the "
+            "default); --checkpoint with the job's journal knows the DDL.")
 
 
 def _at_table_version(records: list[HistoryRecord], kind: str, version: int) -> HistoryRecord | None:
@@ -231,6 +333,7 @@ def diff(
     sql: Annotated[str | None, typer.Option("--sql", help="postgres|mysql: also print the ALTER TABLE statements that bring a downstream table from A to B.")] = None,
     target_table: Annotated[str | None, typer.Option("--target-table", help="The downstream table's name for --sql (default: the topic, as the JDBC sinks name it).")] = None,
     rename: Annotated[list[str] | None, typer.Option("--rename", help="OLD=NEW: a column rename the journal does not know (repeatable).")] = None,
+    allow_drop: Annotated[bool, typer.Option("--allow-drop", help="Columns dropped and added where neither the journal's DDL nor the registry's migration rules say whether one was renamed: drop and add them (without it --sql refuses).")] = False,
     registry: RegistryOpt = None,
     config: ConfigOpt = None,
     state_dir: StateDirOpt = None,
@@ -268,10 +371,22 @@ def diff(
                            f"{before_v if value_a is None else after_v}; versions on record: "
                            + ", ".join(map(str, known)) + ".")
             key_a, key_b = (_at_table_version(mine, "key", v) for v in (before_v, after_v))  # type: ignore[arg-type]
-            between = [r for r in mine if r.kind == "value" and before_v < r.table_version <= after_v]  # type: ignore[operator]
-            renames = {**_chained_renames(sorted(between, key=lambda r: r.table_version)), **extra}
-            result = diff_schemas(value_a.schema, value_b.schema, renames=renames,
-                                  key_before=key_a.schema if key_a else None, key_after=key_b.schema if key_b else None)
+            values = sorted((r for r in mine if r.kind == "value" and r.verdict != "incompatible"),
+                            key=lambda r: r.table_version)
+            low, high = sorted((before_v, after_v))  # type: ignore[type-var]
+            steps = []
+            previous = _at_table_version(mine, "value", low)  # type: ignore[arg-type]
+            for r in values:
+                if low < r.table_version <= high and previous is not None and r.schema != previous.schema:  # type: ignore[operator]
+                    steps.append(_journal_step(r, previous.schema))
+                    previous = r
+            renames, readded, unexplained = _lineage(steps)
+            if before_v > after_v:  # type: ignore[operator]
+                renames = {new: old for old, new in renames.items()}
+            result = diff_schemas(value_a.schema, value_b.schema, renames={**renames, **extra},
+                                  key_before=key_a.schema if key_a else None, key_after=key_b.schema if key_b else None,
+                                  readded=readded)
+            what = f"Table {table}, table version {before_v} -> {after_v}"
             label = f"table {table}: table version {before_v} -> {after_v}"
             topic = value_b.topic
             ids = {"from": {"subject": value_a.subject, "version": value_a.version, "id": value_a.schema_id,
@@ -286,25 +401,35 @@ def diff(
             with connect(_registry_config(registry, config, state_dir).registry) as client:
                 a = client.get_version(subject, before_s)  # type: ignore[arg-type]  # _version_arg: int or 'latest'
                 b = client.get_version(subject, after_s)  # type: ignore[arg-type]
-                mine = select(records, subject=subject)
-                between = [r for r in mine if r.version is not None and a.version < r.version <= b.version]
-                renames = {**_chained_renames(sorted(between, key=lambda r: r.version or 0)), **extra}
-                key_a = key_b = None
-                if subject.endswith("-value") and mine:  # the key in force at each value version, from the journal
-                    rec_a = next((r for r in mine if r.version == a.version), None)
-                    rec_b = next((r for r in mine if r.version == b.version), None)
-                    either = rec_a or rec_b
-                    keys = select(records, table=either.table if either is not None else "")
-                    if rec_a is not None and rec_b is not None:
-                        key_a = _at_table_version(keys, "key", rec_a.table_version)
-                        key_b = _at_table_version(keys, "key", rec_b.table_version)
-                result = diff_schemas(a.schema, b.schema, renames=renames,
-                                      key_before=key_a.schema if key_a else None,
-                                      key_after=key_b.schema if key_b else None)
+                mine = [r for r in select(records, subject=subject) if r.verdict != "incompatible"]
+                first, last = (a, b) if a.version <= b.version else (b, a)
+                renames, readded, unexplained = _lineage(_registry_steps(client, subject, first, last, mine))
+                if a.version > b.version:
+                    renames = {new: old for old, new in renames.items()}
+                renames = {**renames, **extra}
+                what = f"Subject {subject}, version {a.version} -> {b.version}"
+                if subject.endswith("-key"):  # the key's columns are the value's: only the primary key changes
+                    result = diff_keys(a.schema, b.schema, renames)
+                    unexplained = []
+                else:
+                    key_a = key_b = None
+                    if mine:  # the key in force at each value version, from the journal
+                        rec_a = next((r for r in mine if r.version == a.version), None)
+                        rec_b = next((r for r in mine if r.version == b.version), None)
+                        either = rec_a or rec_b
+                        keys = select(records, table=either.table if either is not None else "")
+                        if rec_a is not None and rec_b is not None:
+                            key_a = _at_table_version(keys, "key", rec_a.table_version)
+                            key_b = _at_table_version(keys, "key", rec_b.table_version)
+                    result = diff_schemas(a.schema, b.schema, renames=renames,
+                                          key_before=key_a.schema if key_a else None,
+                                          key_after=key_b.schema if key_b else None, readded=readded)
             label = f"subject {subject}: version {a.version} (id {a.id}) -> {b.version} (id {b.id})"
             topic = subject.rsplit("-", 1)[0]
             ids = {"from": {"subject": subject, "version": a.version, "id": a.id},
                    "to": {"subject": subject, "version": b.version, "id": b.id}}
+        if dialect and not allow_drop:
+            _refuse_unexplained(result, unexplained, what)
         statements = alter_statements(result, target_table or topic, dialect) if dialect else None
     except RegistryUnavailable as exc:
         raise fail(str(exc), code=1) from None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,6 +132,7 @@ class SchemaDiff:
     changes: list[Change] = field(default_factory=list)
     key_before: tuple[str, ...] | None = None
     key_after: tuple[str, ...] | None = None
+    readded: frozenset[str] = frozenset()  # in both schemas, but dropped and added again: no value carries over
 
     @property
     def unchanged(self) -> bool:
@@ -149,6 +151,7 @@ class SchemaDiff:
         return {
             "changes": [c.to_json() for c in self.changes],
             "renames": dict(self.renames),
+            "readded": sorted(self.readded),
             "key": {"before": list(self.key_before) if self.key_before is not None else None,
                     "after": list(self.key_after) if self.key_after is not None else None},
             "before": [f.to_json() for f in self.before],
@@ -159,12 +162,15 @@ class SchemaDiff:
 def diff_schemas(before: Mapping[str, Any] | str | None, after: Mapping[str, Any] | str,
                  *, renames: Mapping[str, str] | Iterable[tuple[str, str]] = (),
                  key_before: Mapping[str, Any] | str | None = None,
-                 key_after: Mapping[str, Any] | str | None = None) -> SchemaDiff:
+                 key_after: Mapping[str, Any] | str | None = None,
+                 readded: Iterable[str] = ()) -> SchemaDiff:
     """The field-level diff of two value schemas (``before`` ``None``: every field is added).
 
-    ``renames`` (old -> new column names, :func:`renames_in_ddl`; pairs in statement order are chained) pair a field of ``before`` with one of ``after``;
-    a rename whose old field is not in ``before`` or whose new field is not in ``after`` is ignored. With both key
-    schemas, a change of their field names (after the renames) is a ``key`` change.
+    ``renames`` (old -> new column names, :func:`renames_in_ddl`; pairs in statement order are chained) pair a field
+    of ``before`` with one of ``after``; a rename whose old field is not in ``before`` or whose new field is not in
+    ``after`` is ignored. ``readded`` names columns dropped and added again (``DROP COLUMN x, ADD COLUMN x ...``):
+    in both schemas, yet no value carries over, so each is ``removed`` and ``added``. With both key schemas, a
+    change of their field names (after the renames) is a ``key`` change.
     """
     old_fields = record_fields(before)
     new_fields = record_fields(after)
@@ -173,10 +179,14 @@ def diff_schemas(before: Mapping[str, Any] | str | None, after: Mapping[str, Any
     pairs = dict(renames) if isinstance(renames, Mapping) else _chain_pairs(list(renames))
     renamed = {old: new for old, new in pairs.items() if old in old_by_name and new in new_by_name and old != new}
     source_of = {new: old for old, new in renamed.items()}
+    fresh = frozenset(n for n in readded if n in old_by_name and n in new_by_name and n not in renamed
+                      and n not in source_of)
     changes: list[Change] = []
     for new in new_fields:
         if new.name in source_of:
             old_name: str | None = source_of[new.name]
+        elif new.name in fresh:
+            old_name = None
         else:
             old_name = new.name if new.name not in renamed else None  # a renamed column's old name, new again
         old = old_by_name.get(old_name) if old_name is not None else None
@@ -193,11 +203,12 @@ def diff_schemas(before: Mapping[str, Any] | str | None, after: Mapping[str, Any
             changes.append(Change("default", new.name, old.default_text, new.default_text))
         if dict(old.parameters) != dict(new.parameters):
             changes.append(Change("connect.parameters", new.name, dict(old.parameters), dict(new.parameters)))
-    kept = set(source_of.values()) | {f.name for f in new_fields if f.name not in source_of and f.name not in renamed}
+    kept = set(source_of.values()) | {f.name for f in new_fields
+                                      if f.name not in source_of and f.name not in renamed and f.name not in fresh}
     for old in old_fields:
         if old.name not in kept:
             changes.append(Change("removed", old.name, _added_text(old), None))
-    diff = SchemaDiff(before=old_fields, after=new_fields, renames=renamed, changes=changes)
+    diff = SchemaDiff(before=old_fields, after=new_fields, renames=renamed, changes=changes, readded=fresh)
     if key_before is not None and key_after is not None:
         diff.key_before = tuple(renamed.get(f.name, f.name) for f in record_fields(key_before))
         diff.key_after = tuple(f.name for f in record_fields(key_after))
@@ -277,3 +288,86 @@ def _chain_pairs(pairs: list[tuple[str, str]]) -> dict[str, str]:
         else:
             out[old] = new
     return {o: n for o, n in out.items() if o != n}
+
+
+def readded_in_ddl(text: str | None) -> set[str]:
+    """The columns a DDL text adds (``ADD [COLUMN]``), as Avro field names: where such a column was in the table
+    before (``DROP COLUMN x, ADD COLUMN x ...``), it was dropped and added again and keeps no value. A ``CREATE
+    TABLE`` statement (a DDL file's first, or a table dropped and created again) is not read here.
+
+    >>> sorted(readded_in_ddl("ALTER TABLE t DROP COLUMN qty, ADD COLUMN qty VARCHAR(8) NOT NULL, ADD n INT"))
+    ['n', 'qty']
+    """
+    if not text:
+        return set()
+    from avro_registry_sink.errors import AvroSinkError
+    from avro_registry_sink.schema.naming import sanitize_name
+    from avro_registry_sink.tabledef.ddl import column_lineage
+    from avro_registry_sink.tabledef.lexer import split_statements
+
+    try:
+        statements = [s.source for s in split_statements(text) if s.source.lstrip().upper()[:6] != "CREATE"]
+    except AvroSinkError:
+        return set()
+    return {sanitize_name(c) for c in column_lineage(statements).fresh}
+
+
+#: The rule ``doc`` of a new major lists its changes (``schema.migration.plan_migration``), one per field.
+_DOC_RENAMED = re.compile(r"(?:^|; )([A-Za-z_][A-Za-z0-9_]*) renamed to ([A-Za-z_][A-Za-z0-9_]*)")
+_DOC_READDED = re.compile(r"(?:^|; )([A-Za-z_][A-Za-z0-9_]*) dropped and added again as ")
+#: An UPGRADE expression moves a renamed column's value: ``"new": ($v := $.`old`; ...)``.
+_EXPR_MOVED = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)": \(\$v := \$\.`([A-Za-z_][A-Za-z0-9_]*)`;')
+_DOC_LIMIT = 1000  # rule_set_for cuts the doc there
+
+
+def lineage_in_rules(rule_set: Mapping[str, Any] | None) -> tuple[dict[str, str], set[str]] | None:
+    """The renames (old -> new) and re-added columns a version's migration rules say (those ``--on-incompatible
+    new-major`` registers with a new major: their ``doc`` lists every field change, their UPGRADE expression moves
+    each renamed value); ``None`` when the version carries no rule of the product, or its doc was cut short, so
+    that nothing says whether a dropped and an added column are one renamed column.
+
+    >>> lineage_in_rules({"migrationRules": [{"name": "upgrade_1_to_2", "mode": "UPGRADE", "doc": "a renamed to b; "
+    ...     "c dropped and added again as TEXT NOT NULL: no value carries over (up: x; down: y)", "expr": "$"}]})
+    ({'a': 'b'}, {'c'})
+    """
+    rules = [r for r in (rule_set or {}).get("migrationRules") or []
+             if isinstance(r, Mapping) and re.fullmatch(r"(upgrade|downgrade)_\d+_to_\d+", str(r.get("name", "")))]
+    if not rules:
+        return None
+    renames: dict[str, str] = {}
+    readded: set[str] = set()
+    complete = False
+    for rule in rules:
+        doc = str(rule.get("doc") or "")
+        complete = complete or len(doc) < _DOC_LIMIT
+        renames.update({old: new for old, new in _DOC_RENAMED.findall(doc)})
+        readded.update(_DOC_READDED.findall(doc))
+        if rule.get("mode") == "UPGRADE":
+            renames.update({old: new for new, old in _EXPR_MOVED.findall(str(rule.get("expr") or "")) if old != new})
+    return (renames, readded) if complete else None
+
+
+def diff_keys(before: Mapping[str, Any] | str, after: Mapping[str, Any] | str,
+              renames: Mapping[str, str] | None = None) -> SchemaDiff:
+    """The diff of two versions of a key subject: only the primary key's columns change. Every key column is a
+    column of the value as well (the value subject's diff adds, drops, renames and retypes them), so the fields of
+    both keys are the downstream table's columns on both sides, and the one change is ``key``.
+
+    >>> a = {"fields": [{"name": "id", "type": "long"}]}
+    >>> b = {"fields": [{"name": "id", "type": "long"}, {"name": "region", "type": "string"}]}
+    >>> [c.describe() for c in diff_keys(a, b).changes]
+    ['key (id) -> (id, region)']
+    """
+    renames = dict(renames or {})
+    old_fields, new_fields = record_fields(before), record_fields(after)
+    key_before = tuple(renames.get(f.name, f.name) for f in old_fields)
+    key_after = tuple(f.name for f in new_fields)
+    columns = {f.name: f for f in new_fields}
+    for f in old_fields:
+        columns.setdefault(renames.get(f.name, f.name), f)
+    fields = [AvroField(name=name, position=i, type=f.type, logical=f.logical, nullable=False,
+                        has_default=False, default=None, parameters=f.parameters)
+              for i, (name, f) in enumerate(columns.items())]
+    changes = [] if key_before == key_after else [Change("key", ",".join(key_after), list(key_before),
+                                                         list(key_after))]
+    return SchemaDiff(before=fields, after=list(fields), changes=changes, key_before=key_before, key_after=key_after)

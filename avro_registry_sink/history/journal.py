@@ -274,18 +274,27 @@ class HistoryRecorder:
         if refused:
             record.previous_version = versions[-1] if versions else None
             return
-        if len(versions) == 1:  # a new subject: its one live version is the one just registered
-            record.version = versions[0]
-        else:
-            try:
-                record.version = registry.lookup(record.subject, record.schema).version
-            except Exception:  # noqa: BLE001
-                return
+        found: Any = None
+        try:
+            found = registry.lookup(record.subject, record.schema)
+        except Exception:  # noqa: BLE001 - a registry that matches the text with its metadata only: by id below
+            found = None
+        if found is None or (record.schema_id is not None and found.id != record.schema_id):
+            found = _version_of_id(registry, record.subject, record.schema_id, versions)
+        if found is None:
+            return
+        record.version = int(found.version)
+        properties = getattr(found, "properties", None) or {}
+        major = properties.get("major_version")  # manager.MAJOR_VERSION
+        if major is not None and str(major).isdigit():
+            record.major_version = int(str(major))
+        made_by = properties.get("avro_registry_sink.table_version")  # manager.TABLE_VERSION
         earlier = [v for v in versions if v < record.version]
         record.previous_version = earlier[-1] if earlier else None
         if record.version == 1 and len(versions) <= 1:
             record.verdict = "new subject"
-        elif versions and record.version < versions[-1]:
+        elif (versions and record.version < versions[-1]) or (
+                made_by is not None and str(made_by) != str(record.table_version)):  # an earlier table version's
             record.verdict = "already registered"
         else:
             record.verdict = "compatible"
@@ -314,6 +323,21 @@ class HistoryRecorder:
         if self.journal is not None and records:
             self.journal.write(name or f"batch-{batch_id if batch_id is not None else self.batch}", records)
         return records
+
+
+def _version_of_id(registry: Any, subject: str, schema_id: int | None, versions: list[int]) -> Any:
+    """The newest live version of ``subject`` holding ``schema_id`` (a schema reused by its text, as a reverted DDL's
+    is under ``--on-incompatible new-major``), ``None`` when none does or the registry does not say."""
+    if schema_id is None:
+        return None
+    for number in reversed(versions):
+        try:
+            version = registry.get_version(subject, number)
+        except Exception:  # noqa: BLE001 - for the record only
+            return None
+        if getattr(version, "id", None) == schema_id:
+            return version
+    return None
 
 
 class TableSources:
