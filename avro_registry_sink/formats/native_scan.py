@@ -7,16 +7,20 @@ for them (:func:`~avro_registry_sink.formats.changelog_arrow._debezium_schema`),
 cannot read exactly as Arrow's reader does it declines, message by message; the caller reads those with Arrow's
 reader, so the result of every message is the one it had before.
 
-The C source ships with the package. It is compiled on first use with the system's C compiler (``CC``, else
-``cc``) into the product's cache directory (``lib/``, keyed by the source's digest and the platform) and loaded
-with :mod:`ctypes`, in each Python worker that needs it. Without a compiler (or with ``AVRO_SINK_NATIVE=0``)
-the scanner is not used and Arrow's reader reads every message, as before.
+The scanner is built with the package (``setup.py``: the C library ``formats/_debezium_scan*.so`` in the wheel,
+and beside the source in ``pip install -e .``), so an installed package needs no compiler, and is loaded with
+:mod:`ctypes`. A source checkout without the built library (or with one built from another version of the
+source, which it tells by the digest compiled in) compiles the source on first use with the system's C compiler
+(``CC``, else ``cc``) into the product's cache directory (``lib/``, keyed by the source's digest and the
+platform). Without either (or with ``AVRO_SINK_NATIVE=0``) the scanner is not used and Arrow's reader reads every
+message, as before. :func:`engine` says which ran.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
 import logging
 import os
 import platform
@@ -34,11 +38,14 @@ import pyarrow as pa
 
 from avro_registry_sink.cache_dir import cache_root
 
-__all__ = ["available", "scan_debezium"]
+__all__ = ["BUILT", "COMPILED_AT_RUN_TIME", "NO_SCANNER", "available", "engine", "scan_debezium"]
 
 log = logging.getLogger(__name__)
 
 _SOURCE_NAME = "debezium_scan.c"
+_BUILT_MODULE = "avro_registry_sink.formats._debezium_scan"  # setup.py's ext_modules
+#: :func:`engine`'s answers: the library built with the package, the source compiled here, Arrow's reader alone.
+BUILT, COMPILED_AT_RUN_TIME, NO_SCANNER = "built", "compiled-at-run-time", "arrow"
 _SOURCE = resources.files("avro_registry_sink.formats") / "native" / _SOURCE_NAME
 _TYPES = {"int64": 0, "double": 1, "string": 2, "bool": 3}
 _OFF = ("0", "false", "no", "off")
@@ -55,7 +62,7 @@ class _Scan(ctypes.Structure):
 
 
 _lock = threading.Lock()
-_loaded: list[ctypes.CDLL | None] = []
+_loaded: list[tuple[ctypes.CDLL | None, str]] = []
 
 
 def _build(source: bytes, target: Path) -> None:
@@ -67,41 +74,88 @@ def _build(source: bytes, target: Path) -> None:
         # the source is written out: the package may be imported from a zip, which no compiler reads
         (Path(work) / _SOURCE_NAME).write_bytes(source)
         built = Path(work) / target.name
-        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(built), _SOURCE_NAME], cwd=work,
-                              capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-pthread", "-o", str(built), _SOURCE_NAME],
+                              cwd=work, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise OSError(f"{compiler} failed: {done.stderr.strip()[-500:]}")
         os.replace(built, target)  # atomic: workers compiling at once each install a whole library
 
 
+def _built_path() -> Path | None:
+    """The library built with the package, where it is installed (``None``: a source checkout not built)."""
+    spec = importlib.util.find_spec(_BUILT_MODULE)
+    return Path(spec.origin) if spec is not None and spec.origin else None
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.debezium_scan.argtypes = [ctypes.POINTER(_Scan)]
+    lib.debezium_scan.restype = ctypes.c_int64
+    return lib
+
+
+def _open_built(digest: str | None) -> ctypes.CDLL | None:
+    path = _built_path()
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+        lib.debezium_scan_digest.restype = ctypes.c_char_p
+        theirs = (lib.debezium_scan_digest() or b"").decode()
+    except (OSError, AttributeError) as exc:
+        log.warning("the built debezium-json scanner %s does not load (%s)", path, exc)
+        return None
+    if digest is not None and theirs != digest:
+        log.warning("the built debezium-json scanner %s is of another source (%s; the source's is %s): not used; "
+                    "pip install -e . builds it again", path, theirs or "no digest", digest)
+        return None
+    return _bind(lib)
+
+
+def _load() -> tuple[ctypes.CDLL | None, str]:
+    if os.environ.get("AVRO_SINK_NATIVE", "1").strip().lower() in _OFF:
+        return None, NO_SCANNER
+    try:
+        source: bytes | None = _SOURCE.read_bytes()
+    except OSError:
+        source = None  # an installation without the C source: the built library alone
+    digest = hashlib.sha256(source).hexdigest()[:16] if source is not None else None
+    lib = _open_built(digest)
+    if lib is not None:
+        return lib, BUILT
+    if source is None:
+        return None, NO_SCANNER
+    # Only a source checkout gets here (a wheel and ``pip install -e .`` carry the built library): the source is
+    # compiled on this machine, as before the package built it.
+    try:
+        target = cache_root() / "lib" / f"debezium_scan-{digest}-{sys.platform}-{platform.machine()}.so"
+        if not target.exists():
+            _build(source, target)
+        return _bind(ctypes.CDLL(str(target))), COMPILED_AT_RUN_TIME
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("the compiled debezium-json scanner is not used (%s); Arrow's JSON reader reads "
+                    "every message", exc)
+        return None, NO_SCANNER
+
+
 def _library() -> ctypes.CDLL | None:
-    if _loaded:
-        return _loaded[0]
-    with _lock:
-        if _loaded:
-            return _loaded[0]
-        lib = None
-        if os.environ.get("AVRO_SINK_NATIVE", "1").strip().lower() not in _OFF:
-            try:
-                source = _SOURCE.read_bytes()
-                digest = hashlib.sha256(source).hexdigest()[:16]
-                target = cache_root() / "lib" / f"debezium_scan-{digest}-{sys.platform}-{platform.machine()}.so"
-                if not target.exists():
-                    _build(source, target)
-                lib = ctypes.CDLL(str(target))
-                lib.debezium_scan.argtypes = [ctypes.POINTER(_Scan)]
-                lib.debezium_scan.restype = ctypes.c_int64
-            except (OSError, subprocess.SubprocessError) as exc:
-                log.warning("the compiled debezium-json scanner is not used (%s); Arrow's JSON reader reads "
-                            "every message", exc)
-                lib = None
-        _loaded.append(lib)
-        return lib
+    if not _loaded:
+        with _lock:
+            if not _loaded:
+                _loaded.append(_load())
+    return _loaded[0][0]
 
 
 def available() -> bool:
-    """Whether the compiled scanner is used in this process (compiling it on first call)."""
+    """Whether the compiled scanner is used in this process (loading it, or compiling it, on first call)."""
     return _library() is not None
+
+
+def engine() -> str:
+    """Which reader reads debezium-json payloads in this process: :data:`BUILT` (the scanner built with the
+    package), :data:`COMPILED_AT_RUN_TIME` (a source checkout's, compiled on first use) or :data:`NO_SCANNER`
+    (Arrow's JSON reader alone)."""
+    _library()
+    return _loaded[0][1]
 
 
 def _address(arr: np.ndarray) -> int:

@@ -53,9 +53,11 @@ def _compare(texts: pa.Array, table) -> np.ndarray:
     return declined
 
 
-def test_the_scanner_is_built_here():
-    """CI's machine has a C compiler: the suite runs the scanner, not only its fallback."""
+def test_the_scanner_is_built_with_the_package():
+    """``pip install -e .`` (scripts/install.sh) builds the scanner (setup.py): the suite runs the built library,
+    not the run-time compile nor Arrow's reader alone (tests/unit/test_wheel_install.py: the wheel's)."""
     assert native_scan.available()
+    assert native_scan.engine() == native_scan.BUILT
 
 
 @pytest.mark.parametrize("tables", [1, 3])
@@ -195,7 +197,7 @@ def test_without_the_scanner_arrow_reads_every_message(monkeypatch):
     history = {(table.schema_name, table.table): [(table.version, table)]}
     plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
     scanned = _one_pass(texts, "debezium-json", history, plans, True)
-    monkeypatch.setattr(native_scan, "_loaded", [None])
+    monkeypatch.setattr(native_scan, "_loaded", [(None, native_scan.NO_SCANNER)])
     assert not native_scan.available()
     assert scan_debezium(messages.texts, _debezium_shape(table)) is None
     assert _one_pass(texts, "debezium-json", history, plans, True) == scanned
@@ -203,14 +205,33 @@ def test_without_the_scanner_arrow_reads_every_message(monkeypatch):
         history=history, planned=frozenset(plans))).slow.size == 0
 
 
-def test_a_missing_compiler_is_reported_and_falls_back(monkeypatch, tmp_path, caplog):
+def test_a_source_checkout_without_the_built_library_compiles_it(monkeypatch, tmp_path, caplog):
+    """The run-time compile, kept for a source checkout not built: without a compiler, Arrow's reader alone."""
+    monkeypatch.setattr(native_scan, "_built_path", lambda: None)
     monkeypatch.setenv("AVRO_SINK_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setattr(native_scan, "_loaded", [])
     with caplog.at_level("WARNING"):
         assert not native_scan.available()
+    assert native_scan.engine() == native_scan.NO_SCANNER
     assert "Arrow's JSON reader reads every message" in caplog.text
     monkeypatch.delenv("CC")
     monkeypatch.setattr(native_scan, "_loaded", [])
     assert native_scan.available()  # built into the new cache directory
+    assert native_scan.engine() == native_scan.COMPILED_AT_RUN_TIME
     assert list((tmp_path / "lib").glob("debezium_scan-*.so"))
+
+
+def test_a_built_library_of_another_source_is_not_used(monkeypatch, tmp_path, caplog):
+    """A checkout whose C source changed since ``pip install -e .`` built it: the digest compiled in differs, the
+    source is compiled instead (a test never runs a stale scanner)."""
+    edited = tmp_path / "debezium_scan.c"
+    edited.write_bytes(native_scan._SOURCE.read_bytes() + b"\n/* edited */\n")
+    monkeypatch.setattr(native_scan, "_SOURCE", edited)
+    monkeypatch.setenv("AVRO_SINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native_scan, "_loaded", [])
+    with caplog.at_level("WARNING"):
+        assert native_scan.engine() == native_scan.COMPILED_AT_RUN_TIME
+    assert "is of another source" in caplog.text
+    messages = debezium_messages(50, 1)
+    assert not _compare(messages.texts, messages.tables[0]).any()

@@ -1,6 +1,7 @@
 /* Bare debezium-json payloads -> the typed columns Arrow's JSON reader gives for them, in one pass.
  *
- * Built by avro_registry_sink/formats/native_scan.py with the system's C compiler and called through ctypes.
+ * Built with the package (setup.py: avro_registry_sink/formats/_debezium_scan*.so) and called through ctypes by
+ * avro_registry_sink/formats/native_scan.py.
  * It takes only what it can read exactly as Arrow's reader (with the schema of
  * changelog_arrow._debezium_schema) reads it; any other message is marked declined (status 1) and is read by
  * Arrow's reader instead. Declined: not one JSON object on its line, a top-level key other than before, after,
@@ -52,6 +53,13 @@ typedef struct {
 } Cur;
 
 #define FAIL (-1)
+
+#ifndef DEBEZIUM_SCAN_DIGEST
+#define DEBEZIUM_SCAN_DIGEST ""
+#endif
+
+/* The digest of the source this library was built from (setup.py): the loader uses no library of another. */
+const char *debezium_scan_digest(void) { return DEBEZIUM_SCAN_DIGEST; }
 
 static inline void ws(Cur *c) {
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t')) c->p++;
