@@ -113,3 +113,129 @@ def test_journal_read_dedupes_and_skips_torn_lines(tmp_path: Path):
     assert len(journal.read()) == 2
     (tmp_path / "ck" / "history" / "batch-9.jsonl").write_text('{"table": "s.t", "tab')
     assert len(journal.read()) == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# diff and history from the registry alone: what --on-incompatible new-major registered (majors, rules)
+
+
+@pytest.fixture(scope="module")
+def evolved(tmp_path_factory) -> Path:
+    from tests.support.major_chain import register_evolutions
+
+    tmp = tmp_path_factory.mktemp("evolved")
+    register_evolutions(tmp / "state", tmp / "ck")
+    return tmp
+
+
+def sql_of(tmp: Path, subject: str, a: str, b: str, dialect: str, *extra: str) -> list[str]:
+    out = cli("diff", "--subject", subject, a, b, "--sql", dialect, "--json", "--state-dir", tmp / "state", *extra)
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)["sql"]["statements"]
+
+
+def test_registry_only_diff_takes_the_rename_from_the_major_s_rules(evolved: Path):
+    assert sql_of(evolved, "dn_ren-value", "1", "2", "postgres") == ['ALTER TABLE "dn_ren" RENAME COLUMN "a" TO "b"']
+    assert sql_of(evolved, "dn_ren-value", "2", "1", "mysql") == ["ALTER TABLE `dn_ren` RENAME COLUMN `b` TO `a`"]
+    # the journal says the same (its DDL)
+    assert sql_of(evolved, "dn_ren-value", "1", "2", "postgres", "--checkpoint", evolved / "ck") == [
+        'ALTER TABLE "dn_ren" RENAME COLUMN "a" TO "b"']
+
+
+def test_a_key_subject_s_diff_alters_only_the_primary_key(evolved: Path):
+    statements = sql_of(evolved, "dn_pk-key", "1", "2", "mysql")
+    assert statements == ["ALTER TABLE `dn_pk` DROP PRIMARY KEY",
+                          "ALTER TABLE `dn_pk` MODIFY COLUMN `region` varchar(255) NOT NULL",
+                          "ALTER TABLE `dn_pk` ADD PRIMARY KEY (`id`, `region`)"]
+    statements = sql_of(evolved, "dn_pk-key", "1", "2", "postgres")
+    assert statements[-1] == 'ALTER TABLE "dn_pk" ADD PRIMARY KEY ("id", "region")' and len(statements) == 2
+    assert not any("ADD COLUMN" in s for s in statements)
+
+
+def test_a_readded_column_is_dropped_and_added_not_cast(evolved: Path):
+    expected = ['ALTER TABLE "dn_readd" DROP COLUMN "a"', """ALTER TABLE "dn_readd" ADD COLUMN "a" text NOT NULL DEFAULT ''""",
+                'ALTER TABLE "dn_readd" ALTER COLUMN "a" DROP DEFAULT']
+    assert sql_of(evolved, "dn_readd-value", "1", "2", "postgres") == expected
+    assert sql_of(evolved, "dn_readd-value", "1", "2", "postgres", "--checkpoint", evolved / "ck") == expected
+
+
+def test_added_enum_and_text_not_null_get_mysql_s_values(evolved: Path):
+    assert sql_of(evolved, "dn_en-value", "1", "2", "mysql") == [
+        "ALTER TABLE `dn_en` ADD COLUMN `st` longtext NOT NULL DEFAULT ('x')",
+        "ALTER TABLE `dn_en` ALTER COLUMN `st` DROP DEFAULT"]
+    assert sql_of(evolved, "dn_tx-value", "1", "2", "mysql") == [
+        "ALTER TABLE `dn_tx` ADD COLUMN `memo` longtext NOT NULL DEFAULT ('')",
+        "ALTER TABLE `dn_tx` ALTER COLUMN `memo` DROP DEFAULT",
+        "ALTER TABLE `dn_tx` ADD COLUMN `tag` longtext NOT NULL DEFAULT ('n/a')"]
+
+
+def test_an_unexplained_drop_and_add_is_refused_until_a_flag_says_which(tmp_path: Path):
+    assert register(tmp_path, BASE, 100).exit_code == 0
+    set_level(tmp_path, "NONE")  # no majors, no rules: the registry says nothing of the rename
+    change = next(c for c in CORPUS if c.name == "rename-not-null")
+    assert register(tmp_path, BASE + ";\n" + change.ddl, 200).exit_code == 0
+    base = ("diff", "--subject", "shop_items-value", "1", "2", "--state-dir", tmp_path / "state")
+    out = cli(*base, "--sql", "postgres")
+    assert out.exit_code == 2
+    message = " ".join(out.output.split())
+    for text in ("shop_items-value", "name dropped", "title added", "version 2", "--rename name=title",
+                 "--allow-drop"):
+        assert text in message, message
+    assert cli(*base).exit_code == 0  # the field diff alone is no statement
+    renamed = json.loads(cli(*base, "--sql", "postgres", "--rename", "name=title", "--json").stdout)
+    assert renamed["sql"]["statements"] == ['ALTER TABLE "shop_items" RENAME COLUMN "name" TO "title"']
+    dropped = json.loads(cli(*base, "--sql", "postgres", "--allow-drop", "--json").stdout)["sql"]["statements"]
+    assert dropped[0] == 'ALTER TABLE "shop_items" DROP COLUMN "name"' and "ADD COLUMN \"title\"" in dropped[1]
+    from_journal = json.loads(cli(*base, "--sql", "postgres", "--checkpoint", tmp_path / "ck", "--json").stdout)
+    assert from_journal["sql"]["statements"] == ['ALTER TABLE "shop_items" RENAME COLUMN "name" TO "title"']
+
+
+def test_registry_history_reads_majors_table_versions_and_rules(evolved: Path):
+    out = cli("history", "--subject", "dn_ren-value", "--state-dir", evolved / "state", "--json")
+    rows = [(r["version"], r["major_version"], r["table_version"], r["verdict"], r["rules"], r["source_detail"])
+            for r in json.loads(out.stdout)["history"]]
+    assert rows == [(1, 1, 1, "new subject", None, None),
+                    (2, 2, 5, "new major", ["upgrade_1_to_2", "downgrade_2_to_1"], "a renamed to b")]
+    table = cli("history", "--subject", "dn_ren-value", "--state-dir", evolved / "state").stdout
+    assert "new major" in table and "a renamed to b" in table
+
+
+def test_journal_history_shows_major_1_and_a_reused_version(tmp_path: Path):
+    """A column added (a minor of major 1) and dropped again: the third table version's schema is version 1's,
+    reused (not registered again) by a restarted job; the journal says so, with the major of each."""
+    from avro_registry_sink.history.journal import HistoryRecorder
+    from avro_registry_sink.manager import SchemaManager
+    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+    from tests.support.major_chain import registry_config
+
+    ddl = {1: "CREATE TABLE dn.rv (id BIGINT NOT NULL PRIMARY KEY, a INT NOT NULL)",
+           5: "ALTER TABLE rv ADD COLUMN n INT NULL", 8: "ALTER TABLE rv DROP COLUMN n"}
+    table = parse_ddl(ddl[1])[0].model_copy(update={"version": 1})
+    tables = [table]
+    for version in (5, 8):
+        table = apply_ddl(table, ddl[version]).model_copy(update={"version": version})
+        tables.append(table)
+    with connect(registry_config(tmp_path / "state")) as client:
+        recorder = HistoryRecorder(HistoryJournal.at(str(tmp_path / "ck")), client,
+                                   lambda t: ("ddl", None, ddl[t.version]))
+        for batch, t in enumerate(tables):  # a fresh manager each time: a restarted job
+            manager = SchemaManager(client, TopicRouter(topic_rule="{schema}_{table}"), on_incompatible="new-major")
+            manager.on_register, manager.on_registering = recorder.registered, recorder.registering
+            manager.prepare_batch([t])
+            recorder.flush(batch_id=batch)
+    history = json.loads(cli("history", "--checkpoint", tmp_path / "ck", "--json").stdout)["history"]
+    rows = [(r["subject"], r["table_version"], r["version"], r["major_version"], r["verdict"]) for r in history
+            if r["subject"] == "dn_rv-value"]
+    assert rows == [("dn_rv-value", 1, 1, 1, "new subject"), ("dn_rv-value", 5, 2, 1, "compatible"),
+                    ("dn_rv-value", 8, 1, 1, "already registered")]
+    table_text = cli("history", "--checkpoint", tmp_path / "ck").stdout
+    assert "already registered" in table_text
+
+
+def test_a_missing_checkpoint_is_an_error_naming_it(tmp_path: Path):
+    assert register(tmp_path, BASE, 100).exit_code == 0
+    typo = tmp_path / "ckk"
+    for args in (("history", "--checkpoint", typo), ("diff", "--table", "shop.items", "100", "100", "--checkpoint", typo)):
+        out = cli(*args)
+        assert out.exit_code == 2 and str(typo) in " ".join(out.output.split()).replace(" ", ""), out.output

@@ -109,3 +109,55 @@ def test_create_table_types_as_the_readme_says():
 def test_unknown_dialect_is_refused():
     with pytest.raises(Exception, match="postgres or mysql"):
         dialect_of("oracle")
+
+
+def _schema(*fields: dict) -> dict:
+    return {"type": "record", "name": "t", "fields": [{"name": "id", "type": "long"}, *fields]}
+
+
+def test_a_readded_column_is_removed_and_added_so_rows_get_the_default():
+    before = _schema({"name": "qty", "type": {"type": "int", "connect.parameters": {"tidb_type": "INT"}}})
+    after = _schema({"name": "qty", "type": {"type": "string", "connect.parameters": {"tidb_type": "TEXT"}}})
+    diff = diff_schemas(before, after, readded={"qty"})
+    assert [(c.kind, c.field) for c in diff.changes] == [("added", "qty"), ("removed", "qty")]
+    assert alter_statements(diff, "t", "postgres") == [
+        'ALTER TABLE "t" DROP COLUMN "qty"', """ALTER TABLE "t" ADD COLUMN "qty" text NOT NULL DEFAULT ''""",
+        'ALTER TABLE "t" ALTER COLUMN "qty" DROP DEFAULT']
+    # without the lineage the same schemas are a type change that keeps (casts) the value
+    assert [c.kind for c in diff_schemas(before, after).changes] == ["type", "connect.parameters"]
+
+
+def test_mysql_s_implicit_defaults_fill_an_added_not_null_column():
+    enum = {"name": "st", "type": {"type": "string", "connect.parameters": {"tidb_type": "ENUM", "allowed": "x,y"}}}
+    date = {"name": "d", "type": {"type": "string", "connect.parameters": {"tidb_type": "DATE"}}}
+    statements = alter_statements(diff_schemas(_schema(), _schema(enum, date)), "t", "postgres")
+    assert statements[0] == """ALTER TABLE "t" ADD COLUMN "st" text NOT NULL DEFAULT 'x'"""
+    assert statements[2] == """ALTER TABLE "t" ADD COLUMN "d" text NOT NULL DEFAULT '0000-00-00'"""
+
+
+def test_mysql_text_and_blob_defaults_are_expressions():
+    text = {"name": "tag", "type": "string", "default": "n/a"}
+    blob = {"name": "b", "type": "bytes", "default": "\u0001"}
+    number = {"name": "n", "type": "int", "default": 3}
+    ddl = create_table(_schema(text, blob, number), {"type": "record", "name": "k", "fields": [
+        {"name": "id", "type": "long"}]}, "t", "mysql")
+    assert "`tag` longtext NOT NULL DEFAULT ('n/a')" in ddl and "`b` longblob NOT NULL DEFAULT (X'01')" in ddl
+    assert "`n` int NOT NULL DEFAULT 3" in ddl
+
+
+def test_key_diff_and_lineage_read_from_rules():
+    from avro_registry_sink.history.diff import diff_keys, lineage_in_rules, readded_in_ddl
+
+    a = {"fields": [{"name": "id", "type": "long"}]}
+    b = {"fields": [{"name": "id", "type": "long"}, {"name": "region", "type": "string"}]}
+    diff = diff_keys(a, b)
+    assert [c.kind for c in diff.changes] == ["key"] and not diff.of_kind("added")
+    assert alter_statements(diff, "t", "mysql")[1:] == ["ALTER TABLE `t` MODIFY COLUMN `region` varchar(255) NOT NULL",
+                                                        "ALTER TABLE `t` ADD PRIMARY KEY (`id`, `region`)"]
+    assert lineage_in_rules(None) is None and lineage_in_rules({"migrationRules": [{"name": "mine", "doc": "a renamed to b"}]}) is None
+    cut = {"migrationRules": [{"name": "upgrade_1_to_2", "mode": "UPGRADE", "doc": "x" * 1000, "expr": "$"}]}
+    assert lineage_in_rules(cut) is None  # a doc cut short may miss a change: nothing is taken from it
+    expr = {"migrationRules": [{"name": "upgrade_1_to_2", "mode": "UPGRADE", "doc": "b",
+                                "expr": '$merge([$sift($, function($v, $k) {$not($k in ["a"])}), {"b": ($v := $.`a`; $v)}])'}]}
+    assert lineage_in_rules(expr) == ({"a": "b"}, set())
+    assert readded_in_ddl("CREATE TABLE t (a INT); ALTER TABLE t DROP COLUMN a, ADD COLUMN a TEXT") == {"a"}
