@@ -269,7 +269,43 @@ def _subject_schemas(registry: Any, subject: str, version: int | str) -> tuple[d
         return read(client)
 
 
-def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version: int | str = "latest") -> Column:
+def _subject_versions(registry: Any, subject: str) -> list[Any]:
+    """Every version of ``subject``, soft-deleted ones too (they stay on migration chains, as in Confluent's
+    clients), as :class:`~avro_registry_sink.schema.follow.RegisteredVersion`."""
+    from avro_registry_sink.config import RegistryConfig
+    from avro_registry_sink.registry.client import RegistryClient
+    from avro_registry_sink.schema.follow import RegisteredVersion
+
+    def read(client: Any) -> list[RegisteredVersion]:
+        live = set(client.get_versions(subject))
+        out = []
+        for number in client.get_versions(subject, deleted=True):
+            got = client.get_version(subject, number, deleted=True)
+            out.append(RegisteredVersion(got.version, got.id, got.schema, got.properties, got.rule_set,
+                                         deleted=number not in live))
+        return out
+
+    if hasattr(registry, "get_versions"):
+        return read(registry)
+    config = registry if isinstance(registry, RegistryConfig) else \
+        RegistryConfig(urls=tuple(u.strip() for u in str(registry).split(",")))
+    with RegistryClient(config) as client:
+        return read(client)
+
+
+def follow_plan(registry: Any, subject: str, major: int) -> Any:
+    """The :class:`~avro_registry_sink.schema.follow.FollowPlan` :func:`from_flat_avro` runs for ``major``:
+    the reader version and, per writer schema id, the migration rules between (read on the driver)."""
+    from avro_registry_sink.schema.follow import RecordRefused, plan_follow
+
+    try:
+        return plan_follow(subject, _subject_versions(registry, subject), major=int(major))
+    except RecordRefused as exc:
+        raise ConfigError(exc.message, option="major", subject=subject) from None
+
+
+def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version: int | str = "latest",
+                   major: int | None = None) -> Column:
     """Decode Confluent-framed Avro (``column``: binary) into a struct, by the schema id each value carries.
 
     Every version of ``subject`` is fetched now, on the driver; each value is read with its own writer schema
@@ -277,8 +313,37 @@ def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version
     newer shape (Avro's rules: defaults for added fields, dropped fields left out). A null (a tombstone) gives a
     null struct; a value whose schema id is not one of the subject's, or whose bytes are not Confluent's
     framing, fails the query naming the id and the subject's ids.
+
+    ``major=N`` (instead of ``version``) reads records of every major version in the shape of major ``N`` (the
+    latest live version whose metadata ``major_version`` is ``N``) as a Confluent consumer pinned with
+    ``use.latest.with.metadata`` does: the migration rules of the versions between a record's and the reader's
+    run on it (JSONata, UPGRADE going up, DOWNGRADE going down), and with no rules between, Avro resolution.
+    Unlike confluent-kafka-python, records holding DECIMAL (precise) and bytes values are followed, exactly:
+    a value that cannot be given exactly fails the query naming the column, the value and the reason
+    (:mod:`avro_registry_sink.schema.follow`).
     """
     from pyspark.sql import functions as F
+
+    if major is not None:
+        if version != "latest":
+            raise ConfigError(f"from_flat_avro takes version or major, not both (version={version!r}, "
+                              f"major={major!r}).", option="major", subject=subject)
+        plan = follow_plan(registry, subject, major)
+        spark_type, _ = _spark_type(json.loads(plan.reader_schema))
+        plan_key = repr(plan)  # the same registry state gives the same plan: one follower per worker for it
+
+        def follow(value: bytes | None) -> Any:
+            from avro_registry_sink.schema.follow import RecordFollower
+
+            if value is None:
+                return None
+            follower = _FOLLOWERS.get(plan_key)
+            if follower is None:
+                follower = _FOLLOWERS[plan_key] = RecordFollower(plan)
+            return follower.read(bytes(value))
+
+        col = F.col(column) if isinstance(column, str) else column
+        return F.udf(follow, spark_type, useArrow=False)(col)
 
     writers_text, reader_text = _subject_schemas(registry, subject, version)
     reader_json = json.loads(reader_text)
@@ -308,6 +373,9 @@ def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version
     col = F.col(column) if isinstance(column, str) else column
     return F.udf(decode, spark_type, useArrow=False)(col)
 
+
+#: Per Python worker: the record followers of ``major=`` reads.
+_FOLLOWERS: dict[str, Any] = {}
 
 #: Per Python worker: parsed schemas by (subject, reader text), then by writer schema id.
 _DECODERS: dict[tuple[str, str], dict[Any, Any]] = {}
