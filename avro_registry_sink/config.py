@@ -202,6 +202,9 @@ class SinkConfig(BaseModel):
     control_topic: str = "_avro_registry_sink_commits"
     #: ``transaction-timeout`` (seconds): the producers' ``transaction.timeout.ms`` (exactly-once delivery).
     transaction_timeout: float = 60.0
+    #: ``metrics-port`` (``run --metrics-port``, ``AVRO_SINK_METRICS_PORT``): the driver serves Prometheus metrics
+    #: on this port (0: a free one); ``None``: no metrics (the default, and always in ``demo``).
+    metrics_port: int | None = None
 
 
 #: ``delivery``: what a ``read_committed`` consumer of a Kafka sink sees of each source row.
@@ -595,6 +598,8 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
         update["control_topic"] = parse_topic_name("control-topic", str(flat["control-topic"]))
     if flat.get("transaction-timeout") is not None:
         update["transaction_timeout"] = parse_transaction_timeout(flat["transaction-timeout"])
+    if flat.get("metrics-port") is not None and str(flat["metrics-port"]).strip() != "":
+        update["metrics_port"] = parse_metrics_port(flat["metrics-port"])
     filter_table = flat.get("filter")
     if isinstance(filter_table, Mapping) and "rules" in filter_table:
         rules = filter_table["rules"]
@@ -616,6 +621,19 @@ def parse_delivery(value: str) -> str:
                           + " or ".join(DELIVERY_MODES) + ".", option="delivery", value=value,
                           choices=list(DELIVERY_MODES))
     return text
+
+
+def parse_metrics_port(value: Any) -> int:
+    """``metrics-port``: a TCP port, 0 to 65535 (0: a free port, which the job's start line names).
+
+    >>> parse_metrics_port("9464")
+    9464
+    """
+    port = _parse_int("metrics-port", str(value).strip(), minimum=0)
+    if port > 65535:
+        raise ConfigError(f"Invalid value {value!r} for option 'metrics-port': a TCP port is 0 to 65535 "
+                          "(0: a free one).", option="metrics-port", value=str(value))
+    return port
 
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")

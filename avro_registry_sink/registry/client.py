@@ -251,6 +251,8 @@ class RegistryClient:
         self._hits = 0
         self._misses = 0
         self._http_calls = 0
+        #: Called after each request with its operation, seconds and error (``None``: answered), for the job's metrics.
+        self.observer: Callable[[str, float, RegistryError | None], None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -708,12 +710,21 @@ class RegistryClient:
         params: Mapping[str, str] | list[tuple[str, str]] | None = None,
         body: Mapping[str, Any] | None = None,
     ) -> T:
-        with self._translate(call):
-            response, urls, attempts = self._send(method, path, params or {}, body)
-            try:
-                return parse(response.content)
-            except ValueError as exc:  # invalid JSON, or JSON of the wrong shape
-                raise _Failed(urls=urls, attempts=attempts, response=response, unexpected=_first_line(exc)) from None
+        started, error = time.perf_counter(), None
+        try:
+            with self._translate(call):
+                response, urls, attempts = self._send(method, path, params or {}, body)
+                try:
+                    return parse(response.content)
+                except ValueError as exc:  # invalid JSON, or JSON of the wrong shape
+                    raise _Failed(urls=urls, attempts=attempts, response=response,
+                                  unexpected=_first_line(exc)) from None
+        except RegistryError as exc:
+            error = exc
+            raise
+        finally:
+            if self.observer is not None:  # the job's metrics: every request, by operation, with its error
+                self.observer(call.operation, time.perf_counter() - started, error)
 
     def _post_schema(self, call: _Call, path: str, parse: Callable[[bytes], T], schema: str, *,
                      normalize: bool | None, extra: Mapping[str, Any] | None = None, **flags: bool) -> T:
