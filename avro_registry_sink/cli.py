@@ -891,6 +891,7 @@ def run(
     max_bad_rows: Annotated[str | None, typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     on_missing_file: Annotated[str, typer.Option("--on-missing-file", help="report|fail: a storage data file that vanished before it was read is reported (progress, summary, a dead-letter record) and the batch goes on, or fails the batch.")] = "report",
     wait_for_data: Annotated[bool, typer.Option("--wait-for-data", help="Start even when --source is empty or holds no TiCDC tree yet (the changefeed has not written to it): the job waits for data to appear. Without it such a source is refused before Spark starts.")] = False,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus metrics on this port of the driver (/metrics; 0: a free port, named on stderr). Also the metrics-port TOML key and AVRO_SINK_METRICS_PORT; off by default.")] = None,
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
@@ -911,6 +912,8 @@ def run(
             max_offsets_per_trigger=max_offsets_per_trigger, **_bad_row_budget(max_bad_rows),
             on_missing_file=on_missing_file,
         )
+        if metrics_port is not None:  # the flag wins over AVRO_SINK_METRICS_PORT and the TOML file
+            options = dataclasses.replace(options, sink=options.sink.model_copy(update={"metrics_port": metrics_port}))
         stores = _check_locations(options.source, job.checkpoint, options.sink)
         _check_state(options)
         check_checkpoint(options)
@@ -928,10 +931,14 @@ def run(
     except AvroSinkError as exc:
         raise fail(str(exc), code=1) from None
     spark = _job_session(options, stores)
+    metrics, server = _serve_metrics(options.sink.metrics_port)
     try:
-        result = run_job(spark, options, progress=reporter)
+        result = run_job(spark, options, progress=reporter, metrics=metrics)
     except AvroSinkError as exc:
         raise _fail_for(exc, 1) from None
+    finally:
+        if server is not None:
+            server.shutdown()
     nothing = _nothing_read(result.totals, options.source)
     if sys.stdout.isatty():
         _print_totals(result, Console(), nothing)
@@ -939,6 +946,76 @@ def run(
         typer.echo(json.dumps({"status": "ok", "checkpoint": str(result.checkpoint), **result.totals.to_json(),
                                "dead_letters": [str(p) for p in result.dead_letters],
                                **({"note": nothing} if nothing else {})}, default=str))
+
+
+def _serve_metrics(port: int | None) -> tuple[Any, Any]:
+    """``(JobMetrics, server)`` serving them on ``port`` (``--metrics-port``), or ``(None, None)``; the address is
+    said on stderr (a JSON line when stderr is no terminal)."""
+    if port is None:
+        return None, None
+    from avro_registry_sink.metrics import JobMetrics, serve_metrics
+
+    metrics = JobMetrics()
+    try:
+        server, bound = serve_metrics(metrics, port)
+    except OSError as exc:
+        raise fail(f"cannot serve metrics on port {port} (--metrics-port, metrics-port, AVRO_SINK_METRICS_PORT): "
+                   f"{exc.strerror or exc}; choose another port (0: a free one).") from None
+    url = f"http://0.0.0.0:{bound}/metrics"
+    typer.echo(f"metrics: {url}" if sys.stderr.isatty() else
+               json.dumps({"ts": round(time.time(), 3), "event": "metrics", "url": url, "port": bound}), err=True)
+    return metrics, server
+
+
+@app.command()
+def status(
+    checkpoint: Annotated[str, typer.Option("--checkpoint", help="The job's checkpoint directory or storage URI.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON (default: text on a terminal, JSON otherwise).")] = False,
+    max_lag: Annotated[float | None, typer.Option("--max-lag", min=0, help="Seconds: a table whose newest delivered commit ts (exactly once: its resolved ts) is older makes the job 'behind' (exit 1).")] = None,
+) -> None:
+    """What a running or stopped job has delivered, from its checkpoint alone (no Spark): the last committed batch
+    and its time, per table the rows, newest commit ts and lag (exactly once: the resolved ts), dead letters
+    pending replay, held files, the last error, the exactly-once writer ids.
+
+    Exit status 0 healthy, 1 behind (a table's lag over --max-lag), 2 failed (the last run's error is newer than
+    its last commit) or not a checkpoint.
+    """
+    from avro_registry_sink.status import read_status
+
+    try:
+        report = read_status(checkpoint, max_lag=max_lag)
+    except (AvroSinkError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    if as_json or not sys.stdout.isatty():
+        typer.echo(json.dumps(report.to_json(), default=str, ensure_ascii=False))
+    else:
+        _print_status(report)
+    if report.exit_status:
+        raise typer.Exit(report.exit_status)
+
+
+def _print_status(report: Any) -> None:
+    """``status`` on a terminal: one line a fact, one a table."""
+    def when(ts: float | None) -> str:
+        return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+    typer.echo(f"{report.verdict}: {report.checkpoint} ({report.source})")
+    for reason in report.reasons:
+        typer.echo(f"  {reason}")
+    typer.echo(f"last committed batch {report.last_batch} (triggered {when(report.last_batch_time)}, committed "
+               f"{when(report.last_commit_time)}), {report.rows} rows delivered")
+    for table, entry in report.tables.items():
+        resolved = (f", resolved ts {entry['resolved_ts']} ({entry['resolved_lag_seconds']} s behind)"
+                    if "resolved_ts" in entry else "")
+        typer.echo(f"  {table}: {entry['rows']} rows, newest commit ts {entry['newest_commit_ts']} "
+                   f"({entry['lag_seconds']} s behind){resolved}")
+    typer.echo(f"dead letters: {report.dead_lettered} rows, {report.dead_letters_pending} pending replay; "
+               f"held files: {len(report.held_files)}")
+    if report.last_error:
+        typer.echo(f"last error ({when(report.last_error.get('time'))}, batch {report.last_error.get('batch')}): "
+                   f"{report.last_error.get('error_class')}: {report.last_error.get('message')}")
+    if report.exactly_once:
+        typer.echo(f"exactly once: query {report.exactly_once.get('query')}")
 
 
 @app.command()

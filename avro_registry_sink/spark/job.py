@@ -76,6 +76,8 @@ from avro_registry_sink.topic_owners import TopicOwners
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
+    from avro_registry_sink.metrics import JobMetrics
+
 __all__ = [
     "BadInputBudgetExceeded",
     "JobFailed",
@@ -297,8 +299,10 @@ class _BatchProcessor:
     """The ``foreachBatch`` function; lives on the driver with the manager, catalog and sink."""
 
     def __init__(self, options: JobOptions, manager: SchemaManager, sink: Sink, progress: ProgressReporter,
-                 registry: Any, router: TopicRouter) -> None:
+                 registry: Any, router: TopicRouter, metrics: JobMetrics | None = None) -> None:
         self.options = options
+        self.metrics = metrics  # Prometheus metrics (run --metrics-port), fed from each batch's report and tally
+        self._batch_topics: dict[str, list[int]] = {}  # the batch's tally per topic, for the metrics
         self.manager = manager
         self.sink = sink
         self.progress = progress
@@ -352,6 +356,8 @@ class _BatchProcessor:
         with self._lock:
             self.current_batch = batch_id
             side = self._side_batch
+            if self.metrics is not None:
+                self.metrics.batch_started(batch_id)
             try:
                 try:
                     self._process(batch_df, batch_id)
@@ -365,6 +371,8 @@ class _BatchProcessor:
             except BaseException as exc:
                 self.failure = exc
                 self.failed_batch = batch_id
+                if self.metrics is not None:
+                    self.metrics.batch_failed(exc)
                 raise
 
     # -- steps ---------------------------------------------------------------------------------------
@@ -458,9 +466,15 @@ class _BatchProcessor:
         self._single_input = False  # set from the prepared batch
         self._fused = None
         self._begin_side(batch_id)
+        self._batch_topics = {}
+        phases = {"plan": time.time()}  # each phase's start, then its seconds (the metrics' batch phases)
         prepared = self.batches.prepare(spark, batch_df, batch_id, output)
+        phases["write"] = time.time()
+        phases["plan"] = phases["write"] - phases["plan"]
         if prepared is None:
             self._end_side(batch_id)
+            if self.metrics is not None:
+                self.metrics.batch_empty()
             return
         failpoint("job.after-side-read")
         self.history.complete_later()  # the history's lookups while the batch is written
@@ -500,6 +514,8 @@ class _BatchProcessor:
                     else:
                         self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
                                         check=verdict, **self._write_plan(plans, spark, self._single_input))
+                phases["commit"] = time.time()
+                phases["write"] = phases["commit"] - phases["write"]
                 report.resolved_ts = dict(getattr(self.sink, "resolved", None) or {})
                 report.new_schemas = self._new_schemas(plans)
                 majors = self.manager.take_majors()
@@ -523,11 +539,38 @@ class _BatchProcessor:
                 prepared.late_report(report)
             report.seconds = round(time.time() - started, 3)
             self.totals.add(report)
+            topic_tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
+            self._save_progress(batch_id, report, topic_tables, len(errors) + len(missing))
+            if self.metrics is not None:
+                if "commit" in phases:
+                    phases["commit"] = time.time() - phases["commit"]
+                else:  # nothing to write: the batch's time after its plan is its commit
+                    phases["commit"], phases["write"] = time.time() - phases["write"], 0.0
+                self.metrics.batch(report, topics=self._batch_topics, dead_letters=errors + missing, phases=phases,
+                                   tables=topic_tables)
             self.progress.batch(report, self.totals)
         finally:
             for df in cleanup:
                 with contextlib.suppress(Exception):
                     df.unpersist()
+
+    def _save_progress(self, batch_id: int, report: BatchReport, topic_tables: Mapping[str, str],
+                       dead_lettered: int) -> None:
+        """``state/progress/<batch id>.json``, current once the batch commits: what the run delivered so far per
+        table (rows, the newest commit ts), when, the resolved ts of exactly once and the dead-lettered rows; what
+        ``status`` reads without Spark (:mod:`avro_registry_sink.status`)."""
+        before = self.side.load(PROGRESS_STATE, batch_id) or {}
+        tables: dict[str, dict[str, int]] = {name: dict(entry) for name, entry in before.get("tables", {}).items()}
+        for topic, (n, _tombstones, newest, *_) in self._batch_topics.items():
+            entry = tables.setdefault(topic_tables.get(topic, topic), {"rows": 0, "newest_commit_ts": 0})
+            entry["rows"] += n
+            entry["newest_commit_ts"] = max(entry["newest_commit_ts"], newest)
+        self.side.save(PROGRESS_STATE, batch_id, {
+            "batch": batch_id, "time": round(time.time(), 3), "seconds": report.seconds, "tables": tables,
+            "rows": int(before.get("rows", 0)) + report.rows,
+            "dead_lettered": int(before.get("dead_lettered", 0)) + dead_lettered,
+            "resolved_ts": dict(report.resolved_ts) or before.get("resolved_ts", {}),
+        })
 
     def _tally(self, spark: SparkSession) -> Any:
         """The run's accumulator of :class:`~avro_registry_sink.spark.tally.TallyParam`, emptied for a new batch.
@@ -625,20 +668,23 @@ class _BatchProcessor:
             F.count(F.when(good, 1)).alias("n"),
             F.count(F.when(good & F.col("value").isNull(), 1)).alias("tombstones"),
             F.max(F.when(good, F.col("commit_ts"))).alias("max_ts"),
+            F.sum(F.when(good, F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))))
+            .alias("bytes"),
             # errors are few: they travel to the driver with the counts (collect_list skips the nulls)
             (F.collect_list("error") if "error" in encoded.columns else F.array().cast("array<string>")).alias("errors"),
         ).collect()
-        return self._counted({"topics": {r["topic"]: [int(r["n"]), int(r["tombstones"] or 0), int(r["max_ts"] or 0)]
-                                         for r in rows},
+        return self._counted({"topics": {r["topic"]: [int(r["n"]), int(r["tombstones"] or 0), int(r["max_ts"] or 0),
+                                                    int(r["bytes"] or 0)] for r in rows},
                               "errors": [error for r in rows for error in r["errors"]]}, plans, report)
 
     def _counted(self, tally: Mapping[str, Any], plans: Mapping[PlanKey, TablePlan],
                  report: BatchReport) -> list[dict[str, Any]]:
         """Put a :data:`~avro_registry_sink.spark.tally.Tally` into ``report``; the rows the stage set aside."""
         tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
-        for topic, (n, tombstones, max_ts) in sorted(tally["topics"].items()):
+        for topic, (n, tombstones, max_ts, *size) in sorted(tally["topics"].items()):
             if not n:
                 continue
+            self._batch_topics[topic] = [n, tombstones, max_ts, *size]
             report.rows += n
             report.tombstones += tombstones
             report.per_topic[topic] = n
@@ -789,8 +835,23 @@ def _sink_for(spark: SparkSession, options: JobOptions) -> Sink:
     return sink
 
 
+#: The side state ``status`` reads: what the committed batches delivered (see ``_BatchProcessor._save_progress``).
+PROGRESS_STATE = "progress"
+#: A failed run's error, in the checkpoint (``status`` reports it until a later batch commits).
+LAST_ERROR_FILE = "last-error.json"
+
+
+def _save_last_error(processor: _BatchProcessor, error: BaseException, options: JobOptions) -> None:
+    """Keep a failed run's error in the checkpoint (secrets masked) for ``status``; never hides the failure."""
+    batch = processor.failed_batch if processor.failed_batch is not None else processor.current_batch
+    text = redact_text(" ".join(str(error).split()), secret_values(options.sink, options.source.kafka))[:2000]
+    with contextlib.suppress(Exception):
+        processor.state.write_text(LAST_ERROR_FILE, json.dumps(
+            {"time": round(time.time(), 3), "batch": batch, "error_class": type(error).__name__, "message": text}))
+
+
 def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, sink: Sink,
-                     progress: ProgressReporter) -> _BatchProcessor:
+                     progress: ProgressReporter, metrics: JobMetrics | None = None) -> _BatchProcessor:
     """The ``foreachBatch`` function of the job and of a replay, with its schema manager (column selectors
     and ``[filter] rules`` of ``options.sink`` applied)."""
     manager = SchemaManager(registry, router, options.sink.encoding,
@@ -798,7 +859,7 @@ def _batch_processor(options: JobOptions, registry: Any, router: TopicRouter, si
                             selection=TableSelection.from_config(options.sink),
                             auto_register=options.sink.registry.auto_register,
                             on_incompatible=options.sink.on_incompatible)
-    processor = _BatchProcessor(options, manager, sink, progress, registry, router)
+    processor = _BatchProcessor(options, manager, sink, progress, registry, router, metrics)
     manager.ddl_history = processor.ddl_history  # renames of a breaking change, for its migration rules
     return processor
 
@@ -914,13 +975,15 @@ def run_job(
     progress: ProgressReporter | None = None,
     timeout: float | None = None,
     until: Callable[[JobTotals], bool] | None = None,
+    metrics: JobMetrics | None = None,
 ) -> JobResult:
     """Run the streaming job until the input is drained (``available_now``) or until interrupted.
 
     ``registry`` is a registry client (default: :func:`~avro_registry_sink.registry.connect.connect`
     on the sink config's registry, embedded when it has no URL); ``sink`` defaults to
     :func:`build_sink`; ``timeout`` stops a continuous run after that many seconds, ``until`` as soon as
-    it returns true for the totals (checked every second). Raises
+    it returns true for the totals (checked every second); ``metrics`` (:class:`~avro_registry_sink.metrics.JobMetrics`)
+    is fed by every batch and by the registry client's requests. Raises
     :class:`JobFailed` (or the batch's own error, e.g. ``SchemaEvolutionError``) when a batch fails;
     everything before that batch is committed. A damaged, missing or unreadable checkpoint file raises
     :class:`~avro_registry_sink.errors.CheckpointError` naming it (before the query starts when it can be seen,
@@ -955,7 +1018,9 @@ def run_job(
     settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
         require_data_contracts(options.sink, client)  # --on-incompatible new-major: before any batch runs
-        processor = _batch_processor(options, client, router, sink, progress)
+        processor = _batch_processor(options, client, router, sink, progress, metrics)
+        if metrics is not None and hasattr(client, "observer"):
+            client.observer = metrics.registry_request
         writer = stream.writeStream.foreachBatch(processor).option(
             "checkpointLocation", checkpoint.hadoop_uri("spark") if not checkpoint.is_local
             else checkpoint.child("spark").path
@@ -970,6 +1035,8 @@ def run_job(
             info.update(delivery="exactly-once", control_topic=options.sink.control_topic,
                         query=getattr(sink, "query", None))
         progress.start(info)
+        if metrics is not None:
+            metrics.start()
         error: BaseException | None = None
         stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
         query = None
@@ -1005,6 +1072,10 @@ def run_job(
                      or _resource_error(spark, error, settings, failed, options) or error)
         with contextlib.suppress(Exception):  # a reporter must not hide the failure
             progress.finish(processor.totals, error)
+        if metrics is not None:
+            metrics.finish(error)
+        if error is not None:
+            _save_last_error(processor, error, options)
         if error is not None:
             if isinstance(error, AvroSinkError):
                 raise error

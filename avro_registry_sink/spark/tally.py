@@ -16,7 +16,7 @@ and hands on only them and their order (:class:`StageOutput`).
 ...     "commit_ts": [5, 7, 9], "error": [None, None, '{"reason": "bad"}']})
 >>> tally = tally_of(batch)
 >>> tally["topics"], tally["errors"]
-({'t': [2, 1, 7]}, ['{"reason": "bad"}'])
+({'t': [2, 1, 7, 1]}, ['{"reason": "bad"}'])
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from avro_registry_sink.model import FILE_LINES_DDL
 
 __all__ = ["StageOutput", "Tally", "TallyParam", "empty_tally", "spread_verdicts", "tallied", "tally_of"]
 
-#: ``{"topics": {topic: [records, tombstones, newest commit ts]}, "errors": [dead-letter JSON, ...]}``
+#: ``{"topics": {topic: [records, tombstones, newest commit ts, bytes of key and value]}, "errors": [dead-letter JSON,
+#: ...]}``
 Tally = dict[str, Any]
 
 
@@ -63,12 +64,16 @@ def tally_of(batch: Any) -> Tally:
                 return out
     tombstone = pc.is_null(batch.column("value")).to_numpy(zero_copy_only=False)
     ts = batch.column("commit_ts").fill_null(0).to_numpy(zero_copy_only=False)
+    size = np.zeros(batch.num_rows, np.int64)  # what the job's metrics report as bytes out
+    for name in ("key", "value"):
+        if name in batch.schema.names:
+            size += pc.binary_length(batch.column(name)).fill_null(0).to_numpy(zero_copy_only=False)
     encoded = pc.dictionary_encode(batch.column("topic"))
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     for code, topic in enumerate(encoded.dictionary.to_pylist()):
         rows = codes == code
         out["topics"][topic] = [int(np.count_nonzero(rows)), int(np.count_nonzero(tombstone & rows)),
-                                int(ts[rows].max())]
+                                int(ts[rows].max()), int(size[rows].sum())]
     return out
 
 
@@ -202,10 +207,10 @@ def spread_verdicts(encode: Callable[[Iterator[Any]], Iterator[Any]],
 
 
 def _merge(into: Tally, other: Tally) -> Tally:
-    for topic, (n, tombstones, newest) in other.get("topics", {}).items():
+    for topic, (n, tombstones, newest, size) in other.get("topics", {}).items():
         have = into["topics"].get(topic)
-        into["topics"][topic] = ([n, tombstones, newest] if have is None
-                                 else [have[0] + n, have[1] + tombstones, max(have[2], newest)])
+        into["topics"][topic] = ([n, tombstones, newest, size] if have is None
+                                 else [have[0] + n, have[1] + tombstones, max(have[2], newest), have[3] + size])
     into["errors"].extend(other.get("errors", ()))
     return into
 

@@ -1,0 +1,271 @@
+"""The job's Prometheus metrics, served on the driver (``run --metrics-port``).
+
+The job calls a :class:`JobMetrics` on the driver: :meth:`~JobMetrics.start` once, :meth:`~JobMetrics.batch_started`
+when a micro-batch begins, :meth:`~JobMetrics.batch` after it is committed (with the numbers its tally and
+report hold: executor-side counts reach the driver through the batch's Spark accumulator, never through
+another channel), :meth:`~JobMetrics.batch_failed` and :meth:`~JobMetrics.finish`. The registry client reports
+each request to :meth:`~JobMetrics.registry_request` (its ``observer``). Every metric lives in the instance's own
+:class:`~prometheus_client.CollectorRegistry`, never in prometheus_client's global one, so that two jobs in one
+process (tests, notebooks) do not share counts. Lags are computed when Prometheus scrapes, from the timestamps the
+batches left. Labels are bounded: ``table``, ``topic``, ``op``, ``phase`` (and the last error's class, one of this
+product's exception names). docs/operations.md lists every metric.
+
+>>> metrics = JobMetrics()
+>>> metrics.registry_request("register", 0.01)
+>>> b"avro_sink_registry_requests_total" in metrics.exposition()
+True
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+if TYPE_CHECKING:  # pragma: no cover
+    from avro_registry_sink.progress import BatchReport
+
+__all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "commit_ts_seconds", "serve_metrics"]
+
+NAMESPACE = "avro_sink"
+
+#: ``avro_sink_job_state``'s values (TiCDC's ``ticdc_owner_status`` is a number too: one series, no state label).
+JOB_STATES = {"waiting": 0, "running": 1, "failed": 2, "stopped": 3}
+
+#: Batch and phase durations: a micro-batch takes from tens of milliseconds (a few rows) to minutes (a backlog).
+_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+_REGISTRY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def commit_ts_seconds(commit_ts: int) -> float:
+    """The physical time (Unix seconds) of a TiDB commit ts (TSO: physical milliseconds << 18 | logical).
+
+    >>> commit_ts_seconds(1_700_000_000_000 << 18)
+    1700000000.0
+    """
+    return (int(commit_ts) >> 18) / 1000.0
+
+
+def _table_of(record: Mapping[str, Any]) -> str:
+    """``schema.table`` of a dead-letter record, or ``""`` when its input named none (an unparsable line)."""
+    schema, table = record.get("schema"), record.get("table")
+    if table and schema:
+        return f"{schema}.{table}"
+    return str(table or "")
+
+
+class _LagCollector:
+    """Lags computed at scrape time: now minus the timestamps the committed batches left."""
+
+    def __init__(self, metrics: JobMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = self._metrics.clock()
+        with self._metrics.lock:
+            resolved = dict(self._metrics.resolved_ts)
+            newest = self._metrics.newest_commit_ts
+            newest_per_topic = dict(self._metrics.newest_per_topic)
+        lag = GaugeMetricFamily(f"{NAMESPACE}_commit_ts_lag_seconds",
+                                "Now minus the physical time of the newest commit ts delivered (any table).")
+        if newest:
+            lag.add_metric([], max(0.0, now - commit_ts_seconds(newest)))
+        yield lag
+        per_topic = GaugeMetricFamily(f"{NAMESPACE}_topic_commit_ts_lag_seconds",
+                                      "Now minus the physical time of the newest commit ts delivered to a topic.",
+                                      labels=["topic"])
+        for topic, ts in sorted(newest_per_topic.items()):
+            per_topic.add_metric([topic], max(0.0, now - commit_ts_seconds(ts)))
+        yield per_topic
+        resolved_lag = GaugeMetricFamily(f"{NAMESPACE}_resolved_ts_lag_seconds",
+                                         "Exactly once: now minus the physical time of a table's resolved ts "
+                                         "(every row up to it is delivered).", labels=["table"])
+        for table, ts in sorted(resolved.items()):
+            if ts:
+                resolved_lag.add_metric([table], max(0.0, now - commit_ts_seconds(ts)))
+        yield resolved_lag
+
+
+class JobMetrics:
+    """The metrics of one run of the job (see the module docs); thread-safe."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.resolved_ts: dict[str, int] = {}
+        self.newest_commit_ts = 0
+        self.newest_per_topic: dict[str, int] = {}
+        self._batch_started: float | None = None
+        self._registry_seconds = 0.0  # registry time of the batch running
+        r, n = self.registry, NAMESPACE
+        self.rows_delivered = Counter(f"{n}_rows_delivered", "Records delivered (committed batches), per table and "
+                                      "op (record: a value; tombstone: a null value, a delete).", ["table", "op"],
+                                      registry=r)
+        self.records_out = Counter(f"{n}_records_out", "Records delivered to a topic (committed batches).",
+                                   ["topic"], registry=r)
+        self.bytes_out = Counter(f"{n}_bytes_out", "Bytes of key and value delivered to a topic (committed batches).",
+                                 ["topic"], registry=r)
+        self.dead_letters = Counter(f"{n}_dead_letters", "Rows written to the dead-letter files, per table (empty: "
+                                    "the input named none).", ["table"], registry=r)
+        self.inputs = Counter(f"{n}_inputs_read", "Data files or messages read (committed batches).", registry=r)
+        self.batches = Counter(f"{n}_batches", "Micro-batches committed.", registry=r)
+        self.batch_failures = Counter(f"{n}_batch_failures", "Micro-batches that failed (not committed).",
+                                      registry=r)
+        self.batch_seconds = Histogram(f"{n}_batch_duration_seconds", "Wall time of a committed micro-batch.",
+                                       buckets=_DURATION_BUCKETS, registry=r)
+        self.phase_seconds = Histogram(f"{n}_batch_phase_seconds", "Wall time of a phase of a committed "
+                                       "micro-batch (plan, registry, write, commit).", ["phase"],
+                                       buckets=_DURATION_BUCKETS, registry=r)
+        self.registry_requests = Counter(f"{n}_registry_requests", "Schema registry requests, per operation.",
+                                         ["op"], registry=r)
+        self.registry_errors = Counter(f"{n}_registry_errors", "Schema registry requests that failed (after "
+                                       "retries and failover), per operation.", ["op"], registry=r)
+        self.registry_seconds = Histogram(f"{n}_registry_request_duration_seconds", "Schema registry request "
+                                          "time (retries included), per operation.", ["op"],
+                                          buckets=_REGISTRY_BUCKETS, registry=r)
+        self.schemas = Counter(f"{n}_schemas_registered", "Schemas new to the run (registered, or found registered), "
+                               "per table.", ["table"], registry=r)
+        self.new_majors = Counter(f"{n}_new_majors", "Breaking changes registered as a new major version "
+                                  "(--on-incompatible new-major), per table.", ["table"], registry=r)
+        self.missing_files = Counter(f"{n}_missing_files", "Storage data files gone before they were read.",
+                                     registry=r)
+        self.state = Gauge(f"{n}_job_state", "The job's state: 0 waiting for the next trigger, 1 running a batch, "
+                           "2 failed, 3 stopped.", registry=r)
+        self.last_batch = Gauge(f"{n}_last_batch_id", "Id of the last committed micro-batch.", registry=r)
+        self.last_batch_time = Gauge(f"{n}_last_batch_timestamp_seconds", "When the last micro-batch was "
+                                     "committed (Unix seconds).", registry=r)
+        self.last_commit_ts = Gauge(f"{n}_last_commit_ts_seconds", "Physical time (Unix seconds) of the newest "
+                                    "commit ts delivered.", registry=r)
+        self.started = Gauge(f"{n}_start_timestamp_seconds", "When the run started (Unix seconds).", registry=r)
+        self.last_error = Gauge(f"{n}_last_error", "1 for the class of the run's last error (a failed batch).",
+                                ["error_class"], registry=r)
+        self.last_error_time = Gauge(f"{n}_last_error_timestamp_seconds", "When the last error happened "
+                                     "(Unix seconds).", registry=r)
+        self.registry.register(_LagCollector(self))  # type: ignore[arg-type]
+
+    # -- the job's calls ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """The run starts: waiting for its first trigger."""
+        self.started.set(self.clock())
+        self.state.set(JOB_STATES["waiting"])
+
+    def batch_started(self, batch_id: int) -> None:
+        """A micro-batch begins (its registry time is summed from here)."""
+        with self.lock:
+            self._batch_started = self.clock()
+            self._registry_seconds = 0.0
+        self.state.set(JOB_STATES["running"])
+
+    def batch(self, report: BatchReport, *, topics: Mapping[str, Iterable[int]] | None = None,
+              tables: Mapping[str, str] | None = None, dead_letters: Iterable[Mapping[str, Any]] = (),
+              phases: Mapping[str, float] | None = None) -> None:
+        """A committed micro-batch: ``report`` (rows per table and topic), ``topics`` the batch's tally per topic
+        (``[records, tombstones, newest commit ts, bytes]``), ``tables`` each topic's table, ``dead_letters`` the
+        records written to its dead-letter file, ``phases`` seconds per phase."""
+        tables = tables or {}
+        for topic, counts in sorted((topics or {}).items()):
+            values = list(counts)
+            n, tombstones = int(values[0]), int(values[1])
+            newest = int(values[2]) if len(values) > 2 else 0
+            if not n:
+                continue
+            table = tables.get(topic, topic)
+            self.records_out.labels(topic=topic).inc(n)
+            if len(values) > 3:
+                self.bytes_out.labels(topic=topic).inc(int(values[3]))
+            if n - tombstones:
+                self.rows_delivered.labels(table=table, op="record").inc(n - tombstones)
+            if tombstones:
+                self.rows_delivered.labels(table=table, op="tombstone").inc(tombstones)
+            if newest:
+                with self.lock:
+                    self.newest_per_topic[topic] = max(self.newest_per_topic.get(topic, 0), newest)
+        for record in dead_letters:
+            self.dead_letters.labels(table=_table_of(record)).inc()
+        self.inputs.inc(report.inputs)
+        for schema in report.new_schemas:
+            self.schemas.labels(table=schema.table).inc()
+        for major in report.new_majors:
+            self.new_majors.labels(table=str(major.get("table", ""))).inc()
+        if report.missing_files:
+            self.missing_files.inc(len(report.missing_files))
+        now = self.clock()
+        with self.lock:
+            if report.max_commit_ts:
+                self.newest_commit_ts = max(self.newest_commit_ts, report.max_commit_ts)
+            if report.resolved_ts:
+                self.resolved_ts = dict(report.resolved_ts)
+            newest_ts = self.newest_commit_ts
+            started, self._batch_started = self._batch_started, None
+            registry_seconds = self._registry_seconds
+        self.batches.inc()
+        self.batch_seconds.observe(report.seconds if report.seconds else (now - started if started else 0.0))
+        for phase, seconds in (phases or {}).items():
+            self.phase_seconds.labels(phase=phase).observe(max(0.0, seconds))
+        if phases is not None:
+            self.phase_seconds.labels(phase="registry").observe(registry_seconds)
+        self.last_batch.set(report.batch_id)
+        self.last_batch_time.set(now)
+        if newest_ts:
+            self.last_commit_ts.set(commit_ts_seconds(newest_ts))
+        self.state.set(JOB_STATES["waiting"])
+
+    def batch_empty(self) -> None:
+        """A micro-batch with nothing to do ended (no report): waiting again."""
+        with self.lock:
+            self._batch_started = None
+        self.state.set(JOB_STATES["waiting"])
+
+    def batch_failed(self, error: BaseException) -> None:
+        """A micro-batch failed: counted, and its error's class kept."""
+        self.batch_failures.inc()
+        self._error(error)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """The run ended: stopped, or failed with ``error``."""
+        if error is not None:
+            self._error(error)
+        self.state.set(JOB_STATES["failed" if error is not None else "stopped"])
+
+    def registry_request(self, op: str, seconds: float, error: BaseException | None = None) -> None:
+        """One schema registry request (the registry client's ``observer``): ``error`` is the request's
+        ``RegistryError``, ``None`` when it was answered. Errors count only an unreachable or failing registry
+        (no answer, HTTP 5xx, an answer of the wrong shape), not the answers the job expects (a 404 of a lookup
+        before a registration, a 409 of an incompatible schema)."""
+        self.registry_requests.labels(op=op).inc()
+        self.registry_seconds.labels(op=op).observe(seconds)
+        status = getattr(error, "status_code", None)
+        if error is not None and (status is None or status >= 500 or (getattr(error, "error_code", 0) is None
+                                  and status < 400)):
+            self.registry_errors.labels(op=op).inc()
+        with self.lock:
+            if self._batch_started is not None:
+                self._registry_seconds += seconds
+
+    def _error(self, error: BaseException) -> None:
+        self.last_error.clear()  # one series: the last error's class
+        self.last_error.labels(error_class=type(error).__name__).set(1)
+        self.last_error_time.set(self.clock())
+        self.state.set(JOB_STATES["failed"])
+
+    # -- serving -------------------------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus's text format."""
+        return generate_latest(self.registry)
+
+
+def serve_metrics(metrics: JobMetrics, port: int, addr: str = "0.0.0.0") -> tuple[Any, int]:
+    """Serve ``metrics`` at ``http://addr:port/metrics`` in a daemon thread; ``(server, port)`` (``port`` 0: a free
+    one, the one taken is returned). ``server.shutdown()`` stops it."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=addr, registry=metrics.registry)
+    return server, int(server.server_address[1])
+

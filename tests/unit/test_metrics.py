@@ -1,0 +1,154 @@
+"""The job's Prometheus metrics (avro_registry_sink.metrics): what a batch's report and tally become, the lags
+computed at scrape time, the registry client's requests, the served endpoint and the metrics-port setting."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import respx
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from avro_registry_sink.config import RegistryConfig, load_config
+from avro_registry_sink.errors import ConfigError, RegistryUnavailable, SchemaNotFound
+from avro_registry_sink.metrics import JOB_STATES, JobMetrics, serve_metrics
+from avro_registry_sink.progress import BatchReport, SchemaVersion
+from avro_registry_sink.registry.client import RegistryClient
+
+NOW = 1_800_000_000.0
+
+
+def samples(metrics: JobMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the exposition, parsed back by prometheus_client's own parser."""
+    out = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            out[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def ts(seconds_ago: float) -> int:
+    """A TiDB commit ts whose physical time is ``seconds_ago`` before NOW."""
+    return int((NOW - seconds_ago) * 1000) << 18
+
+
+def test_a_committed_batch_counts_rows_per_table_and_op_bytes_per_topic_and_dead_letters():
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.start()
+    metrics.batch_started(7)
+    report = BatchReport(batch_id=7, inputs=3, rows=5, tombstones=1, max_commit_ts=ts(30),
+                         new_schemas=[SchemaVersion("shop_orders-value", 3, 1, "shop.orders")],
+                         new_majors=[{"table": "shop.orders", "new_major": 2}], missing_files=["a/b.csv"],
+                         seconds=1.5)
+    metrics.batch(report, topics={"shop_orders": [4, 1, ts(30), 400], "crm_events": [1, 0, ts(90), 50]},
+                  tables={"shop_orders": "shop.orders", "crm_events": "crm.events"},
+                  dead_letters=[{"schema": "shop", "table": "orders"}, {"schema": "shop", "table": "orders"},
+                                {"source": "x.csv:3"}],
+                  phases={"plan": 0.2, "write": 1.0, "commit": 0.1})
+    got = samples(metrics)
+    assert got["avro_sink_rows_delivered_total", (("op", "record"), ("table", "shop.orders"))] == 3
+    assert got["avro_sink_rows_delivered_total", (("op", "tombstone"), ("table", "shop.orders"))] == 1
+    assert got["avro_sink_rows_delivered_total", (("op", "record"), ("table", "crm.events"))] == 1
+    assert got["avro_sink_bytes_out_total", (("topic", "shop_orders"),)] == 400
+    assert got["avro_sink_records_out_total", (("topic", "crm_events"),)] == 1
+    assert got["avro_sink_dead_letters_total", (("table", "shop.orders"),)] == 2
+    assert got["avro_sink_dead_letters_total", (("table", ""),)] == 1
+    assert got["avro_sink_batches_total", ()] == 1
+    assert got["avro_sink_inputs_read_total", ()] == 3
+    assert got["avro_sink_schemas_registered_total", (("table", "shop.orders"),)] == 1
+    assert got["avro_sink_new_majors_total", (("table", "shop.orders"),)] == 1
+    assert got["avro_sink_missing_files_total", ()] == 1
+    assert got["avro_sink_batch_duration_seconds_sum", ()] == 1.5
+    assert got["avro_sink_batch_phase_seconds_sum", (("phase", "write"),)] == 1.0
+    assert got["avro_sink_batch_phase_seconds_count", (("phase", "registry"),)] == 1
+    assert got["avro_sink_last_batch_id", ()] == 7
+    assert got["avro_sink_last_batch_timestamp_seconds", ()] == NOW
+    assert got["avro_sink_job_state", ()] == JOB_STATES["waiting"]
+    # lags at scrape time: now minus the newest delivered commit ts, overall and per topic
+    assert got["avro_sink_commit_ts_lag_seconds", ()] == pytest.approx(30, abs=0.01)
+    assert got["avro_sink_topic_commit_ts_lag_seconds", (("topic", "crm_events"),)] == pytest.approx(90, abs=0.01)
+    assert got["avro_sink_last_commit_ts_seconds", ()] == pytest.approx(NOW - 30, abs=0.01)
+
+
+def test_lag_grows_with_the_clock_and_resolved_ts_lag_is_per_table():
+    clock = [NOW]
+    metrics = JobMetrics(clock=lambda: clock[0])
+    metrics.batch(BatchReport(batch_id=0, rows=1, max_commit_ts=ts(10), resolved_ts={"shop.orders": ts(20)}),
+                  topics={"t": [1, 0, ts(10), 9]})
+    assert samples(metrics)["avro_sink_resolved_ts_lag_seconds", (("table", "shop.orders"),)] == pytest.approx(20, abs=0.01)
+    clock[0] += 100  # no new batch: the lag keeps rising
+    got = samples(metrics)
+    assert got["avro_sink_commit_ts_lag_seconds", ()] == pytest.approx(110, abs=0.01)
+    assert got["avro_sink_resolved_ts_lag_seconds", (("table", "shop.orders"),)] == pytest.approx(120, abs=0.01)
+
+
+def test_state_follows_the_batches_and_a_failure_keeps_its_class():
+    metrics = JobMetrics(clock=lambda: NOW)
+    assert "avro_sink_lag" not in metrics.exposition().decode()
+    metrics.start()
+    metrics.batch_started(0)
+    assert samples(metrics)["avro_sink_job_state", ()] == JOB_STATES["running"]
+    metrics.batch_empty()
+    assert samples(metrics)["avro_sink_job_state", ()] == JOB_STATES["waiting"]
+    metrics.batch_started(1)
+    metrics.batch_failed(RegistryUnavailable("down"))
+    metrics.batch_failed(ValueError("bad"))
+    got = samples(metrics)
+    assert got["avro_sink_batch_failures_total", ()] == 2
+    assert got["avro_sink_last_error", (("error_class", "ValueError"),)] == 1
+    assert ("avro_sink_last_error", (("error_class", "RegistryUnavailable"),)) not in got  # the last one only
+    assert got["avro_sink_job_state", ()] == JOB_STATES["failed"]
+    metrics.finish(None)
+    assert samples(metrics)["avro_sink_job_state", ()] == JOB_STATES["stopped"]
+
+
+def test_metrics_live_in_their_own_registry():
+    JobMetrics()
+    JobMetrics()  # a second job in the process: no duplicate-timeseries error from a shared registry
+    assert REGISTRY.get_sample_value("avro_sink_batches_total") is None
+
+
+@respx.mock
+def test_the_registry_client_reports_every_request_and_counts_only_outages_as_errors():
+    base = "http://registry.test"
+    respx.get(f"{base}/schemas/ids/1").mock(return_value=httpx.Response(404, json={"error_code": 40403,
+                                                                                    "message": "Schema not found"}))
+    respx.get(f"{base}/subjects").mock(return_value=httpx.Response(503, text="down"))
+    metrics = JobMetrics()
+    client = RegistryClient(RegistryConfig(urls=(base,), max_retries=0), sleep=lambda _: None)
+    client.observer = metrics.registry_request
+    with pytest.raises(SchemaNotFound):
+        client.get_schema(1)
+    with pytest.raises(RegistryUnavailable):
+        client.get_subjects()
+    got = samples(metrics)
+    assert got["avro_sink_registry_requests_total", (("op", "get_schema"),)] == 1
+    assert got["avro_sink_registry_requests_total", (("op", "get_subjects"),)] == 1
+    assert ("avro_sink_registry_errors_total", (("op", "get_schema"),)) not in got  # an answer, not an outage
+    assert got["avro_sink_registry_errors_total", (("op", "get_subjects"),)] == 1
+    assert got["avro_sink_registry_request_duration_seconds_count", (("op", "get_subjects"),)] == 1
+
+
+def test_the_endpoint_serves_the_text_format():
+    metrics = JobMetrics()
+    metrics.batch(BatchReport(batch_id=3, rows=2), topics={"t": [2, 0, 0, 10]})
+    server, port = serve_metrics(metrics, 0, addr="127.0.0.1")
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        server.shutdown()
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert 'avro_sink_records_out_total{topic="t"} 2.0' in response.text
+
+
+def test_metrics_port_is_a_setting_of_the_toml_file_and_the_environment(tmp_path):
+    assert load_config().metrics_port is None  # off by default
+    toml = tmp_path / "sink.toml"
+    toml.write_text("metrics-port = 9464\n")
+    assert load_config(config_file=toml, environ={}).metrics_port == 9464
+    assert load_config(config_file=toml, environ={"AVRO_SINK_METRICS_PORT": "0"}).metrics_port == 0
+    with pytest.raises(ConfigError, match="metrics-port"):
+        load_config(environ={"AVRO_SINK_METRICS_PORT": "70000"})
+    with pytest.raises(ConfigError, match="metrics-port"):
+        load_config(environ={"AVRO_SINK_METRICS_PORT": "nine"})
