@@ -181,7 +181,9 @@ def test_an_unexplained_drop_and_add_is_refused_until_a_flag_says_which(tmp_path
     for text in ("shop_items-value", "name dropped", "title added", "version 2", "--rename name=title",
                  "--allow-drop"):
         assert text in message, message
-    assert cli(*base).exit_code == 0  # the field diff alone is no statement
+    plain = cli(*base)  # the field diff alone is no statement: it says what is open
+    assert plain.exit_code == 0 and "Nothing on record says whether name (dropped)" in " ".join(plain.stdout.split())
+    assert json.loads(cli(*base, "--json").stdout)["unexplained"]["dropped"] == ["name"]
     renamed = json.loads(cli(*base, "--sql", "postgres", "--rename", "name=title", "--json").stdout)
     assert renamed["sql"]["statements"] == ['ALTER TABLE "shop_items" RENAME COLUMN "name" TO "title"']
     dropped = json.loads(cli(*base, "--sql", "postgres", "--allow-drop", "--json").stdout)["sql"]["statements"]
