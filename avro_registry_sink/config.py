@@ -261,6 +261,31 @@ def parse_protocol(value: Any) -> str:
     )
 
 
+#: ``protocol`` values of a settings file that describe the input: the protocol of the TiCDC changefeed that wrote
+#: it (its own TOML, with ``[sink.csv]``, is the ``--config`` of a run reading its tree); the output stays Avro.
+INPUT_PROTOCOLS = ("csv", "canal-json", "debezium")
+
+
+def parse_settings_protocol(value: Any) -> str | None:
+    """``protocol`` in a settings file: ``"avro"`` for the output's (avro, flat-avro), ``None`` for the input's
+    (:data:`INPUT_PROTOCOLS`: the changefeed TOML that wrote the input); any other is refused naming both roles.
+
+    >>> parse_settings_protocol("flat-avro"), parse_settings_protocol("CSV")
+    ('avro', None)
+    """
+    lowered = value.lower() if isinstance(value, str) else None
+    if lowered in INPUT_PROTOCOLS:
+        return None
+    if lowered in ("avro", "flat-avro"):
+        return "avro"
+    raise ConfigError(
+        f"Invalid value {shown_value(value)} for option 'protocol': in a settings file it is either the output's "
+        '("avro" or "flat-avro") or, in the TOML of the changefeed that wrote the input, that changefeed\'s ('
+        + ", ".join(f'"{p}"' for p in INPUT_PROTOCOLS) + "); this product reads no other input and writes Avro.",
+        option="protocol", value=value, choices=["avro", "flat-avro", *INPUT_PROTOCOLS],
+    )
+
+
 _ENCODING_OPTIONS: dict[str, tuple[str, Any]] = {
     "enable-tidb-extension": ("enable_tidb_extension", parse_bool),
     "avro-decimal-handling-mode": ("decimal_mode", lambda o, v: _parse_choice(o, v, DecimalMode)),
@@ -563,8 +588,8 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     update: dict[str, Any] = {}
     encoding = encoding_options({k: (str(v).lower() if isinstance(v, bool) else v) for k, v in flat.items()}, config.encoding)
     update["encoding"] = encoding
-    if "protocol" in flat:
-        update["protocol"] = parse_protocol(flat["protocol"])
+    if "protocol" in flat and parse_settings_protocol(flat["protocol"]) is not None:
+        update["protocol"] = "avro"  # csv/canal-json describe the input; the output is Avro either way
     registry = config.registry
     if isinstance(flat.get("registry"), Mapping):
         try:
@@ -695,13 +720,18 @@ def load_config(
     environ: Mapping[str, str] | None = None,
 ) -> SinkConfig:
     """Build the effective :class:`SinkConfig`: defaults < TOML file < environment < sink URI < flags."""
-    from avro_registry_sink.ticdc_keys import check_toml
+    from avro_registry_sink.ticdc_keys import raise_all, toml_problems
 
     config = SinkConfig()
     if config_file is not None:
         data = load_toml(config_file)
-        check_toml(data, source=f"settings file {str(config_file)!r}")
-        config = settings_from_mapping(data, config)
+        source = f"settings file {str(config_file)!r}"
+        problems = toml_problems(data, source=source)
+        try:  # the values of the keys left: their errors join the keys' in one report
+            config = settings_from_mapping(_without(data, [str(getattr(p, "option", "")) for p in problems]), config)
+        except ConfigError as exc:
+            problems.append(exc)
+        raise_all(problems, source=source)
     env = settings_from_env(environ)
     if env:
         config = settings_from_mapping(env, config)
@@ -710,6 +740,27 @@ def load_config(
     if overrides:
         config = settings_from_mapping({k: v for k, v in overrides.items() if v is not None}, config)
     return config
+
+
+def _without(data: Mapping[str, Any], paths: list[str]) -> dict[str, Any]:
+    """``data`` without the keys at dotted ``paths`` (in every table of an array of tables on the way)."""
+
+    def drop(node: Any, parts: list[str]) -> Any:
+        if isinstance(node, list):
+            return [drop(item, parts) for item in node]
+        if not isinstance(node, Mapping) or parts[0] not in node:
+            return node
+        out = dict(node)
+        if len(parts) == 1:
+            del out[parts[0]]
+        else:
+            out[parts[0]] = drop(out[parts[0]], parts[1:])
+        return out
+
+    result = dict(data)
+    for path in paths:
+        result = drop(result, path.split("."))
+    return result
 
 
 def _first_error(exc: ValidationError) -> str:

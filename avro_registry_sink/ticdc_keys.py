@@ -62,6 +62,13 @@ _KAFKA = ("kafka",)
 _KAFKA_OPTIONS = "Kafka client settings (kafka_options.KafkaOptions)"
 _NOT_AVRO = "applies to TiCDC's {} protocol only; this sink writes avro"
 _NEWARCH = "TiCDC new-architecture parameter for the {} protocol; this sink writes avro"
+_TIDB_ONLY = "{} works with a TiDB downstream only (TiCDC's docs); TiCDC ignores it for Kafka and storage sinks too"
+_SIMPLE_ONLY = "bootstrap messages of TiCDC's simple protocol; avro has none (TiCDC ignores it for avro too)"
+_PULSAR = ("authentication-token", "token-from-file", "basic-user-name", "basic-password", "auth-tls-certificate-path",
+           "auth-tls-private-key-path", "tls-trust-certs-file-path", "oauth2.oauth2-issuer-url",
+           "oauth2.oauth2-audience", "oauth2.oauth2-private-key", "oauth2.oauth2-client-id", "oauth2.oauth2-scope",
+           "pulsar-producer-cache-size", "compression-type", "connection-timeout", "operation-timeout",
+           "batching-max-messages", "batching-max-publish-delay", "send-timeout", "output-raw-change-event")
 
 
 def _uri(name: str, status: Status, note: str, *accepted: Any, schemes: tuple[str, ...] = ("kafka", "file")) -> TiCDCKey:
@@ -154,6 +161,26 @@ KEYS: tuple[TiCDCKey, ...] = (
           "must be disabled, when using avro protocol')", False),
     _toml("enable-old-value", _R, "removed in TiCDC v7.4.0 (its strict decoder refuses it too); old values are "
           "always read"),
+    _toml("memory-quota", _A, "memory of TiCDC's sink manager in a capture server; Spark's executor memory "
+          "(spark.executor.memory) bounds this job's"),
+    _toml("ignore-ineligible-table", _A, "TiCDC's changefeed create skips tables without a primary or not-null "
+          "unique key instead of asking; such tables are in no changefeed output this product reads"),
+    _toml("check-gc-safe-point", _A, "TiCDC checks its start-ts against TiKV's GC safe point; this product reads "
+          "what the changefeed wrote, not TiKV"),
+    _toml("enable-sync-point", _A, _TIDB_ONLY.format("Syncpoint (snapshots aligned in a TiDB downstream)")),
+    _toml("sync-point-interval", _A, _TIDB_ONLY.format("Syncpoint")),
+    _toml("sync-point-retention", _A, _TIDB_ONLY.format("Syncpoint")),
+    _toml("bdr-mode", _A, _TIDB_ONLY.format("bi-directional replication")),
+    _toml("sql-mode", _A, "TiCDC parses upstream DDL with it; the changefeed's output (schema files, "
+          "canal-json/debezium messages) carries the parsed columns, and --tables DDL is read as TiDB's default "
+          "mode does"),
+    _toml("changefeed-error-stuck-duration", _A, "how long a TiCDC changefeed retries internal errors; here a "
+          "failed batch stops the job (exit 1, nothing of the batch committed) and a rerun resumes"),
+    _toml("mounter.worker-num", _A, "TiCDC's threads decoding TiKV key-values; the inputs here are decoded "
+          "already, by Spark's tasks"),
+    *(_toml(f"scheduler.{name}", _A, "how TiCDC spreads tables over its capture nodes; Spark spreads the "
+            "input over its tasks") for name in ("enable-table-across-nodes", "region-threshold",
+                                                  "write-key-threshold")),
     _toml("filter.rules", _H, "TiCDC's table-filter syntax; tables filtered out are skipped and counted"),
     _toml("filter.event-filters", _R, "SQL-expression event filters are not supported; use filter.rules"),
     _toml("filter.ignore-txn-start-ts", _R, "the inputs carry commit ts only, not transaction start ts"),
@@ -165,7 +192,12 @@ KEYS: tuple[TiCDCKey, ...] = (
                    "meta-flush-interval", "use-file-backend", "memory-usage", "compression",
                    "flush-concurrency")),
     # -- [sink] ----------------------------------------------------------------------------------------------
-    _toml("sink.protocol", _H, "avro or flat-avro; csv/canal-json/... are refused"),
+    _toml("sink.protocol", _H, "avro or flat-avro: the output's; csv, canal-json or debezium: the protocol of "
+          "the changefeed that wrote the input (the storage changefeed's own TOML), the output being Avro; "
+          "open-protocol, canal, maxwell, craft, simple are refused (no such input is read)"),
+    _toml("sink.safe-mode", _A, "MySQL sink only (REPLACE INTO instead of INSERT); TiCDC's Kafka and storage "
+          "sinks ignore it too"),
+    _toml("sink.transaction-atomicity", _D, "TiCDC refuses table-level atomicity for Kafka too", "none", ""),
     _toml("sink.schema-registry", _H, "registry URL(s); --schema-registry and the URI win"),
     _toml("sink.dispatchers", _H, "topic and partition rules, first match wins"),
     _toml("sink.dispatchers.matcher", _H, "TiCDC's table-filter syntax"),
@@ -193,6 +225,9 @@ KEYS: tuple[TiCDCKey, ...] = (
     _toml("sink.debezium-disable-schema", _D, _NOT_AVRO.format("debezium"), False),
     _toml("sink.debezium.output-old-value", _D, _NOT_AVRO.format("debezium"), True),
     _toml("sink.open.output-old-value", _D, _NOT_AVRO.format("open-protocol"), True),
+    *(_toml(f"sink.{name}", _A, _SIMPLE_ONLY) for name in ("send-bootstrap-interval-in-sec",
+                                                           "send-bootstrap-in-msg-count",
+                                                           "send-bootstrap-to-all-partition")),
     *(_toml(f"sink.csv.{name}", _H, "CSV settings of the storage source (CsvOptions)")
       for name in ("delimiter", "quote", "null", "include-commit-ts", "binary-encoding-method", "output-old-value",
                    "output-handle-key", "output-field-header")),
@@ -220,6 +255,9 @@ KEYS: tuple[TiCDCKey, ...] = (
       for name in ("claim-check-storage-uri", "large-message-handle-compression", "claim-check-raw-value")),
     _toml("sink.kafka-config.glue-schema-registry-config", _R, "AWS Glue Schema Registry is not supported; use a "
           "Confluent-compatible registry (schema-registry)"),
+    # -- [sink.pulsar-config] ---------------------------------------------------------------------------------
+    *(_toml(f"sink.pulsar-config.{name}", _A, "Pulsar sink setting; this product writes Kafka and files (TiCDC's "
+            "Kafka sink ignores it too)") for name in _PULSAR),
     # -- this product's settings-file keys -----------------------------------------------------------------
     *(_toml(name, _H, "this product's settings file (top level or [sink])") for name in PRODUCT_KEYS),
     _toml("dispatchers", _H, "this product's settings file: same as sink.dispatchers"),
@@ -280,9 +318,28 @@ def _unknown(kind: str, name: str, place: Place, candidates: Iterable[str] | Non
     near = closest(name, place, candidates)
     hint = f"did you mean {near!r}? " if near else ""
     return ConfigError(
-        f"Unknown {kind} {name!r}{where}: {hint}(docs/settings.md lists every valid one).",
+        f"Unknown {kind} {name!r}{where}: {hint}docs/settings.md lists every valid one.",
         option=name, suggestion=near,
     )
+
+
+def closest_toml_key(path: str, candidates: Iterable[str] = ()) -> str | None:
+    """The valid TOML key closest to ``path``: a close spelling in the same table, else the same key name in
+    another table (``safe-mode`` -> ``sink.safe-mode``); ``None`` rather than a far guess.
+
+    >>> closest_toml_key("sink.protocl"), closest_toml_key("safe-mode"), closest_toml_key("sync-point-intervals")
+    ('sink.protocol', 'sink.safe-mode', 'sync-point-interval')
+    >>> closest_toml_key("sync-point-frequency") is None
+    True
+    """
+    names = list(candidates) or _TOML_CANDIDATES
+    table, _, leaf = path.rpartition(".")
+    siblings = {name.rpartition(".")[2]: name for name in names if name.rpartition(".")[0] == table}
+    near = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.8)
+    if near:
+        return siblings[near[0]]
+    elsewhere = sorted((name for name in names if name.rpartition(".")[2] == leaf), key=len)
+    return elsewhere[0] if elsewhere else None
 
 
 def check_key(key: TiCDCKey, value: Any, *, kind: str, where: str = "") -> None:
@@ -312,19 +369,44 @@ def check_uri_params(query: Mapping[str, Any], *, scheme: str) -> None:
         check_key(key, value, kind="sink URI parameter")
 
 
-def check_toml(data: Mapping[str, Any], *, source: str = "settings file") -> None:
-    """Check every key of a settings file (TiCDC changefeed TOML or this product's layout), recursively.
+def toml_problems(data: Mapping[str, Any], *, source: str = "settings file") -> list[ConfigError]:
+    """Every key of a settings file (TiCDC changefeed TOML or this product's layout) that is refused, unknown or
+    holds a value only the default of which is supported, in file order: one :class:`ConfigError` each.
 
     ``[registry]`` and ``[csv]`` values are checked by their own models afterwards.
     """
-    _walk(data, "", f" in {source}")
+    problems: list[ConfigError] = []
+    _walk(data, "", f" in {source}", problems)
+    return problems
+
+
+def check_toml(data: Mapping[str, Any], *, source: str = "settings file") -> None:
+    """Raise one :class:`ConfigError` naming every refused or unknown key of a settings file with its reason
+    (:func:`toml_problems`), so that one edit fixes them all."""
+    raise_all(toml_problems(data, source=source), source=source)
+
+
+def raise_all(problems: list[ConfigError], *, source: str = "settings file") -> None:
+    """Nothing for no problem, the problem itself for one, else one :class:`ConfigError` listing them all
+    (numbered, each with its reason); its ``problems`` attribute holds the single errors."""
+    if not problems:
+        return
+    if len(problems) == 1:
+        raise problems[0]
+    where = f" in {source}"
+    listed = " ".join(f"({n}) {str(p).replace(where, '')}" for n, p in enumerate(problems, 1))
+    raise ConfigError(
+        f"{len(problems)} settings{where} are refused; fix them all, then rerun: {listed}",
+        option=getattr(problems[0], "option", None), options=[getattr(p, "option", None) for p in problems],
+        problems=problems,
+    )
 
 
 #: This product's top-level tables that hold the same keys as TiCDC's ``[sink]`` ones.
 _SAME_AS_SINK = {"dispatchers": "sink.dispatchers", "column-selectors": "sink.column-selectors", "csv": "sink.csv"}
 
 
-def _walk(data: Mapping[str, Any], prefix: str, where: str) -> None:
+def _walk(data: Mapping[str, Any], prefix: str, where: str, problems: list[ConfigError]) -> None:
     for name, value in data.items():
         path = f"{prefix}{name}"
         key = lookup(path, Place.TOML)
@@ -333,15 +415,24 @@ def _walk(data: Mapping[str, Any], prefix: str, where: str) -> None:
         if path == "registry" and isinstance(value, Mapping):
             continue  # RegistryConfig names its own bad fields
         if key is not None:
-            check_key(key, value, kind="key", where=where)
+            try:
+                check_key(key, value, kind="key", where=where)
+            except ConfigError as exc:
+                problems.append(exc)
+            if key.status is Status.REFUSED:
+                continue  # one reason for the key, not one more for each key under it
         elif path not in _TOML_TABLES:
-            raise _unknown("key", path, Place.TOML, _TOML_CANDIDATES, where=where)
+            near = closest_toml_key(path)
+            hint = f"did you mean {near!r}? " if near else ""
+            problems.append(ConfigError(f"Unknown key {path!r}{where}: {hint}docs/settings.md lists every valid "
+                                        "one.", option=path, suggestion=near))
+            continue
         child = _SAME_AS_SINK.get(path, path) + "."
         if isinstance(value, Mapping):
-            _walk(value, child, where)
+            _walk(value, child, where, problems)
         elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
             for item in value:
-                _walk(item, child, where)
+                _walk(item, child, where, problems)
 
 
 def refused_flag(flag: str) -> TiCDCKey | None:

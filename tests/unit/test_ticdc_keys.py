@@ -345,7 +345,7 @@ def test_supported_subset_of_documented_toml_is_applied(tmp_path):
          "did you mean 'sink.kafka-config.codec-config.avro-decimal-handling-mode'?"),
         ("enable-old-value = true\n", "'enable-old-value' in settings file .* is not supported: removed in TiCDC v7.4.0"),
         ("force-replicate = true\n", "force-replicate must be disabled, when using avro protocol"),
-        ("[sink]\nprotocol = 'canal-json'\n", "valid values are \"avro\" or \"flat-avro\""),
+        ("[sink]\nprotocol = 'maxwell'\n", "either the output's \\(\"avro\" or \"flat-avro\"\\) or.*\"csv\""),
         ("[filter]\nrules = ['db-1.*']\n", "Invalid filter.rules rule 'db-1.\\*'"),
         ("[[sink.dispatchers]]\nmatcher = ['*.*']\ndispatcher = 'ts'\npartition = 'ts'\n",
          "dispatcher and partition cannot be configured both"),
