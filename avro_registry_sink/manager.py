@@ -202,6 +202,7 @@ class SchemaManager:
         self._subject_ids: dict[tuple[str, str], int] = {}  # (subject, schema text fingerprint) -> id
         self._checked_topics: set[str] = set()  # topics whose registry owner was checked (see _check_registered)
         self._warnings: list[str] = []
+        self._rule_configs_checked: set[str] = set()  # subjects whose config rule sets were checked (new-major)
         self._lock = threading.Lock()
         self.stats = ManagerStats()
 
@@ -247,6 +248,7 @@ class SchemaManager:
         self.stats.derivations += 1
         route = self._router.route(table.schema_name, table.table)
         self._check_registered(route)
+        self.check_rule_configs([route])
         selected = self._selection.apply(table, route.partition_columns)  # column selectors, before any schema
         schemas = derive_schemas(selected, self._options)
         key_id = (self._ensure(route.key_subject, schemas.key_json, schemas, route, is_key=True)
@@ -276,6 +278,7 @@ class SchemaManager:
         with self._lock:
             for route in routes:
                 self._check_registered(route)
+            self.check_rule_configs(routes)
         if self.on_routed is not None:
             self.on_routed(list(dict.fromkeys(route.topic for route in routes)))
         plans: dict[PlanKey, TablePlan] = {}
@@ -348,6 +351,78 @@ class SchemaManager:
             schema_id=getattr(current, "id", None),
         )
 
+    # -- rule sets beside the product's (--on-incompatible new-major) ----------------------------------
+
+    def check_rule_configs(self, routes: Iterable[Route]) -> None:
+        """``--on-incompatible new-major``, once per subject of ``routes`` before anything registers under it: the
+        rule sets its config gives every new version (``defaultRuleSet``, ``overrideRuleSet``, of the subject's own
+        config or the global one) are reported as a warning (:meth:`take_warnings`) naming the subject and the
+        rules, and a JSONata expression among them that does not parse raises
+        :class:`~avro_registry_sink.errors.ConfigError`: the registry would merge it into the majors this policy
+        registers, and pinned consumers would fail on it. Nothing is asked under ``stop``."""
+        if self._policy is not OnIncompatible.NEW_MAJOR or not self.auto_register:
+            return
+        get_config = getattr(self._registry, "get_full_config", None)
+        if get_config is None:
+            return
+        for route in routes:
+            for subject in route.subjects:
+                if subject in self._rule_configs_checked:
+                    continue
+                table = f"{route.schema}.{route.table}"
+
+                def read(subject: str = subject) -> Any:
+                    try:
+                        return get_config(subject, default_to_global=True)
+                    except RegistryUnavailable:
+                        raise
+                    except RegistryError:  # a registry without subject configs: nothing merged
+                        return None
+
+                config = self._with_retry(subject, table, "reading the config of", read)
+                self._warnings.extend(config_rule_warnings(subject, table, config))
+                self._rule_configs_checked.add(subject)
+
+    def _read_back_rules(self, major: NewMajor) -> None:
+        """After ``major`` registered: its version as the registry answers it must carry every migration rule
+        registered with it, else :class:`RulesNotKept` fails the batch (a registry that drops the rule sets of
+        versions would leave consumers pinned to the old major reading records of the new one unmigrated)."""
+        if not major.rules:
+            return
+        subject = major.subject
+        registry: Any = self._registry
+
+        def read() -> Any:
+            found = None
+            for number in sorted(registry.get_versions(subject), reverse=True):
+                version = registry.get_version(subject, number)
+                if int(version.id) != major.schema_id:
+                    continue
+                if (getattr(version, "properties", None) or {}).get(MAJOR_VERSION) == str(major.new_major):
+                    return version
+                found = found or version
+            return found
+
+        version = self._with_retry(subject, major.table, "reading back the new major version of", read)
+        kept = {r.get("name") for r in ((getattr(version, "rule_set", None) or {}).get("migrationRules") or [])
+                if isinstance(r, dict)}
+        missing = [name for name in major.rules if name not in kept]
+        if version is not None and not missing:
+            return
+        where = (f"version {version.version} (schema id {major.schema_id})" if version is not None else
+                 f"no version with schema id {major.schema_id}")
+        answered = ("no version with that schema id" if version is None else
+                    f"the rules {', '.join(sorted(map(str, kept)))}" if kept else "no migration rules")
+        raise RulesNotKept(
+            f"Table {major.table} (table version {major.table_version}): subject {subject!r} {where} was registered "
+            f"as major version {major.new_major} with the migration rules {', '.join(major.rules)}, but the schema "
+            f"registry answered {answered} when it was read back: missing {', '.join(missing)}. Consumers pinned to "
+            f"major {major.old_major} would read the records of major {major.new_major} without them. Nothing of "
+            "this batch was written. Use a registry that keeps the rule sets of versions (the embedded one, "
+            "Confluent Enterprise or Confluent Cloud; Confluent Community drops them), or --on-incompatible stop.",
+            subject=subject, table=major.table, table_version=major.table_version, schema_id=major.schema_id,
+            version=getattr(version, "version", None), missing_rules=missing)
+
     # -- registration --------------------------------------------------------------------------
 
     def _ensure(self, subject: str, schema_json: str, schemas: TableSchemas, route: Route, *,
@@ -365,7 +440,10 @@ class SchemaManager:
         if self.on_registering is not None:
             self.on_registering(subject)
         if self._policy is OnIncompatible.NEW_MAJOR:
+            made = len(self._majors)
             schema_id = self._ensure_evolving(subject, schema_json, schemas, is_key)
+            for major in self._majors[made:]:
+                self._read_back_rules(major)
         else:
             schema_id = self._register_with_retry(subject, schema_json, schemas)
         self._subject_ids[text_key] = schema_id
@@ -613,3 +691,60 @@ def require_data_contracts(config: Any, registry: Any) -> None:
             f"does not keep them: {reason}. Use a registry with data contracts (the embedded one, Confluent "
             f"Enterprise or Confluent Cloud), or --on-incompatible stop.",
             option="on-incompatible", value="new-major")
+
+
+class RulesNotKept(RegistryError):
+    """A new major version read back from the registry without the migration rules it was registered with."""
+
+
+def config_rule_warnings(subject: str, table: str, config: Any) -> list[str]:
+    """The warnings for the ``defaultRuleSet``/``overrideRuleSet`` of ``config`` (a subject's effective
+    :class:`~avro_registry_sink.registry.models.ServerConfig`, or ``None``): one per rule set, naming the subject
+    and its rules. A JSONata expression that does not parse raises :class:`~avro_registry_sink.errors.ConfigError`
+    naming the subject, the rule and the parser's message.
+
+    >>> config_rule_warnings("s_t-value", "s.t", None)
+    []
+    """
+    from avro_registry_sink.errors import ConfigError
+
+    try:
+        import jsonata  # confluent-kafka's own JSONata executor parses with it
+    except ImportError:  # the [rules] extra is not installed
+        jsonata = None
+    warnings = []
+    for field, attr, effect in (
+        ("defaultRuleSet", "default_rule_set", "under the rules a version is registered with"),
+        ("overrideRuleSet", "override_rule_set", "over the rules a version is registered with (a rule of the "
+         "same name replaces the generated one)"),
+    ):
+        rule_set = getattr(config, attr, None) or {}
+        rules = [r for kind in ("migrationRules", "domainRules", "encodingRules")
+                 for r in rule_set.get(kind) or [] if isinstance(r, dict)]
+        if not rules:
+            continue
+        for rule in rules:
+            if str(rule.get("type", "")).upper() != "JSONATA" or jsonata is None:
+                continue
+            try:
+                jsonata.Jsonata(str(rule.get("expr") or ""))
+            except Exception as exc:  # noqa: BLE001 - jsonata raises its JException and Python errors alike
+                raise ConfigError(
+                    f"Table {table}: the {field} of subject {subject!r} (its own config or the global one) holds "
+                    f"rule {rule.get('name')!r} whose JSONata expression does not parse ({exc}): "
+                    f"{str(rule.get('expr'))[:200]!r}. The registry would merge it into every version "
+                    f"--on-incompatible new-major registers under {subject!r}, and consumers would fail on it; "
+                    f"nothing was registered. Fix or remove it (PUT /config/{subject} with \"{field}\": null), "
+                    "or run with --on-incompatible stop.",
+                    subject=subject, table=table, option=field, rule=rule.get("name")) from None
+        described = ", ".join(f"{r.get('name')} ({r.get('type')} {r.get('kind', 'TRANSFORM')} "
+                              f"{r.get('mode', 'WRITEREAD')})" for r in rules)
+        unchecked = ("" if jsonata is not None else " (their JSONata expressions were not checked: the jsonata module "
+                     "is not installed; pip install 'avro-registry-sink[rules]')")
+        warnings.append(
+            f"Subject {subject!r} (table {table}): its config (its own or the global one) has a {field} with the "
+            f"rules {described}{unchecked}; the registry merges them into every version registered under it, "
+            f"{effect}, so the new majors of --on-incompatible new-major carry them beside their generated "
+            "migration rules and pinned consumers run them. Remove them if they are not meant for this subject "
+            f"(PUT /config/{subject} with \"{field}\": null).")
+    return warnings

@@ -618,11 +618,15 @@ class RegistryClient:
         """``None`` when the registry keeps data contracts (metadata, rule sets, compatibility groups) as
         Confluent's REST API documents them; else a sentence saying what it answered instead.
 
-        Probes a subject of its own that has no versions (``avro-registry-sink-contract-probe-<random>``):
+        Probes a subject of its own (``avro-registry-sink-contract-probe-<random>``): without versions,
         ``GET /subjects/{probe}/metadata`` must be a 404 "subject not found" (40401), and a
         ``compatibilityGroup`` and ``defaultRuleSet`` written to the probe's config must be read back (Confluent
-        Community's registry accepts rule sets and drops them); the probe's config is removed afterwards.
-        ``RegistryUnavailable`` is raised, not reported.
+        Community's registry accepts rule sets and drops them); then a probe version registered with metadata
+        and a rule set must be read back with both (``GET /subjects/{probe}/versions/{v}``, and by its metadata
+        as a pinned consumer finds it): a registry that keeps config rule sets but drops those of versions
+        would otherwise pass, and every new major would lose its migration rules. The probe's config and
+        subject are removed afterwards (soft, then permanent delete). ``RegistryUnavailable`` is raised, not
+        reported.
         """
         import uuid
 
@@ -666,6 +670,42 @@ class RegistryClient:
         if not any(isinstance(r, dict) and r.get("name") == rule["name"] for r in rules):
             return ("it accepted a rule set but dropped it (Confluent's Community edition does: rule sets need "
                     "Confluent Enterprise or Confluent Cloud)")
+        return self._version_contract_unsupported(probe, rule)
+
+    def _version_contract_unsupported(self, probe: str, rule: Mapping[str, Any]) -> str | None:
+        """The version half of :meth:`data_contracts_unsupported`: a probe version registered with metadata and a
+        rule set, read back by its number and by its metadata; the probe subject is deleted afterwards."""
+        schema = '{"type":"record","name":"AvroRegistrySinkProbe","fields":[]}'
+        properties = {"major_version": "1"}
+        try:
+            try:
+                answer = self.register_full(probe, schema, metadata={"properties": properties},
+                                            rule_set={"migrationRules": [dict(rule)]})
+                kept = self.get_version(probe, answer.version if answer.version is not None else "latest")
+                pinned = self.get_latest_with_metadata(probe, properties)
+            finally:
+                for permanent in (False, True):
+                    with contextlib.suppress(RegistryError):
+                        self.delete_subject(probe, permanent=permanent)
+        except RegistryUnavailable:
+            raise
+        except RegistryError as exc:
+            return (f"it refused or lost a schema version registered with metadata and a rule set (subject "
+                    f"{probe!r}): HTTP {exc.context.get('status_code')}, error_code {exc.context.get('error_code')}: "
+                    f"{exc.context.get('registry_message') or exc.message}")
+        where = f"version {kept.version} of subject {probe!r} (schema id {kept.id})"
+        if kept.properties.get("major_version") != "1":
+            return (f"it registered a schema version with metadata properties {properties} but {where} came back "
+                    f"with {kept.properties or 'none'}, so consumers pinned to a major version find nothing")
+        names = [r.get("name") for r in (kept.rule_set or {}).get("migrationRules") or [] if isinstance(r, dict)]
+        if rule["name"] not in names:
+            return (f"it kept the rule set of a subject's config but dropped the rule set of a schema version: "
+                    f"{where} was registered with migration rule {rule['name']!r} and came back with "
+                    f"{'rules ' + ', '.join(map(str, names)) if names else 'no rule set'}, so every new major "
+                    "version would lose its migration rules")
+        if pinned.id != kept.id:
+            return (f"GET /subjects/{{subject}}/metadata?key=major_version&value=1 (what a consumer pinned with "
+                    f"use.latest.with.metadata reads) answered schema id {pinned.id}, not {where}")
         return None
 
     def get_mode(self, subject: str | None = None, *, default_to_global: bool = False) -> Mode:

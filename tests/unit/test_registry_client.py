@@ -639,3 +639,61 @@ def test_tls_client_certificate_is_loaded(tmp_path):
     assert isinstance(context, ssl.SSLContext)
     with RegistryClient(RegistryConfig(urls=("https://h",), client_cert=str(cert_path), client_key=str(key_path))) as client:
         assert client.urls == ("https://h",)
+
+
+# -- the data-contract probe: a version registered with a rule set, read back ----------------------------------
+
+PROBE = r"/(subjects|config)/avro-registry-sink-contract-probe-[0-9a-f]{12}"
+PROBE_RULE = {"name": "avroRegistrySinkProbe", "kind": "TRANSFORM", "mode": "UPGRADE", "type": "JSONATA", "expr": "$"}
+PROBE_VERSION = {"subject": "p", "version": 1, "id": 41, "schema": "{}", "metadata": {"properties": {
+    "major_version": "1"}}, "ruleSet": {"migrationRules": [PROBE_RULE]}}
+
+
+def _probe_registry(router, version: dict) -> dict[str, respx.Route]:
+    """A registry that passes the config half of the probe and answers the probe version with ``version``."""
+    missing = httpx.Response(404, json={"error_code": 40401, "message": "Subject not found"})
+    config = {"compatibilityLevel": "BACKWARD", "compatibilityGroup": "major_version",
+              "defaultRuleSet": {"migrationRules": [PROBE_RULE]}}
+    return {
+        "metadata": router.route(method="GET", path__regex=PROBE + "/metadata$").mock(
+            side_effect=[missing, httpx.Response(200, json=version)]),
+        "put_config": router.route(method="PUT", path__regex=PROBE + "$").respond(200, json=config),
+        "get_config": router.route(method="GET", path__regex=PROBE + "$").respond(200, json=config),
+        "delete_config": router.route(method="DELETE", path__regex=r"/config/.*probe.*$").respond(200, json=config),
+        "register": router.route(method="POST", path__regex=PROBE + "/versions$").respond(200, json={"id": 41,
+                                                                                                  "version": 1}),
+        "version": router.route(method="GET", path__regex=PROBE + "/versions/1$").respond(200, json=version),
+        "delete_subject": router.route(method="DELETE", path__regex=r"/subjects/.*probe.*$").respond(200, json=[1]),
+    }
+
+
+def test_probe_registers_a_version_with_a_rule_set_and_reads_it_back(sr, client):
+    routes = _probe_registry(sr, PROBE_VERSION)
+    assert client.data_contracts_unsupported() is None
+    body = body_of(routes["register"].calls.last.request)
+    assert body["ruleSet"] == {"migrationRules": [PROBE_RULE]} and body["metadata"] == {
+        "properties": {"major_version": "1"}}
+    deletes = [dict(call.request.url.params) for call in routes["delete_subject"].calls]
+    assert deletes == [{}, {"permanent": "true"}]  # the probe subject removed: soft, then permanent
+    assert routes["delete_config"].called
+
+
+def test_probe_refuses_a_registry_that_drops_version_rule_sets(sr, client):
+    routes = _probe_registry(sr, {k: v for k, v in PROBE_VERSION.items() if k != "ruleSet"})
+    reason = client.data_contracts_unsupported()
+    assert reason is not None and "dropped the rule set of a schema version" in reason
+    assert "'avroRegistrySinkProbe'" in reason and "no rule set" in reason and "schema id 41" in reason
+    assert len(routes["delete_subject"].calls) == 2  # cleaned up all the same
+
+
+def test_probe_refuses_a_registry_that_drops_version_metadata(sr, client):
+    _probe_registry(sr, {k: v for k, v in PROBE_VERSION.items() if k != "metadata"})
+    reason = client.data_contracts_unsupported()
+    assert reason is not None and "metadata properties {'major_version': '1'}" in reason
+
+
+def test_probe_reports_a_refused_probe_version(sr, client):
+    routes = _probe_registry(sr, PROBE_VERSION)
+    routes["register"].respond(422, json={"error_code": 42210, "message": "Invalid rule set"})
+    reason = client.data_contracts_unsupported()
+    assert reason is not None and "HTTP 422, error_code 42210: Invalid rule set" in reason
