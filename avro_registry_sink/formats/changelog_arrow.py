@@ -89,11 +89,13 @@ class TableRows:
 @dataclass
 class Rows:
     """What a batch of messages holds: rows per table version, the messages to read one by one (``slow``),
-    and those that give no rows (``skipped``: DDLs, watermarks, tables left out)."""
+    those that give no rows (``skipped``: DDLs, watermarks, tables left out) and those to dead-letter unread
+    (``crashed``: the compiled scanner crashed reading them, see :mod:`~avro_registry_sink.formats.native_scan`)."""
 
     tables: list[TableRows] = field(default_factory=list)
     slow: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     skipped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    crashed: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     needs: str | None = None  # (strict) why the driver must see the batch first
     filtered: dict[tuple[str, str], int] = field(default_factory=dict)  # messages of tables left out
 
@@ -1197,12 +1199,16 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
     sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))
     scanned = scan_debezium(sub, shape) if tables_of_shape and scan else None
     if scanned is not None:
-        parsed, declined = scanned
+        parsed, declined, crashed = scanned
+        if crashed.any():
+            out.crashed = np.union1d(out.crashed, todo[crashed]).astype(np.int64)
         if declined.any():
             _debezium_part(texts, body, todo[declined], shape, versions, out, slow, skipped, scan=False)
-            if declined.all():
-                return
-            todo, parsed = todo[~declined], parsed.filter(pa.array(~declined))
+        done = declined | crashed
+        if done.all():
+            return
+        if done.any():
+            todo, parsed = todo[~done], parsed.filter(pa.array(~done))
     else:
         parsed = _read(sub, _debezium_schema(shape, tables_of_shape[0])) if tables_of_shape else None
     if parsed is None:

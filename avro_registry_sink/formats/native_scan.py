@@ -14,6 +14,12 @@ source, which it tells by the digest compiled in) compiles the source on first u
 (``CC``, else ``cc``) into the product's cache directory (``lib/``, keyed by the source's digest and the
 platform). Without either (or with ``AVRO_SINK_NATIVE=0``) the scanner is not used and Arrow's reader reads every
 message, as before. :func:`engine` says which ran.
+
+A crash in the scanner (a signal: a bug met on untrusted bytes) is contained in the scan of the message it
+happened in: that message is marked crashed (the caller dead-letters it, reason ``native scanner crashed``) and
+the others are read as usual; the process goes on. ``AVRO_SINK_NATIVE_CRASH=<how>:<text>`` (tests only) makes
+the scan of each message holding ``<text>`` crash on purpose, ``<how>`` being ``fault`` (a read of an unmapped
+address) or a signal's name (``SIGBUS``, ``SIGFPE``, ``SIGILL``, ``SIGABRT``, ``SIGSEGV``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,13 +39,15 @@ import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from avro_registry_sink.cache_dir import cache_root
 
-__all__ = ["BUILT", "COMPILED_AT_RUN_TIME", "NO_SCANNER", "available", "engine", "scan_debezium"]
+__all__ = ["BUILT", "COMPILED_AT_RUN_TIME", "CRASH_ENV", "NO_SCANNER", "Scanned", "available", "engine",
+           "scan_debezium"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +56,9 @@ _BUILT_MODULE = "avro_registry_sink.formats._debezium_scan"  # setup.py's ext_mo
 #: :func:`engine`'s answers: the library built with the package, the source compiled here, Arrow's reader alone.
 BUILT, COMPILED_AT_RUN_TIME, NO_SCANNER = "built", "compiled-at-run-time", "arrow"
 _SOURCE = resources.files("avro_registry_sink.formats") / "native" / _SOURCE_NAME
+#: Tests only: ``<how>:<text>``, the messages holding ``<text>`` crash the scan (see the module's docs).
+CRASH_ENV = "AVRO_SINK_NATIVE_CRASH"
+_CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT")
 _TYPES = {"int64": 0, "double": 1, "string": 2, "bool": 3}
 _OFF = ("0", "false", "no", "off")
 _P = ctypes.c_void_p
@@ -58,7 +70,17 @@ class _Scan(ctypes.Structure):
                 ("value", _P * 2), ("view", _P * 2), ("op_valid", _P), ("op_view", _P), ("ts_valid", _P),
                 ("ts", _P), ("source_valid", _P), ("db_valid", _P), ("db_view", _P), ("table_valid", _P),
                 ("table_view", _P), ("commit_valid", _P), ("commit", _P), ("source_ts_valid", _P),
-                ("source_ts", _P), ("meta", _P), ("status", _P)]
+                ("source_ts", _P), ("meta", _P), ("status", _P), ("crash_signal", ctypes.c_int32),
+                ("crash_at", _P), ("fault_signal", ctypes.c_int32)]
+
+
+class Scanned(NamedTuple):
+    """What :func:`scan_debezium` read: the table Arrow's reader gives, and masks of the messages the scanner
+    declined (to read with Arrow's reader) and of those whose scan crashed (to dead-letter); both have null rows."""
+
+    table: pa.Table
+    declined: np.ndarray
+    crashed: np.ndarray
 
 
 _lock = threading.Lock()
@@ -183,14 +205,29 @@ def _numbers(kind: str, valid: np.ndarray, values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(_FIXED[kind], n, [_bits(valid), pa.py_buffer(values)])
 
 
-def scan_debezium(texts: pa.Array, shape: Sequence[tuple[str, str]]) -> tuple[pa.Table, np.ndarray] | None:
+def _crash_hook(texts: pa.Array) -> tuple[np.ndarray | None, int]:
+    """The messages whose scan crashes on purpose (:data:`CRASH_ENV`, tests only) and the signal (0: a fault)."""
+    spec = os.environ.get(CRASH_ENV)
+    if not spec:
+        return None, 0
+    how, sep, text = spec.partition(":")
+    if not sep or not text or (how != "fault" and how not in _CRASH_SIGNALS):
+        raise ValueError(f"{CRASH_ENV}={spec!r}: expected <how>:<text>, <how> one of fault, "
+                         f"{', '.join(_CRASH_SIGNALS)}")
+    import pyarrow.compute as pc
+
+    hits = pc.match_substring(texts, text).to_numpy(zero_copy_only=False)
+    return hits.astype(np.uint8), 0 if how == "fault" else int(getattr(signal, how))
+
+
+def scan_debezium(texts: pa.Array, shape: Sequence[tuple[str, str]]) -> Scanned | None:
     """Read the bare debezium payloads ``texts`` (a string array without nulls, one message each) of the parse
     shape ``shape`` (column name, JSON type as Arrow names it: int64, double, string or bool).
 
     Returns the table Arrow's JSON reader gives for them (``before``, ``after``, ``op``, ``ts_ms``, ``source`` with
-    ``db``, ``table``, ``commit_ts``, ``ts_ms`` and a field for each key named like a column) and the mask of the
-    messages the scanner declined (their rows hold nulls); ``None`` without the compiled scanner or for input it
-    does not take (a buffer past 2 GiB)."""
+    ``db``, ``table``, ``commit_ts``, ``ts_ms`` and a field for each key named like a column), the mask of the
+    messages the scanner declined and that of the messages whose scan crashed (their rows hold nulls): a
+    :class:`Scanned`; ``None`` without the compiled scanner or for input it does not take (a buffer past 2 GiB)."""
     lib = _library()
     n = len(texts)
     if lib is None or n == 0 or texts.null_count or any(kind not in _TYPES for _, kind in shape):
@@ -225,15 +262,21 @@ def scan_debezium(texts: pa.Array, shape: Sequence[tuple[str, str]]) -> tuple[pa
     db_valid, db_view, table_valid, table_view = flags(), np.zeros(n * 16, np.uint8), flags(), np.zeros(n * 16, np.uint8)
     commit_valid, commit, source_ts_valid, source_ts = flags(), np.zeros(n, np.int64), flags(), np.zeros(n, np.int64)
     meta, status = flags(n * k), flags()
+    crash_at, fault_signal = _crash_hook(texts)
     scan = _Scan(n, _address(data_np), _address(offsets), k, _address(types), _address(name_bytes),
                  _address(name_offsets), _address(scratch), (_P * 2)(*map(_address, image_valid)),
                  (_P * 2)(*map(_address, valid)), (_P * 2)(*map(_address, value)), (_P * 2)(*map(_address, view)),
                  _address(op_valid), _address(op_view), _address(ts_valid), _address(ts), _address(source_valid),
                  _address(db_valid), _address(db_view), _address(table_valid), _address(table_view),
                  _address(commit_valid), _address(commit), _address(source_ts_valid), _address(source_ts),
-                 _address(meta), _address(status))
+                 _address(meta), _address(status), 0, None if crash_at is None else _address(crash_at), fault_signal)
     if lib.debezium_scan(ctypes.byref(scan)) < 0:
         return None
+    crashed = status == 2
+    if crashed.any():
+        log.error("the compiled debezium-json scanner crashed (signal %s) reading %d of %d messages: they are "
+                  "dead-lettered (reason 'native scanner crashed'), the others read", _signal_name(scan.crash_signal),
+                  int(crashed.sum()), n)
     scratch_buf = pa.py_buffer(scratch)
 
     def strings(flags: np.ndarray, views: np.ndarray) -> pa.Array:
@@ -258,4 +301,11 @@ def scan_debezium(texts: pa.Array, shape: Sequence[tuple[str, str]]) -> tuple[pa
     source = pa.StructArray.from_buffers(pa.struct(source_fields), n, [_bits(source_valid)], children=source_children)
     table = pa.table({"before": images[0], "after": images[1], "op": strings(op_valid, op_view),
                       "ts_ms": _numbers("int64", ts_valid, ts), "source": source})
-    return table, status.view(np.bool_)
+    return Scanned(table, status == 1, crashed)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

@@ -504,13 +504,20 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
     from avro_registry_sink.spark.sources import _error_json, parse_message, peek_message
 
     slow = np.union1d(slow, np.flatnonzero(pre)).astype(np.int64)
-    if not slow.size:
+    if not slow.size and not found.crashed.size:
         return
     order_file = chunk.order_file.to_pylist()
     parsed: list[tuple[Any, ...]] = []
     raw: list[str | None] = []
     failed: list[tuple[str, int, str]] = []  # error JSON, row, order_file
     failed_ts: list[Any] = []
+    for r in found.crashed.tolist():  # the compiled scanner crashed reading them: set aside unread
+        source, (text, _) = chunk.sources[r], _text(messages, r)
+        failed.append((_error_json(source, "native scanner crashed", f"{source}: the compiled debezium-json scanner "
+                                   "crashed reading this message; it is set aside, the other messages are read. "
+                                   "Report it with this record's raw bytes.", fmt=fmt,
+                                   raw=(text or "").encode("utf-8", "surrogateescape")), r, order_file[r]))
+        failed_ts.append(None)
     for r in slow:
         r = int(r)
         source = chunk.sources[r]

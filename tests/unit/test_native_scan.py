@@ -7,7 +7,12 @@ per-message reader's (``test_changelog_arrow``'s harness, here over byte-level m
 
 from __future__ import annotations
 
+import base64
+import ctypes
+import json
 import random
+import signal
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +39,8 @@ def _compare(texts: pa.Array, table) -> np.ndarray:
     shape = _debezium_shape(table)
     scanned = scan_debezium(texts, shape)
     assert scanned is not None
-    got, declined = scanned
+    got, declined, crashed = scanned
+    assert not crashed.any()
     for i in np.flatnonzero(~declined):
         expected = _read(texts.slice(int(i), 1), _debezium_schema(shape, table))
         assert expected is not None, ("scanned, but Arrow's reader refuses", texts[int(i)].as_py())
@@ -122,7 +128,7 @@ def test_what_the_scanner_reads_and_what_it_declines():
     texts = pa.array([m for m, _ in _ODD], pa.string())
     declined = _compare(texts, table)
     assert [(m, not d) for (m, _), d in zip(_ODD, declined, strict=True)] == _ODD
-    got, _ = scan_debezium(texts, _debezium_shape(table))
+    got = scan_debezium(texts, _debezium_shape(table)).table
     assert got.column("after").combine_chunks().field("name")[0].as_py() == 'a"b\\c/\né😀'
     assert got.column("source").type.get_field_index("name") >= 0  # a source key named like a column
 
@@ -147,7 +153,7 @@ def test_what_arrow_refuses_the_scanner_declines(gap):
     assert _read(pa.array([gap % 2]), _debezium_schema(shape, table)) is None
     scanned = scan_debezium(pa.array(texts, pa.string()), shape)
     assert scanned is not None
-    assert scanned[1].tolist() == [False, True, False]
+    assert scanned.declined.tolist() == [False, True, False]
     history = {(table.schema_name, table.table): [(table.version, table)]}
     plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
     reference = _reference(texts, "debezium-json", history, plans)
@@ -235,3 +241,84 @@ def test_a_built_library_of_another_source_is_not_used(monkeypatch, tmp_path, ca
     assert "is of another source" in caplog.text
     messages = debezium_messages(50, 1)
     assert not _compare(messages.texts, messages.tables[0]).any()
+
+
+@pytest.mark.parametrize("how", ["fault", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT"])
+def test_a_crash_in_the_scanner_sets_that_message_aside(monkeypatch, how):
+    """A crash in the scan of a message (made on purpose here) is contained: that message is marked crashed,
+    the others, after it too, are read as Arrow's reader reads them, and the process goes on."""
+    messages = debezium_messages(60, 1)
+    texts = messages.texts.to_pylist()
+    for i in (0, 17, 18, 59):
+        texts[i] = texts[i].replace('"op":"', '"crash-here":null,"op":"')
+    monkeypatch.setenv(native_scan.CRASH_ENV, f"{how}:crash-here")
+    scanned = scan_debezium(pa.array(texts, pa.string()), _debezium_shape(messages.tables[0]))
+    assert scanned is not None
+    assert np.flatnonzero(scanned.crashed).tolist() == [0, 17, 18, 59]
+    assert not scanned.declined.any()
+    assert not scanned.table.column("after").combine_chunks().is_valid().to_numpy(zero_copy_only=False)[
+        [0, 17, 18, 59]].any()
+    monkeypatch.delenv(native_scan.CRASH_ENV)
+    keep = np.ones(60, bool)
+    keep[[0, 17, 18, 59]] = False
+    _compare(pa.array([t for t, k in zip(texts, keep, strict=True) if k], pa.string()), messages.tables[0])
+    for name in ("after", "op", "source"):
+        theirs = scan_debezium(messages.texts, _debezium_shape(messages.tables[0])).table.column(name)
+        assert scanned.table.column(name).filter(pa.array(keep)).equals(theirs.filter(pa.array(keep))), name
+
+
+def test_a_crashed_message_is_dead_lettered_and_the_rest_encoded(monkeypatch):
+    """The executor's pass: the message whose scan crashed becomes a dead letter (reason ``native scanner
+    crashed``, its raw bytes), every other message gives the records the per-message reader gives."""
+    messages = debezium_messages(40, 1)
+    table = messages.tables[0]
+    texts = messages.texts.to_pylist()
+    texts[7] = texts[7].replace('"op":"', '"crash-here":null,"op":"')
+    history = {(table.schema_name, table.table): [(table.version, table)]}
+    plans = _plans(EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), 1, 2))
+    reference = _reference(texts, "debezium-json", history, plans)
+    monkeypatch.setenv(native_scan.CRASH_ENV, "fault:crash-here")
+    got = _one_pass(texts, "debezium-json", history, plans, True)
+    assert got[7] == ["error"] and reference[7] != ["error"]
+    del got[7], reference[7]
+    _same_per_message(reference, got)
+    from avro_registry_sink.formats.changelog_arrow import TableVersions
+    from tests.unit.test_changelog_arrow import _Chunk, _encode_chunk, _Sources
+
+    chunk = _Chunk(pa.array(texts, pa.string()), pa.array(["f"] * 40, pa.string()), np.arange(1, 41, dtype=np.int64),
+                   _Sources([f"f:{i + 1}" for i in range(40)]))
+    errors = [json.loads(e) for batch in _encode_chunk(chunk, "debezium-json", TableVersions(
+        history=history, planned=frozenset(plans)), plans, history, frozenset())
+        for e in batch.column("error").to_pylist() if e is not None]
+    assert [(e["reason"], e["source"], base64.b64decode(e["raw_base64"]).decode()) for e in errors] == [
+        ("native scanner crashed", "f:8", texts[7])]
+
+
+def _handlers() -> list[int]:
+    """The address of this process's handler of each crash signal (``sigaction``; 0: the default)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = []
+    for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT):
+        old = ctypes.create_string_buffer(256)  # struct sigaction: the handler first
+        assert libc.sigaction(int(sig), None, old) == 0
+        out.append(ctypes.c_size_t.from_buffer(old).value)
+    return out
+
+
+def test_the_crash_handlers_are_only_there_while_scans_run(monkeypatch):
+    """Scans in several threads at once, crashing: each crash is its own thread's message's, and when the last
+    scan ends the process's handlers are those of before (pytest's faulthandler's here)."""
+    before = _handlers()
+    messages = debezium_messages(400, 1)
+    texts = messages.texts.to_pylist()
+    for i in range(0, 400, 37):
+        texts[i] = texts[i].replace('"op":"', '"crash-here":null,"op":"')
+    arr = pa.array(texts, pa.string())
+    shape = _debezium_shape(messages.tables[0])
+    monkeypatch.setenv(native_scan.CRASH_ENV, "fault:crash-here")
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: scan_debezium(arr, shape), range(16)))
+    for scanned in results:
+        assert np.flatnonzero(scanned.crashed).tolist() == list(range(0, 400, 37))
+        assert not scanned.declined.any()
+    assert _handlers() == before

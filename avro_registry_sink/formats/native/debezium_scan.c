@@ -12,10 +12,19 @@
  * one that over- or underflows a double), a lone UTF-16 surrogate in an escape, a raw control character in a
  * string. So what it reads, Arrow's reader reads alike (a message alone).
  *
+ * A crash in the scan of a message (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT: a bug of this parser, met on
+ * untrusted bytes) does not take the process down: a handler installed for the scan's time jumps back out of
+ * that message (sigsetjmp/siglongjmp, the jump buffer thread-local), which is marked crashed (status 2) and
+ * dead-lettered by the caller, and the scan goes on with the next. The handlers of before are restored when
+ * the last scan running in the process ends; a crash in another thread meanwhile goes to them.
+ *
  * Strings are written as Arrow string views: into the input itself when the string has no escape (buffer 0),
  * else unescaped into the scratch buffer (buffer 1, as large as the input: a string never grows unescaped).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +52,12 @@ typedef struct {
     uint8_t *commit_valid; int64_t *commit;
     uint8_t *source_ts_valid; int64_t *source_ts;
     uint8_t *meta;             /* col * n + row: a source key named like the column: 1 a value, 2 null */
-    uint8_t *status;           /* n: 0 read, 1 declined */
+    uint8_t *status;           /* n: 0 read, 1 declined, 2 crashed */
+    int32_t crash_signal;      /* out: the signal of the last crash (0: none) */
+    /* Tests only (NULL otherwise): n flags, the messages whose scan crashes on purpose, with fault_signal
+     * (0: a read of an unmapped address) */
+    const uint8_t *crash_at;
+    int32_t fault_signal;
 } Scan;
 
 typedef struct {
@@ -489,25 +503,100 @@ static void clear_row(const Scan *s, int64_t row) {
     for (int32_t j = 0; j < s->ncols; j++) s->meta[(int64_t)j * n + row] = 0;
 }
 
-/* Reads every message; returns how many were declined. The outputs must come zeroed. */
-int64_t debezium_scan(const Scan *s) {
-    int64_t declined = 0;
-    uint8_t *seen = malloc((size_t)(s->ncols > 0 ? s->ncols : 1));
-    if (!seen) return -1;
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+enum { CRASH_SIGNALS = sizeof crash_signals / sizeof *crash_signals };
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static int guard_users;                              /* scans running, in all threads */
+static struct sigaction previous[CRASH_SIGNALS];     /* the handlers before the first of them */
+static _Thread_local sigjmp_buf *volatile guard_jump; /* this thread's scan, while it runs */
+
+static void on_crash(int sig, siginfo_t *info, void *context) {
+    sigjmp_buf *jump = guard_jump;
+    if (jump) {
+        guard_jump = NULL;
+        siglongjmp(*jump, sig);
+    }
+    /* not in a scan (another thread): what the handler before ours does */
+    for (int i = 0; i < CRASH_SIGNALS; i++) {
+        if (crash_signals[i] != sig) continue;
+        const struct sigaction *prev = &previous[i];
+        if (prev->sa_flags & SA_SIGINFO) { prev->sa_sigaction(sig, info, context); return; }
+        if (prev->sa_handler == SIG_IGN) return;
+        if (prev->sa_handler != SIG_DFL) { prev->sa_handler(sig); return; }
+    }
+    signal(sig, SIG_DFL);  /* the default action: raised again on return (a fault faults again) */
+    raise(sig);
+}
+
+static void guard_enter(void) {
+    pthread_mutex_lock(&guard_lock);
+    if (guard_users++ == 0) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_sigaction = on_crash;
+        action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&action.sa_mask);
+        for (int i = 0; i < CRASH_SIGNALS; i++) sigaction(crash_signals[i], &action, &previous[i]);
+    }
+    pthread_mutex_unlock(&guard_lock);
+}
+
+static void guard_leave(void) {
+    pthread_mutex_lock(&guard_lock);
+    if (--guard_users == 0)
+        for (int i = 0; i < CRASH_SIGNALS; i++) sigaction(crash_signals[i], &previous[i], NULL);
+    pthread_mutex_unlock(&guard_lock);
+}
+
+static volatile uintptr_t unmapped = 8;  /* the tests' fault: an address no process maps */
+
+static void crash_on_purpose(int sig) {
+    if (sig == 0) (void)*(volatile const uint8_t *)unmapped;
+    else raise(sig);
+}
+
+/* The messages from *row on; *row and *used (the scratch bytes taken) follow each message read, so that a crash
+ * resumes after the message it happened in. */
+static void scan_rows(const Scan *s, volatile int64_t *row, volatile int64_t *used, uint8_t *seen) {
     Cur c = {0};
     c.data = s->data;
     c.scratch = s->scratch;
-    for (int64_t row = 0; row < s->n; row++) {
-        c.p = s->data + s->offsets[row];
-        c.end = s->data + s->offsets[row + 1];
-        int64_t used = c.used;
-        if (message(s, &c, row, seen) != 0) {
-            c.used = used;
-            clear_row(s, row);
-            s->status[row] = 1;
-            declined++;
+    for (; *row < s->n; (*row)++) {
+        int64_t r = *row;
+        if (s->crash_at && s->crash_at[r]) crash_on_purpose(s->fault_signal);
+        c.p = s->data + s->offsets[r];
+        c.end = s->data + s->offsets[r + 1];
+        c.used = *used;
+        if (message(s, &c, r, seen) != 0) {
+            clear_row(s, r);
+            s->status[r] = 1;
+        } else {
+            *used = c.used;
         }
     }
+}
+
+/* Reads every message; returns how many were declined or crashed (-1: out of memory). The outputs must come
+ * zeroed. */
+int64_t debezium_scan(Scan *s) {
+    uint8_t *seen = malloc((size_t)(s->ncols > 0 ? s->ncols : 1));
+    if (!seen) return -1;
+    volatile int64_t row = 0, used = 0;
+    sigjmp_buf jump;
+    guard_enter();
+    int sig = sigsetjmp(jump, 1);
+    if (sig != 0) {  /* the scan of message `row` crashed: set aside, the next one follows */
+        clear_row(s, row);
+        s->status[row] = 2;
+        s->crash_signal = sig;
+        row++;
+    }
+    guard_jump = &jump;
+    scan_rows(s, &row, &used, seen);
+    guard_jump = NULL;
+    guard_leave();
     free(seen);
+    int64_t declined = 0;
+    for (int64_t r = 0; r < s->n; r++) declined += s->status[r] != 0;
     return declined;
 }
