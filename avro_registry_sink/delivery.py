@@ -707,6 +707,8 @@ class TransactionalWriter:
         self.query: str | None = None
         self.input_chars: int | None = None
         self.resolved: dict[str, int] = {}  # per table, after the last complete batch
+        #: ``(batch id, {slice status: count})`` of the last batch whose slices ran (the job's metrics)
+        self.last_slices: tuple[int, dict[str, int]] | None = None
         self._writers: dict[str, int] = {}
         self._tokens: dict[tuple[str, int], dict[int, Token]] = {}  # (stream, batch) -> writer -> newest token
         self._inputs: dict[str, dict[str, int]] = {}  # table -> input -> newest commit ts delivered
@@ -877,6 +879,10 @@ class TransactionalWriter:
         ``check`` (the batch's verdict), then the batch's resolved record."""
         stream = _stream(batch_id)
         rows = results.collect()
+        statuses: dict[str, int] = {}
+        for row in rows:
+            statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+        self.last_slices = (batch_id, statuses)
         tokens = self._tokens.setdefault((stream, batch_id), {})
         refused = []
         for row in rows:

@@ -29,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.progress import BatchReport
 
-__all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "commit_ts_seconds", "serve_metrics"]
+__all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "commit_ts_seconds", "interval_seconds", "serve_metrics"]
 
 NAMESPACE = "avro_sink"
 
@@ -48,6 +48,19 @@ def commit_ts_seconds(commit_ts: int) -> float:
     1700000000.0
     """
     return (int(commit_ts) >> 18) / 1000.0
+
+
+_UNIT_SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0}
+
+
+def interval_seconds(interval: str) -> float:
+    """Seconds of a trigger interval as :func:`~avro_registry_sink.config.parse_trigger_interval` returns it.
+
+    >>> interval_seconds("10 seconds"), interval_seconds("500 milliseconds"), interval_seconds("1 hour")
+    (10.0, 0.5, 3600.0)
+    """
+    number, _, unit = interval.strip().partition(" ")
+    return float(number) * _UNIT_SECONDS[unit.strip().lower().rstrip("s")]
 
 
 def _table_of(record: Mapping[str, Any]) -> str:
@@ -132,6 +145,9 @@ class JobMetrics:
                                "per table.", ["table"], registry=r)
         self.new_majors = Counter(f"{n}_new_majors", "Breaking changes registered as a new major version "
                                   "(--on-incompatible new-major), per table.", ["table"], registry=r)
+        self.transactions = Counter(f"{n}_transactions", "Exactly once: transactional slices by outcome (op: "
+                                    "committed; committed_before, found committed by a rerun of the batch; aborted, "
+                                    "refused by the batch's verdict).", ["op"], registry=r)
         self.missing_files = Counter(f"{n}_missing_files", "Storage data files gone before they were read.",
                                      registry=r)
         self.state = Gauge(f"{n}_job_state", "The job's state: 0 waiting for the next trigger, 1 running a batch, "
@@ -141,6 +157,8 @@ class JobMetrics:
                                      "committed (Unix seconds).", registry=r)
         self.last_commit_ts = Gauge(f"{n}_last_commit_ts_seconds", "Physical time (Unix seconds) of the newest "
                                     "commit ts delivered.", registry=r)
+        self.trigger_interval = Gauge(f"{n}_trigger_interval_seconds", "The micro-batch interval of a continuous run "
+                                      "(0: an available-now run).", registry=r)
         self.started = Gauge(f"{n}_start_timestamp_seconds", "When the run started (Unix seconds).", registry=r)
         self.last_error = Gauge(f"{n}_last_error", "1 for the class of the run's last error (a failed batch).",
                                 ["error_class"], registry=r)
@@ -150,9 +168,10 @@ class JobMetrics:
 
     # -- the job's calls ---------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """The run starts: waiting for its first trigger."""
+    def start(self, trigger_seconds: float = 0.0) -> None:
+        """The run starts: waiting for its first trigger (every ``trigger_seconds``; 0: available now)."""
         self.started.set(self.clock())
+        self.trigger_interval.set(trigger_seconds)
         self.state.set(JOB_STATES["waiting"])
 
     def batch_started(self, batch_id: int) -> None:
@@ -215,6 +234,13 @@ class JobMetrics:
         if newest_ts:
             self.last_commit_ts.set(commit_ts_seconds(newest_ts))
         self.state.set(JOB_STATES["waiting"])
+
+    def slices(self, statuses: Mapping[str, int]) -> None:
+        """Exactly once: a batch's transactional slices by status (``committed``, ``committed-before``,
+        ``refused``)."""
+        names = {"committed": "committed", "committed-before": "committed_before", "refused": "aborted"}
+        for status, count in statuses.items():
+            self.transactions.labels(op=names.get(status, status.replace("-", "_"))).inc(count)
 
     def batch_empty(self) -> None:
         """A micro-batch with nothing to do ended (no report): waiting again."""

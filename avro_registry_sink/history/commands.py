@@ -479,22 +479,23 @@ def register(
     checkpoint: CheckpointHistoryOpt = None,
     state_dir: StateDirOpt = None,
     table_version: Annotated[int | None, typer.Option("--table-version", help="The table version (TiDB's schema version ts) recorded in the history; default: a TSO of now, as TiDB would give the DDL.")] = None,
-    on_incompatible: Annotated[str, typer.Option("--on-incompatible", help="fail: an incompatible schema fails the command (exit 1).")] = "fail",
+    on_incompatible: Annotated[str | None, typer.Option("--on-incompatible", help="stop|new-major: a schema the subject's level refuses is listed and the command exits 1 after trying every table (stop, the default; 'fail' is an older name for it), or is registered as the subject's next major version with migration rules, as the job does (new-major; needs a registry with data contracts). Default: the on-incompatible of the settings (TOML, AVRO_SINK_ON_INCOMPATIBLE).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Register the key and value schemas the tables of a DDL file need (CI-side registration, for jobs run with
-    auto-register=false). Exit 0 when all are registered, 1 when one is refused or the registry is unreachable."""
+    auto-register=false). Every table is tried; exit 0 when all are registered, 1 when one is refused (each listed)
+    or the registry is unreachable, 2 for bad input or a registry without data contracts under new-major."""
     from avro_registry_sink.config import default_state_dir
     from avro_registry_sink.history.journal import HistoryRecorder
-    from avro_registry_sink.manager import SchemaManager
+    from avro_registry_sink.manager import SchemaManager, require_data_contracts
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.selection import TableSelection
 
-    if on_incompatible != "fail":
-        raise fail(f"Invalid value {on_incompatible!r} for option '--on-incompatible': this build knows fail only "
-                   "(the breaking-DDL policy adds the others).")
     try:
         cfg = ticdc.sink_config(registry)
+        if on_incompatible is not None:
+            policy = _register_policy(on_incompatible)
+            cfg = cfg.model_copy(update={"on_incompatible": policy})
         if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
             state = state_dir or default_state_dir()
             state.mkdir(parents=True, exist_ok=True)
@@ -505,27 +506,161 @@ def register(
         tables = [t.model_copy(update={"version": version}) for t in read_tables(ddl)
                   if selection.admits(t.schema_name, t.table)]
         text = ddl.read_text(encoding="utf-8")
+        own_ddl = table_statements(text)
+        router = build_router(cfg, ticdc.topic_rule)
+        routes = [router.route(t.schema_name, t.table) for t in tables]
     except AvroSinkError as exc:
         raise fail(str(exc)) from None
+
+    def ddl_of(table: Any) -> str:
+        return own_ddl.get((table.schema_name.lower(), table.table.lower()), text)
+
     journal = HistoryJournal.at(checkpoint) if checkpoint is not None else None
-    failure: AvroSinkError | None = None
+    refused: list[tuple[str, AvroSinkError]] = []
+    latest_before: dict[str, int] = {}  # subject -> its highest version before this command registered under it
     with connect(cfg.registry) as client:
-        recorder = HistoryRecorder(journal, client, lambda table: ("register", str(ddl), text))
-        manager = SchemaManager(client, build_router(cfg, ticdc.topic_rule), cfg.encoding,
-                                unavailable_budget=cfg.registry.unavailable_budget, selection=selection)
+        recorder = HistoryRecorder(journal, client, lambda table: ("register", str(ddl), ddl_of(table)))
+        manager = SchemaManager(client, router, cfg.encoding, unavailable_budget=cfg.registry.unavailable_budget,
+                                selection=selection, on_incompatible=cfg.on_incompatible,
+                                ddl_history=lambda schema, name: [(version, ddl_of(t)) for t in tables
+                                                                  if (t.schema_name, t.table) == (schema, name)])
         manager.on_register, manager.on_refused = recorder.registered, recorder.refused
+        manager.on_registering = lambda subject: _note_latest(client, subject, latest_before)
+        try:
+            if not cfg.registry.is_embedded:  # the embedded registry keeps data contracts
+                require_data_contracts(cfg, client)
+            manager.check_rule_configs(routes)  # new-major: the config rule sets, before anything registers
+        except RegistryUnavailable as exc:
+            raise fail(str(exc), code=1) from None
+        except AvroSinkError as exc:
+            raise fail(str(exc)) from None
         for table in tables:
             try:
                 manager.plan(table)
-            except AvroSinkError as exc:
-                failure = exc
+            except RegistryUnavailable as exc:  # the next tables would wait as long: stop here
+                refused.append((table.qualified_name, exc))
                 break
+            except AvroSinkError as exc:
+                refused.append((table.qualified_name, exc))
+        majors = manager.take_majors()
+        warnings = manager.take_warnings()
+        recorder.note_majors(majors)
+        pending = recorder.pending
+        _already_registered(client, pending, latest_before)
+        known = [r for r in pending if r.verdict == "already registered"]
+        pending[:] = [r for r in pending if r.verdict != "already registered"]  # no registration: not journaled
     records = recorder.flush(name=f"register-{int(time.time() * 1000)}")
+    records = sorted(records + known, key=lambda r: (r.table, r.kind))
     if as_json:
         typer.echo(json.dumps({"registered": [r.to_json() for r in records],
-                               "error": str(failure) if failure else None}, indent=2, ensure_ascii=False))
+                               "new_majors": [m.to_json() for m in majors], "warnings": warnings,
+                               "refused": [{"table": name, "error": str(exc)} for name, exc in refused],
+                               "error": str(refused[0][1]) if refused else None}, indent=2, ensure_ascii=False))
     else:
-        _console().print(history_table(records, f"Registered from {ddl}"))
-    if failure is not None:
-        raise fail(str(failure), code=1 if isinstance(failure, RegistryUnavailable) or
-                   type(failure).__name__ == "SchemaEvolutionError" else 2)
+        console = _console()
+        console.print(history_table(records, f"Registered from {ddl}"))
+        for major in majors:
+            console.print(f"New major version: {major.describe()}", markup=False, soft_wrap=True)
+        for warning in warnings:
+            console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+    if refused:
+        listing = " ".join(f"({i}) {name}: {exc}" for i, (name, exc) in enumerate(refused, 1))
+        others = len(tables) - len(refused)
+        raise fail(f"{len(refused)} of {len(tables)} tables of {ddl} not registered ({others} registered or already "
+                   f"there): {listing}", code=1 if all(_is_refusal(exc) for _, exc in refused) else 2)
+
+
+def _register_policy(value: str) -> Any:
+    """``--on-incompatible`` of ``register``: the job's choices, and ``fail`` (an older name of ``stop``)."""
+    from avro_registry_sink.config import OnIncompatible
+    from avro_registry_sink.errors import ConfigError
+
+    choices = [p.value for p in OnIncompatible]
+    if value == "fail":
+        return OnIncompatible.STOP
+    if value not in choices:
+        raise ConfigError(f"Invalid value {value!r} for option '--on-incompatible': choose one of "
+                          f"{', '.join(choices)}.", option="on-incompatible", value=value)
+    return OnIncompatible(value)
+
+
+def _is_refusal(exc: AvroSinkError) -> bool:
+    """A registry's refusal (or its absence), exit 1; anything else (a routing collision ...) is exit 2."""
+    from avro_registry_sink.errors import IncompatibleSchema
+    from avro_registry_sink.manager import RulesNotKept
+
+    return isinstance(exc, IncompatibleSchema | RegistryUnavailable | RulesNotKept)
+
+
+def _note_latest(client: Any, subject: str, latest: dict[str, int]) -> None:
+    """Before the first registration under ``subject``: its highest live version (0: none)."""
+    if subject in latest:
+        return
+    try:
+        latest[subject] = max(client.get_versions(subject), default=0)
+    except AvroSinkError:  # a new subject (or no answer: the registration that follows says why)
+        latest[subject] = 0
+
+
+def _already_registered(client: Any, records: list[HistoryRecord], latest: dict[str, int]) -> None:
+    """Records whose schema was a version of the subject before this command: verdict ``already registered``
+    (the registry answered a registration with the version it had; not a new subject, nor a new version)."""
+    for record in records:
+        if record.verdict in ("incompatible", "new major") or record.schema_id is None:
+            continue
+        if record.version is None:  # not found by a lookup without metadata (a version registered with some)
+            record.version = _version_of(client, record.subject, record.schema_id)
+        if record.version is not None and record.version <= latest.get(record.subject, 0):
+            record.verdict = "already registered"
+            record.reasons = [f"version {record.version} of {record.subject} (schema id {record.schema_id}) "
+                              "holds this schema already"]
+
+
+def _version_of(client: Any, subject: str, schema_id: int) -> int | None:
+    try:
+        for number in sorted(client.get_versions(subject), reverse=True):
+            if client.get_version(subject, number).id == schema_id:
+                return int(number)
+    except AvroSinkError:  # for the record only
+        pass
+    return None
+
+
+def table_statements(text: str) -> dict[tuple[str, str], str]:
+    """Each table's own statements of a DDL text (its ``CREATE TABLE`` and the ``ALTER``/``RENAME``/``DROP``/index
+    statements about it, as the text spells them), by ``(schema, table)`` lower-cased, the table's final name;
+    statements next to each other in the text keep what separates them there, others are joined by ``;``.
+
+    >>> ddl = table_statements("CREATE TABLE s.a (id INT); CREATE TABLE s.b (id INT); ALTER TABLE s.a ADD c INT")
+    >>> ddl[("s", "a")].splitlines(), ddl[("s", "b")]
+    (['CREATE TABLE s.a (id INT);', 'ALTER TABLE s.a ADD c INT'], 'CREATE TABLE s.b (id INT)')
+    """
+    from avro_registry_sink.tabledef.ddl import _Catalog
+    from avro_registry_sink.tabledef.lexer import split_statements
+
+    catalog = _Catalog("default")
+    statements = split_statements(text)
+    touched: dict[tuple[str, str], list[int]] = {}
+    for index, stmt in enumerate(statements):
+        before = dict(catalog.tables)
+        catalog.execute(stmt)
+        gone = [key for key in before if key not in catalog.tables]
+        new = [key for key in catalog.tables if key not in before]
+        if stmt.toks and stmt.toks[0].word == "RENAME":  # the history goes with the table to its new name
+            for old, renamed in zip(gone, new, strict=False):
+                touched[renamed] = touched.pop(old, [])
+        for key in gone + [k for k, entry in catalog.tables.items() if before.get(k) is not entry]:
+            touched.setdefault(key, []).append(index)
+    out = {}
+    for key, indexes in touched.items():
+        if key not in catalog.tables:
+            continue
+        runs: list[list[int]] = []
+        for index in indexes:
+            if runs and runs[-1][-1] == index - 1:
+                runs[-1].append(index)
+            else:
+                runs.append([index])
+        out[key] = ";\n".join(text[statements[run[0]].toks[0].start:statements[run[-1]].toks[-1].end + 1]
+                              for run in runs)
+    return out

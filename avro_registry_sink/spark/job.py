@@ -372,6 +372,7 @@ class _BatchProcessor:
                 self.failure = exc
                 self.failed_batch = batch_id
                 if self.metrics is not None:
+                    self._slices_to_metrics(batch_id)
                     self.metrics.batch_failed(exc)
                 raise
 
@@ -546,6 +547,7 @@ class _BatchProcessor:
                     phases["commit"] = time.time() - phases["commit"]
                 else:  # nothing to write: the batch's time after its plan is its commit
                     phases["commit"], phases["write"] = time.time() - phases["write"], 0.0
+                self._slices_to_metrics(batch_id)
                 self.metrics.batch(report, topics=self._batch_topics, dead_letters=errors + missing, phases=phases,
                                    tables=topic_tables)
             self.progress.batch(report, self.totals)
@@ -553,6 +555,13 @@ class _BatchProcessor:
             for df in cleanup:
                 with contextlib.suppress(Exception):
                     df.unpersist()
+
+    def _slices_to_metrics(self, batch_id: int) -> None:
+        """Exactly once: the batch's transactional slices by outcome (committed, committed-before: a rerun found
+        them committed, refused: aborted by the batch's verdict), as the driver collected them."""
+        slices = getattr(getattr(self.sink, "transactions", None), "last_slices", None)
+        if self.metrics is not None and slices is not None and slices[0] == batch_id:
+            self.metrics.slices(slices[1])
 
     def _save_progress(self, batch_id: int, report: BatchReport, topic_tables: Mapping[str, str],
                        dead_lettered: int) -> None:
@@ -1036,7 +1045,10 @@ def run_job(
                         query=getattr(sink, "query", None))
         progress.start(info)
         if metrics is not None:
-            metrics.start()
+            from avro_registry_sink.metrics import interval_seconds
+
+            metrics.start(0.0 if options.available_now else
+                          interval_seconds(parse_trigger_interval(options.trigger_interval)))
         error: BaseException | None = None
         stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
         query = None

@@ -152,3 +152,16 @@ def test_metrics_port_is_a_setting_of_the_toml_file_and_the_environment(tmp_path
         load_config(environ={"AVRO_SINK_METRICS_PORT": "70000"})
     with pytest.raises(ConfigError, match="metrics-port"):
         load_config(environ={"AVRO_SINK_METRICS_PORT": "nine"})
+
+
+def test_exactly_once_slices_are_counted_by_outcome_and_the_trigger_interval_is_exported():
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.start(trigger_seconds=10.0)
+    metrics.slices({"committed": 3, "committed-before": 1})
+    metrics.slices({"refused": 2})
+    got = samples(metrics)
+    assert got["avro_sink_transactions_total", (("op", "committed"),)] == 3
+    assert got["avro_sink_transactions_total", (("op", "committed_before"),)] == 1
+    assert got["avro_sink_transactions_total", (("op", "aborted"),)] == 2
+    assert got["avro_sink_trigger_interval_seconds", ()] == 10.0
+    assert got["avro_sink_start_timestamp_seconds", ()] == NOW

@@ -1,0 +1,250 @@
+"""The job's metrics and alert rules with a real Prometheus (Debian's package, installed and started by
+``scripts/prometheus.sh``).
+
+* ``promtool check rules`` / ``check config`` pass on compose/'s rules and config, and ``promtool test rules`` shows
+  each alert firing on the series that should raise it (and not before its ``for:``).
+* A continuous run of the job on a small canal-json topic of the real broker, its metrics served on a loopback port
+  that Prometheus scrapes every second: through Prometheus's HTTP API, the rows delivered equal the records a
+  consumer reads from the sink topics, the dead letters equal the rows of the dead-letter files; once the job is
+  stopped, compose/'s ``AvroSinkDown`` rule (its ``for:`` shortened to 2 s here) fires in Prometheus's own rule
+  evaluation.
+
+Only a machine without apt-get (and without the package) skips these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "compose" / "prometheus" / "alerts.yml"
+SCRIPT = ROOT / "scripts" / "prometheus.sh"
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    """promtool of Debian's prometheus package (installed by scripts/prometheus.sh when missing)."""
+    done = subprocess.run([str(SCRIPT), "install"], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        if "no apt-get" in done.stderr or "only root can install" in done.stderr:
+            pytest.skip(f"Prometheus is not installed and cannot be: {done.stderr.strip()}")
+        raise AssertionError(f"scripts/prometheus.sh install failed: {done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_promtool_checks_the_rules_and_the_config_of_compose(promtool):
+    rules = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True)
+    assert rules.returncode == 0, rules.stdout + rules.stderr
+    assert "SUCCESS: 8 rules found" in rules.stdout
+    config = subprocess.run([promtool, "check", "config", str(RULES.parent / "prometheus.yml")],
+                            capture_output=True, text=True)
+    assert config.returncode == 0, config.stdout + config.stderr
+
+
+def test_each_alert_fires_on_its_series(promtool, tmp_path):
+    shutil.copy(RULES, tmp_path / "alerts.yml")
+    job = 'job="avro-registry-sink",instance="driver:9464"'
+    tests = {"rule_files": ["alerts.yml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            {"series": f"up{{{job}}}", "values": "1 1 0 0 0"},
+            {"series": f'avro_sink_dead_letters_total{{{job},table="shop.orders"}}', "values": "0 0 0 3 3"},
+            {"series": f'avro_sink_registry_errors_total{{{job},op="register"}}', "values": "0 0 1 1 1"},
+            {"series": f'avro_sink_transactions_total{{{job},op="aborted"}}', "values": "0 0 0 0 2"},
+            {"series": f"avro_sink_commit_ts_lag_seconds{{{job}}}", "values": "10 700x10"},
+            {"series": f"avro_sink_job_state{{{job}}}", "values": "0 1 2"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "AvroSinkDown", "exp_alerts": []},  # not for a minute yet
+            {"eval_time": "3m", "alertname": "AvroSinkDown",
+             "exp_alerts": [{"exp_labels": {"severity": "critical", "job": "avro-registry-sink",
+                                            "instance": "driver:9464"},
+                             "exp_annotations": _annotations("AvroSinkDown", instance="driver:9464")}]},
+            {"eval_time": "2m", "alertname": "AvroSinkFailed",
+             "exp_alerts": [{"exp_labels": {"severity": "critical", "job": "avro-registry-sink",
+                                            "instance": "driver:9464"},
+                             "exp_annotations": _annotations("AvroSinkFailed", instance="driver:9464")}]},
+            {"eval_time": "2m", "alertname": "AvroSinkDeadLettersGrowing", "exp_alerts": []},
+            {"eval_time": "4m", "alertname": "AvroSinkDeadLettersGrowing",
+             "exp_alerts": [{"exp_labels": {"severity": "warning", "job": "avro-registry-sink",
+                                            "instance": "driver:9464", "table": "shop.orders"},
+                             "exp_annotations": _annotations("AvroSinkDeadLettersGrowing", table="shop.orders")}]},
+            {"eval_time": "3m", "alertname": "AvroSinkTransactionsAborted", "exp_alerts": []},
+            {"eval_time": "5m", "alertname": "AvroSinkCommitLagHigh", "exp_alerts": []},  # for: 5m
+        ],
+    }]}
+    (tmp_path / "alerts_test.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    done = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # and the registry errors, aborts and lag alerts fire on their series (no annotations compared)
+    for name, at in (("AvroSinkRegistryErrors", "3m"), ("AvroSinkTransactionsAborted", "5m"),
+                     ("AvroSinkCommitLagHigh", "8m")):
+        tests["tests"][0]["alert_rule_test"] = [{"eval_time": at, "alertname": name, "exp_alerts": []}]
+        (tmp_path / "alerts_test.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
+        done = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], cwd=tmp_path, capture_output=True,
+                              text=True)
+        assert done.returncode != 0 and name in done.stdout + done.stderr, (name, done.stdout)
+
+
+def _annotations(name: str, **labels: str) -> dict[str, str]:
+    """An alert's annotations as compose/'s rules give them, its templates filled with ``labels``."""
+    rule = next(r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if r.get("alert") == name)
+    out = {}
+    for key, text in rule["annotations"].items():
+        for label, value in labels.items():
+            text = text.replace(f"{{{{ $labels.{label} }}}}", value)
+        out[key] = text
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Prometheus:
+    """Prometheus started by scripts/prometheus.sh with a config of the test's; its HTTP API."""
+
+    def __init__(self, config: Path, cache: Path) -> None:
+        self.env = {**os.environ, "PROMETHEUS_CONFIG": str(config), "PROMETHEUS_PORT": str(_free_port()),
+                    "PROMETHEUS_CACHE": str(cache)}
+        done = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, env=self.env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        self.url = done.stdout.strip().splitlines()[-1]
+
+    def stop(self) -> None:
+        subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, env=self.env, timeout=60)
+
+    def value(self, query: str) -> float | None:
+        answer = httpx.get(f"{self.url}/api/v1/query", params={"query": query}, timeout=10).json()
+        assert answer["status"] == "success", answer
+        result = answer["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def wait_value(self, query: str, want: float, timeout: float = 20.0) -> float | None:
+        deadline, got = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            got = self.value(query)
+            if got == want:
+                return got
+            time.sleep(0.5)
+        return got
+
+    def firing(self, name: str) -> bool:
+        answer = httpx.get(f"{self.url}/api/v1/alerts", timeout=10).json()
+        return any(a["labels"].get("alertname") == name and a["state"] == "firing" for a in answer["data"]["alerts"])
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, spark, tmp_path):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from avro_registry_sink.config import parse_sink_uri
+    from avro_registry_sink.metrics import JobMetrics, serve_metrics
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+    from avro_registry_sink.sources.demo import generate_demo
+    from avro_registry_sink.spark.job import run_job
+    from avro_registry_sink.spark.job_options import JobOptions
+    from avro_registry_sink.spark.sources import parse_source
+    from tests.support.job import canal_messages
+    from tests.support.servers import ensure_kafka
+
+    bootstrap = ensure_kafka()
+    prefix = "p" + uuid.uuid4().hex[:8]
+    manifest = generate_demo(tmp_path / "demo", rows_per_table=4)
+    source_topic = f"{prefix}_canal"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(source_topic, num_partitions=2, replication_factor=1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for partition, _, message in canal_messages(manifest, partitions=2):
+        producer.produce(source_topic, value=message.encode(), partition=partition)
+    producer.produce(source_topic, value=b'{"database": "shop", "table": "orders", "type": "INSERT", broken',
+                     partition=0)  # dead-lettered
+    producer.flush(30)
+
+    metrics = JobMetrics()
+    server, port = serve_metrics(metrics, 0, addr="127.0.0.1")
+    rules = yaml.safe_load(RULES.read_text())
+    for group in rules["groups"]:
+        group["interval"] = "1s"
+        for rule in group["rules"]:
+            if rule.get("alert") == "AvroSinkDown":
+                rule["for"] = "2s"
+    (tmp_path / "alerts.yml").write_text(yaml.safe_dump(rules))
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "rule_files": ["alerts.yml"],
+        "scrape_configs": [{"job_name": "avro-registry-sink", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
+    }))
+    prometheus = _Prometheus(tmp_path / "prometheus.yml", tmp_path / "prometheus")
+    registry = EmbeddedRegistry()
+    url = registry.start()
+    stop, outcome = threading.Event(), {}
+    checkpoint = tmp_path / "checkpoint"
+    options = JobOptions(source=parse_source(f"canal-json+kafka://{bootstrap}/{source_topic}"), checkpoint=checkpoint,
+                         sink=parse_sink_uri(f"kafka://{bootstrap}/?protocol=avro&partition-num=2&schema-registry={url}"),
+                         topic_rule=prefix + "_{schema}_{table}", available_now=False, trigger_interval="1 second")
+
+    def run() -> None:
+        try:
+            outcome["result"] = run_job(spark, options, metrics=metrics, until=lambda totals: stop.is_set())
+        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="job", daemon=True)
+    total = len(manifest.all_events)
+    try:
+        thread.start()
+        delivered = prometheus.wait_value("sum(avro_sink_rows_delivered_total)", total, timeout=90)
+        assert delivered == total, outcome
+        topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix + "_") and t != source_topic]
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(topics)
+        read, idle = 0, time.monotonic()
+        while time.monotonic() - idle < 3 and read <= total:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                read, idle = read + 1, time.monotonic()
+        consumer.close()
+        assert read == delivered  # what Prometheus says the job delivered is what a consumer reads
+        dead = sum(len(p.read_text().splitlines()) for p in (checkpoint / "dead-letter").glob("batch-*.jsonl"))
+        assert dead == 1
+        assert prometheus.wait_value("sum(avro_sink_dead_letters_total)", dead) == dead
+        assert prometheus.value("avro_sink_commit_ts_lag_seconds") > 0
+        assert prometheus.value("sum(avro_sink_bytes_out_total)") > 0
+        assert prometheus.value('up{job="avro-registry-sink"}') == 1
+        assert not prometheus.firing("AvroSinkDown")
+        stop.set()
+        thread.join(60)
+        assert "error" not in outcome, outcome["error"]
+        server.shutdown()  # the job's process would be gone: nothing answers on its port any more
+        server.server_close()
+        deadline = time.monotonic() + 20
+        while not prometheus.firing("AvroSinkDown") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert prometheus.firing("AvroSinkDown")
+    finally:
+        stop.set()
+        thread.join(60)
+        server.shutdown()
+        prometheus.stop()
+        registry.stop()
+        json.dumps(outcome, default=str)  # nothing left running
