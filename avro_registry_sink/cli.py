@@ -1065,7 +1065,7 @@ def replay(
 @option_groups
 def verify(
     job: _JobArgs,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (default: a table on a terminal, JSON otherwise).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (default: a report readable at 80 columns on a terminal, JSON otherwise).")] = False,
     sample: Annotated[int, typer.Option("--sample", min=0, help="Discrepancies shown, at most.")] = 20,
     read_topic: Annotated[list[str] | None, typer.Option("--read-topic", help="TOPIC=OTHER: read the Kafka sink's TOPIC from OTHER (a copy, a mirror); repeatable.")] = None,
     decode_all: Annotated[bool, typer.Option("--decode-all", help="Decode every delivered record with the registry's schemas (default: the records that differ from what their source rows encode to; the others decode by construction).")] = False,

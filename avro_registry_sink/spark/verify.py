@@ -75,6 +75,9 @@ COUNTS = ("expected", "delivered", "dead_lettered", "missing", "duplicated", "un
 DISCREPANCIES = COUNTS[3:]
 #: Other per-table figures: input the run has not delivered yet, by design.
 PENDING = ("held_files", "unread", "missing_files")
+#: Keys delivered out of order whose source rows are in that order too (input order, commit ts going back): the
+#: sink kept the source's order. Context for ``out_of_order``, not a count of its own.
+SOURCE_ORDER = "out_of_order_in_source"
 
 #: The schema id expected records carry when the registry does not hold their schema (ids start at 1).
 NOT_REGISTERED = 0
@@ -105,15 +108,19 @@ class VerifyReport:
     samples: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: The run's delivery mode, as its checkpoint records it (:func:`run_delivery`), and where that came from.
+    delivery: str | None = None
+    delivery_from: str | None = None
 
     def table(self, name: str) -> dict[str, Any]:
         if name not in self.tables:
-            self.tables[name] = {**{k: 0 for k in COUNTS}, **{k: 0 for k in PENDING}, "topic": None}
+            self.tables[name] = {**{k: 0 for k in COUNTS}, **{k: 0 for k in PENDING}, SOURCE_ORDER: 0,
+                                 "topic": None}
         return self.tables[name]
 
     @property
     def totals(self) -> dict[str, int]:
-        return {k: sum(int(t.get(k) or 0) for t in self.tables.values()) for k in (*COUNTS, *PENDING)}
+        return {k: sum(int(t.get(k) or 0) for t in self.tables.values()) for k in (*COUNTS, *PENDING, SOURCE_ORDER)}
 
     @property
     def ok(self) -> bool:
@@ -124,7 +131,7 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         return {"status": "ok" if self.ok else "discrepancies", "source": self.source, "sink": self.sink,
                 "checkpoint": self.checkpoint, "committed_batch": self.committed_batch,
-                "totals": self.totals, "tables": {k: self.tables[k] for k in sorted(self.tables)},
+                "delivery": self.delivery, "delivery_from": self.delivery_from, "totals": self.totals, "tables": {k: self.tables[k] for k in sorted(self.tables)},
                 "samples": self.samples, "notes": self.notes, "seconds": round(self.seconds, 3)}
 
 
@@ -132,16 +139,32 @@ class VerifyReport:
 # Completeness from the exactly-once control topic (hook)
 
 
+def run_delivery(options: JobOptions) -> tuple[str, str]:
+    """The delivery mode the run of ``options`` used, and where that comes from: its checkpoint, not the options
+    verify is given (``--delivery`` need not be repeated). A Kafka run that delivered exactly once keeps its query
+    id in the checkpoint's ``delivery.json``; a run without one delivered at least once. The file sink publishes
+    each batch once, whatever the mode."""
+    from avro_registry_sink.delivery import STATE_FILE, query_of
+
+    if options.sink.scheme != "kafka":
+        return "exactly-once", "the file sink publishes each batch once"
+    if query_of(options.checkpoint_uri) is not None:
+        return "exactly-once", f"the checkpoint's {STATE_FILE}"
+    given = " (not the exactly-once verify was given)" if options.sink.delivery == "exactly-once" else ""
+    return "at-least-once", f"the checkpoint has no {STATE_FILE}{given}"
+
+
 def resolved_ts_per_table(options: JobOptions) -> Mapping[str, int] | None:
     """The per-table resolved commit ts the run's delivery has committed (``schema.table`` -> ts), or ``None``
-    when the run does not deliver exactly once to Kafka (nothing records one) or has not started yet.
+    when the run did not deliver exactly once to Kafka (nothing records one) or has not started yet.
 
     Read from the exactly-once control topic (:func:`avro_registry_sink.delivery.resolved_ts`, read committed),
-    under the query id that the checkpoint's ``delivery.json`` keeps."""
+    under the query id that the checkpoint's ``delivery.json`` keeps: whether the run delivered exactly once is
+    the checkpoint's to say, whatever ``options.sink.delivery`` is."""
     from avro_registry_sink.delivery import query_of, resolved_ts
 
     sink = options.sink
-    if sink.scheme != "kafka" or sink.delivery != "exactly-once":
+    if sink.scheme != "kafka":
         return None
     query = query_of(options.checkpoint_uri)
     if query is None:
@@ -868,7 +891,7 @@ _KEY = ("kbody", "topic")
 #: Per (topic, key, commit ts) group: the counts a pair of expected and delivered records can show.
 _GROUP_COUNTS = ("missing", "duplicated", "unexpected", "misfiled", "wrong_schema_id", "value_mismatch",
                  "wrong_partition")
-_SUMMED = ("expected", "delivered", *_GROUP_COUNTS, "out_of_order")
+_SUMMED = ("expected", "delivered", *_GROUP_COUNTS, "out_of_order", SOURCE_ORDER)
 #: Settings of the reconciliation's Spark plan (see :func:`_compared`), restored afterwards.
 _PLAN_CONF = {"spark.sql.execution.replaceHashWithSortAgg": "true"}
 
@@ -942,12 +965,18 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
         F.max(F.when(F.col("delivered") > 0, F.col("ts"))).alias("max_delivered_ts"),
         F.collect_list(F.when(bad, detail)).alias("bad_groups"),
         F.flatten(F.collect_list(F.expr(
-            "transform(drecs, r -> named_struct('part', r.part, 'pos', r.pos, 'ts', ts, 'ksid', r.ksid))"))).alias("dseq"))
+            "transform(drecs, r -> named_struct('part', r.part, 'pos', r.pos, 'ts', ts, 'ksid', r.ksid))"))).alias("dseq"),
+        F.flatten(F.collect_list(F.expr("transform(erecs, r -> named_struct('pos', r.pos, 'ts', ts))"))).alias("eseq"))
     out_of_order = F.expr(
         "aggregate(array_sort(dseq), named_struct('p', -2, 'm', cast(-1 as bigint), 'n', 0), (acc, r) -> "
         "named_struct('p', r.part, 'm', if(r.part = acc.p, greatest(acc.m, r.ts), r.ts), "
         "'n', acc.n + if(r.part = acc.p AND r.ts < acc.m, 1, 0))).n")
-    keys = keys.withColumn("out_of_order", out_of_order)
+    # the source's own order: the key's expected rows in input order, a commit ts below one read before it
+    source_order = F.expr(
+        "aggregate(array_sort(eseq), named_struct('m', cast(-1 as bigint), 'n', 0), (acc, r) -> "
+        "named_struct('m', greatest(acc.m, r.ts), 'n', acc.n + if(r.ts < acc.m, 1, 0))).n")
+    keys = keys.withColumn("out_of_order", out_of_order).withColumn(
+        SOURCE_ORDER, F.when(F.col("out_of_order") > 0, F.least(F.col("out_of_order"), source_order)).otherwise(0))
     return keys.withColumn("bad", (F.size("bad_groups") > 0) | (F.col("out_of_order") > 0))
 
 
@@ -1078,6 +1107,7 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
     report = VerifyReport(source=options.source.describe(),
                           sink=str(file_location) if file_location is not None else f"kafka://{','.join(sink.brokers)}",
                           checkpoint=str(checkpoint), committed_batch=committed.batch)
+    report.delivery, report.delivery_from = run_delivery(options)
 
     def partitions(topics: set[str]) -> dict[str, int]:
         if sink.scheme != "kafka":
@@ -1358,7 +1388,9 @@ def _samples(report: VerifyReport, rows: list[Any], delivered: Delivered, expect
             report.samples.append({"kind": "out_of_order", "table": table, "topic": topic, "key": shown_key,
                                    "delivered": [{"sink": at_sink(r), "commit_ts": int(r["ts"])} for r in order],
                                    "detail": "in its partition, a record of this key comes after one with a later "
-                                             "commit ts"})
+                                             "commit ts" + ("; the source has this key's rows in that order too"
+                                                            if int(row[SOURCE_ORDER] or 0) else
+                                                            "; the source has them in commit-ts order")})
     del report.samples[sample:]
     if value_rows and expected.restricted is not None:
         _expected_values(value_rows, expected, client, cache)
@@ -1412,34 +1444,98 @@ def parse_read_topics(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def print_report(report: VerifyReport, console: Any) -> None:
-    """The report as a table on a terminal (rich), the sample and notes below it."""
-    from rich.table import Table
+#: How each count reads in the terminal report (singular, plural).
+_SAID = {"missing": ("missing", "missing"), "duplicated": ("duplicated", "duplicated"),
+         "unexpected": ("unexpected", "unexpected"), "out_of_order": ("out of order", "out of order"),
+         "unknown_schema_id": ("with an unknown schema id", "with an unknown schema id"),
+         "undecodable": ("undecodable", "undecodable"),
+         "wrong_schema_id": ("with a wrong schema id", "with a wrong schema id"),
+         "value_mismatch": ("value differs", "values differ"),
+         "wrong_partition": ("in the wrong partition", "in the wrong partition"),
+         "misfiled": ("misfiled", "misfiled")}
 
-    shown = ("expected", "delivered", "dead_lettered", *DISCREPANCIES, "held_files", "unread")
-    grid = Table(title=f"verify: {report.sink} against {report.source} (checkpoint batch {report.committed_batch})")
-    grid.add_column("table")
-    for name in shown:
-        grid.add_column(name.replace("_", " "), justify="right")
-    resolved = any("completeness" in counts for counts in report.tables.values())
-    if resolved:  # exactly once: what the control topic says is complete, and whether the sink agrees
-        grid.add_column("resolved ts", justify="right")
-        grid.add_column("complete", justify="center")
-    for name in sorted(report.tables):
+
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}"
+
+
+def _problems(counts: Mapping[str, Any]) -> list[str]:
+    """A table's discrepancies as phrases, the largest first; an out-of-order count says whether the source had
+    that order."""
+    found = [(int(counts.get(k) or 0), k) for k in DISCREPANCIES if int(counts.get(k) or 0)]
+    out = []
+    for count, key in sorted(found, key=lambda x: -x[0]):
+        phrase = _n(count, _SAID[key][count != 1])
+        if key == "out_of_order":
+            same = int(counts.get(SOURCE_ORDER) or 0)
+            phrase += (" (the source has them in that order too)" if same == count else
+                       f" ({same:,} of them in that order in the source too)" if same else
+                       " (the source has them in commit-ts order)")
+        out.append(phrase)
+    completeness = counts.get("completeness")
+    if completeness and not completeness["complete"]:
+        out.append(f"incomplete up to resolved ts {completeness['resolved_ts']} (first missing commit ts "
+                   f"{completeness['first_missing_ts']})")
+    return out
+
+
+def _figures(counts: Mapping[str, Any]) -> str:
+    parts = [_n(int(counts.get("expected") or 0), "expected"), _n(int(counts.get("delivered") or 0), "delivered")]
+    for key, label in (("dead_lettered", "dead-lettered"), ("held_files", "held files"), ("unread", "unread"),
+                       ("missing_files", "missing files")):
+        if int(counts.get(key) or 0):
+            parts.append(_n(int(counts[key]), label))
+    completeness = counts.get("completeness")
+    if completeness and completeness["complete"]:
+        parts.append(f"complete up to resolved ts {completeness['resolved_ts']}")
+    return ", ".join(parts)
+
+
+def report_lines(report: VerifyReport) -> list[tuple[str, str]]:
+    """The terminal report as ``(style, text)`` lines, what is wrong first: the verdict, then one block per table
+    with a discrepancy (its whole name, its problems, its figures), then the tables that reconcile, the run
+    verified, a sample of the discrepancies and the notes. Lines are wrapped by :func:`print_report`."""
+    bad = sorted((name for name, c in report.tables.items() if _problems(c)),
+                 key=lambda name: -sum(int(report.tables[name].get(k) or 0) for k in DISCREPANCIES))
+    good = sorted(name for name in report.tables if name not in bad)
+    totals = report.totals
+    lines: list[tuple[str, str]] = []
+    if report.ok and not bad:
+        lines.append(("bold green", f"OK: {len(good)} table(s) reconcile, {_n(totals['expected'], 'rows expected')}, "
+                                    f"{_n(totals['delivered'], 'delivered')} ({report.seconds:.1f} s)."))
+    else:
+        kinds = [_n(totals[k], _SAID[k][totals[k] != 1]) for k in sorted(DISCREPANCIES, key=lambda k: -totals[k])
+                 if totals[k]]
+        lines.append(("bold red", f"DISCREPANCIES in {len(bad)} of {len(report.tables)} table(s): "
+                                  f"{', '.join(kinds) or 'incomplete'} ({report.seconds:.1f} s)."))
+    for name in bad:
         counts = report.tables[name]
-        cells = []
-        for key in shown:
-            value = int(counts.get(key) or 0)
-            cells.append(f"[red]{value}[/red]" if key in DISCREPANCIES and value else str(value))
-        if resolved:
-            state = counts.get("completeness")
-            cells += ([str(state["resolved_ts"]), "yes" if state["complete"] else "[red]no[/red]"] if state
-                      else ["-", "-"])
-        grid.add_row(name, *cells)
-    console.print(grid)
-    for entry in report.samples:
-        console.print_json(json.dumps(entry, default=str, ensure_ascii=False))
-    for note in report.notes:
-        console.print(f"note: {note}", markup=False)
-    verdict = "[green]everything reconciles[/green]" if report.ok else "[red]discrepancies found[/red]"
-    console.print(f"{verdict} ({report.seconds:.1f} s)")
+        topic = f" (topic {counts['topic']})" if counts.get("topic") and not name.startswith("topic ") else ""
+        lines += [("", ""), ("bold", f"{name}{topic}"), ("red", "  " + "; ".join(_problems(counts))),
+                  ("", "  " + _figures(counts))]
+    if good:
+        lines += [("", ""), ("green", f"Reconciled ({len(good)}):")]
+        lines += [("", f"  {name}: {_figures(report.tables[name])}") for name in good]
+    delivery = f"{report.delivery} ({report.delivery_from})" if report.delivery else "-"
+    lines += [("", ""), ("", f"sink: {report.sink}"), ("", f"source: {report.source}"),
+              ("", f"checkpoint: {report.checkpoint} (committed batch {report.committed_batch})"),
+              ("", f"delivery: {delivery}")]
+    if report.samples:
+        lines += [("", ""), ("bold", f"Sample of the discrepancies ({len(report.samples)}):")]
+        lines += [("", "  " + json.dumps(entry, default=str, ensure_ascii=False)) for entry in report.samples]
+    if report.notes:
+        lines += [("", "")] + [("", f"note: {note}") for note in report.notes]
+    return lines
+
+
+def print_report(report: VerifyReport, console: Any) -> None:
+    """The report on a terminal (rich ``console``), readable at 80 columns: :func:`report_lines`, each line
+    wrapped to the console's width with its indent kept (no table whose columns cut names)."""
+    import textwrap
+
+    width = max(int(getattr(console, "width", 80) or 80), 40)
+    for style, text in report_lines(report):
+        indent = " " * (len(text) - len(text.lstrip(" ")) + 2) if text.strip() else ""
+        wrapped = textwrap.fill(text, width=width, subsequent_indent=indent, break_on_hyphens=False,
+                                break_long_words=True) if text else ""
+        console.print(wrapped, style=style or None, markup=False, highlight=False, soft_wrap=True)

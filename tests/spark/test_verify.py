@@ -159,6 +159,8 @@ def test_a_swap_within_one_file_is_out_of_order(run, tmp_path):
     assert len(set(lines)) == len(lines) and lines == sorted(lines)  # each record at its own line, in file order
     stamps = [d["commit_ts"] for d in sample["delivered"]]
     assert stamps != sorted(stamps)
+    assert report["tables"]["shop.orders"]["out_of_order_in_source"] == 0  # the sink's doing, not the source's
+    assert sample["detail"].endswith("the source has them in commit-ts order")
 
 
 def test_staged_and_uncommitted_batches_are_not_compared(run, tmp_path):
@@ -339,3 +341,21 @@ def test_decode_all_decodes_every_record_and_counts_the_same(run, tmp_path, kind
         assert report["tables"][table]["decoded"] == _total(run.manifest, table)
     want = FAULTS[kind] if kind is not None else {}
     assert _counts(report, "shop.orders") == {k: want.get(k, 0) for k in DISCREPANCIES}
+
+
+@pytest.mark.parametrize(("source_ts", "in_source"), [((10, 5), 1), ((5, 10), 0)])
+def test_out_of_order_counts_keys_the_source_had_in_that_order(spark, source_ts, in_source):
+    """Two changes of one key delivered with commit ts 10 then 5: out of order; the source read them in that
+    order too (10 at its first position), or in commit-ts order."""
+    from avro_registry_sink.spark.verify import SOURCE_ORDER, _compared
+
+    key, value = b"\x00\x00\x00\x00\x01k", b"\x00\x00\x00\x00\x02v"
+    schema = "topic string, partition int, key binary, value binary, ts bigint, pos struct<x: bigint, y: string, z: bigint>"
+    expected = spark.createDataFrame([("t", 0, key, value, ts, (1, "f", line)) for line, ts in enumerate(source_ts)],
+                                     schema)
+    delivered = spark.createDataFrame([("t", 0, key, value, ts, (0, "", line)) for line, ts in enumerate((10, 5))],
+                                      schema)
+
+    row = _compared(expected, delivered, spark).collect()[0]
+
+    assert (row["out_of_order"], row[SOURCE_ORDER]) == (1, in_source)
