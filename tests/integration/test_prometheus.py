@@ -5,8 +5,8 @@
   each alert firing on the series that should raise it (and not before its ``for:``).
 * A continuous run of the job on a small canal-json topic of the real broker, its metrics served on a loopback port
   that Prometheus scrapes every second: through Prometheus's HTTP API, the rows delivered equal the records a
-  consumer reads from the sink topics, the dead letters equal the rows of the dead-letter files; once the job is
-  stopped, compose/'s ``AvroSinkDown`` rule (its ``for:`` shortened to 2 s here) fires in Prometheus's own rule
+  consumer reads from the sink topics, the dead letters equal the rows of the dead-letter files (and ``status``
+  reads the same numbers from the stopped job's checkpoint); once the job is stopped, compose/'s ``AvroSinkDown`` rule (its ``for:`` shortened to 2 s here) fires in Prometheus's own rule
   evaluation.
 
 Only a machine without apt-get (and without the package) skips these tests.
@@ -163,6 +163,7 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
     from avro_registry_sink.spark.job import run_job
     from avro_registry_sink.spark.job_options import JobOptions
     from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.status import read_status
     from tests.support.job import canal_messages
     from tests.support.servers import ensure_kafka
 
@@ -235,6 +236,9 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         stop.set()
         thread.join(60)
         assert "error" not in outcome, outcome["error"]
+        status = read_status(checkpoint)  # the stopped job's checkpoint says the same, without Spark
+        assert (status.verdict, status.rows, status.dead_lettered) == ("healthy", delivered, dead)
+        assert sum(t["rows"] for t in status.tables.values()) == delivered
         server.shutdown()  # the job's process would be gone: nothing answers on its port any more
         server.server_close()
         deadline = time.monotonic() + 20

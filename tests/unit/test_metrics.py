@@ -165,3 +165,50 @@ def test_exactly_once_slices_are_counted_by_outcome_and_the_trigger_interval_is_
     assert got["avro_sink_transactions_total", (("op", "aborted"),)] == 2
     assert got["avro_sink_trigger_interval_seconds", ()] == 10.0
     assert got["avro_sink_start_timestamp_seconds", ()] == NOW
+
+
+def test_run_serves_the_metrics_of_its_job_on_metrics_port(tmp_path, monkeypatch):
+    """``run --metrics-port N`` (the CLI up to the job): the run's JobMetrics served on that port while it runs;
+    ``AVRO_SINK_METRICS_PORT`` alone does the same, and without either there are no metrics."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from avro_registry_sink.cli import app
+    from avro_registry_sink.progress import JobTotals
+    from avro_registry_sink.spark.job import JobResult
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    runner = CliRunner()
+    assert runner.invoke(app, ["demo", "--dir", str(tmp_path / "demo"), "--rows", "5", "--no-run",
+                               "--progress", "none"]).exit_code == 0
+    seen = []
+
+    def run_job(spark, options, *, progress=None, metrics=None, **_):
+        if metrics is None:
+            seen.append(None)
+        else:
+            metrics.batch(BatchReport(batch_id=0, rows=4), topics={"shop_orders": [4, 0, 0, 40]})
+            seen.append(httpx.get(f"http://127.0.0.1:{options.sink.metrics_port}/metrics").text)
+        return JobResult(totals=JobTotals(), checkpoint=tmp_path / "ck")
+
+    monkeypatch.setattr("avro_registry_sink.cli._job_session", lambda options, stores: object())
+    monkeypatch.setattr("avro_registry_sink.spark.job.run_job", run_job)
+    monkeypatch.setattr("avro_registry_sink.cli._probe_job", lambda *a: None)
+    args = ["run", "--source", str(tmp_path / "demo/input"), "--tables", str(tmp_path / "demo/tables.sql"),
+            "--state-dir", str(tmp_path / "state"), "--available-now", "--progress", "none"]
+    port = free_port()
+    result = runner.invoke(app, [*args, "--metrics-port", str(port)])
+    assert result.exit_code == 0, result.output
+    assert 'avro_sink_records_out_total{topic="shop_orders"} 4.0' in seen[-1]
+    assert f'"port": {port}' in result.stderr  # said on stderr (JSON: no terminal)
+    monkeypatch.setenv("AVRO_SINK_METRICS_PORT", str(free_port()))
+    assert runner.invoke(app, args).exit_code == 0
+    assert seen[-1] is not None and "avro_sink_batches_total 1.0" in seen[-1]
+    monkeypatch.delenv("AVRO_SINK_METRICS_PORT")
+    assert runner.invoke(app, args).exit_code == 0
+    assert seen[-1] is None  # off by default

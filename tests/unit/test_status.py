@@ -130,3 +130,24 @@ def test_a_checkpoint_of_ten_thousand_batches(tmp_path, record_property):
     print(f"status of a checkpoint of 10^4 batches: {seconds:.3f} s")
     assert status.last_batch == 9_999
     assert status.dead_lettered == 3_000 and status.dead_letters_pending == 3_000
+
+
+def test_a_failed_run_leaves_its_error_in_the_checkpoint_with_secrets_masked(tmp_path):
+    from types import SimpleNamespace
+
+    from avro_registry_sink.config import parse_sink_uri
+    from avro_registry_sink.spark.job import LAST_ERROR_FILE, _save_last_error
+    from avro_registry_sink.spark.job_options import JobOptions
+    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
+
+    ck = make_checkpoint(tmp_path, committed_at=time.time() - 60, now=time.time())
+    options = JobOptions(source=parse_source(str(tmp_path)), checkpoint=ck,
+                         sink=parse_sink_uri("kafka://b:9092/?protocol=avro&sasl-password=hunter2secret"))
+    processor = SimpleNamespace(failed_batch=3, current_batch=3, state=StoreFS(parse_storage_uri(str(ck))))
+    _save_last_error(processor, RuntimeError("broker said no to hunter2secret"), options)
+    saved = json.loads((ck / LAST_ERROR_FILE).read_text())
+    assert saved["batch"] == 3 and saved["error_class"] == "RuntimeError"
+    assert "hunter2secret" not in saved["message"]
+    status = read_status(ck)
+    assert status.verdict == "failed" and "RuntimeError" in status.reasons[0]
