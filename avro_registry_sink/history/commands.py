@@ -270,6 +270,32 @@ def _registry_steps(client: Any, subject: str, low: Any, high: Any, journal: lis
     return steps
 
 
+def _key_in_force(client: Any, key_subject: str, value: Any) -> str | None:
+    """The key schema in force at a value version, from the registry alone: the key version of the greatest table
+    version (``avro_registry_sink.table_version`` metadata) not after the value's, or the key subject's one version;
+    ``None`` when neither tells. It types the key's columns (MySQL's ``varchar(255)``); the primary key itself
+    changes in the key subject's diff."""
+    from avro_registry_sink.errors import SubjectNotFound, VersionNotFound
+    from avro_registry_sink.manager import TABLE_VERSION
+
+    try:
+        numbers = client.get_versions(key_subject)
+        if len(numbers) == 1:
+            return str(client.get_version(key_subject, numbers[0]).schema)
+        made_at = _int_or_none(value.properties.get(TABLE_VERSION))
+        if made_at is None:
+            return None
+        chosen = None
+        for number in numbers:
+            version = client.get_version(key_subject, number)
+            at = _int_or_none(version.properties.get(TABLE_VERSION))
+            if at is not None and at <= made_at and (chosen is None or at >= chosen[0]):
+                chosen = (at, str(version.schema))
+        return chosen[1] if chosen is not None else None
+    except (SubjectNotFound, VersionNotFound):
+        return None
+
+
 def _open_pairs(result: SchemaDiff, unexplained: list[str]) -> tuple[list[str], list[str]]:
     """The dropped and the added columns of a diff that may be renames nothing on record tells (``[]`` when none)."""
     dropped = [c.field for c in result.changes if c.kind == "removed" and c.field not in result.readded]
@@ -427,9 +453,14 @@ def diff(
                         if rec_a is not None and rec_b is not None:
                             key_a = _at_table_version(keys, "key", rec_a.table_version)
                             key_b = _at_table_version(keys, "key", rec_b.table_version)
-                    result = diff_schemas(a.schema, b.schema, renames=renames,
-                                          key_before=key_a.schema if key_a else None,
-                                          key_after=key_b.schema if key_b else None, readded=readded)
+                    key_before = key_a.schema if key_a else None
+                    key_after = key_b.schema if key_b else None
+                    # no journal: the key in force at B types the key's columns (unchanged: the key subject's diff
+                    # changes the primary key)
+                    if key_after is None and subject.endswith("-value"):
+                        key_before = key_after = _key_in_force(client, subject[: -len("-value")] + "-key", b)
+                    result = diff_schemas(a.schema, b.schema, renames=renames, key_before=key_before,
+                                          key_after=key_after, readded=readded)
             label = f"subject {subject}: version {a.version} (id {a.id}) -> {b.version} (id {b.id})"
             topic = subject.rsplit("-", 1)[0]
             ids = {"from": {"subject": subject, "version": a.version, "id": a.id},

@@ -8,17 +8,14 @@ tested: Debian 12's archive this machine reaches has no MySQL server (``default-
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from avro_registry_sink.cli import app
 from avro_registry_sink.history.alter import alter_statements, create_table
 from avro_registry_sink.registry.connect import connect
 from tests.downstream.sinkdb import Database
-from tests.support.major_chain import EVOLUTIONS, Evolution, register_evolutions, registry_config
+from tests.support.major_chain import EVOLUTIONS, Evolution, evolution_sql, register_evolutions, registry_config
 from tests.support.schema_changes import BASE_ROW, CORPUS, SchemaChange, corpus_diff, schemas
 from tests.support.servers import ensure_mariadb, ensure_postgres
 
@@ -83,27 +80,6 @@ def evolved(tmp_path_factory) -> Path:
     state = tmp_path_factory.mktemp("evolved") / "state"
     register_evolutions(state, state.parent / "ck")
     return state
-
-
-def diff_sql(state: Path, dialect: str, *args: str) -> list[str]:
-    out = CliRunner().invoke(app, ["diff", *args, "--sql", dialect, "--json", "--state-dir", str(state)])
-    assert out.exit_code == 0, out.output
-    return json.loads(out.stdout)["sql"]["statements"]
-
-
-def evolution_sql(state: Path, evolution: Evolution, dialect: str, source: str) -> list[str]:
-    """From the registry alone: ``diff --subject S 1 2`` of the value subject, then of the key subject (those with
-    two versions); from the journal: ``diff --table T 1 5 --checkpoint CK`` (value and key in one)."""
-    if source == "journal":
-        return diff_sql(state, dialect, "--table", f"dn.{evolution.name}", "1", "5",
-                        "--checkpoint", str(state.parent / "ck"))
-    statements = []
-    for subject in (f"{evolution.topic}-value", f"{evolution.topic}-key"):
-        with connect(registry_config(state)) as client:
-            if len(client.get_versions(subject)) < 2:
-                continue
-        statements += diff_sql(state, dialect, "--subject", subject, "1", "2")
-    return statements
 
 
 def _text(row: dict) -> dict:

@@ -6,10 +6,14 @@ the DDL), with the rows MySQL holds before and after the ALTER.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
+from avro_registry_sink.cli import app
 from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder
 from avro_registry_sink.manager import SchemaManager
@@ -38,7 +42,10 @@ class Evolution:
 
     def tables(self) -> tuple[TableDef, TableDef]:
         first = parse_ddl(self.create)[0].model_copy(update={"version": 1})
-        second = apply_ddl(first, self.alter)
+        if self.alter.startswith("DROP TABLE"):  # dropped and created again
+            second: TableDef | None = parse_ddl(self.alter.split(";", 1)[1])[0]
+        else:
+            second = apply_ddl(first, self.alter)
         assert second is not None
         return first, second.model_copy(update={"version": 5})
 
@@ -87,3 +94,39 @@ def register_evolutions(state: Path, checkpoint: Path | None = None,
             manager.prepare_batch([e.tables()[version] for e in evolutions])
             recorder.note_majors(manager.take_majors())
             recorder.flush(batch_id=batch)
+
+
+def corpus_evolutions() -> tuple[Evolution, ...]:
+    """The schema-change corpus (``tests/support/schema_changes.py``), one table ``dn.c_<case>`` per case, holding
+    its base row (the rows after are not modelled here: ``expected`` is empty)."""
+    from tests.support.schema_changes import BASE, BASE_ROW, CORPUS
+
+    out = []
+    for change in CORPUS:
+        name = "c_" + change.name.replace("-", "_")
+        out.append(Evolution(name, BASE.replace("shop.items", f"{SCHEMA}.{name}"),
+                             change.ddl.replace("shop.items", f"{SCHEMA}.{name}"), (dict(BASE_ROW),), ()))
+    return tuple(out)
+
+
+def diff_sql(state: Path, dialect: str, *args: str) -> list[str]:
+    """The statements of ``diff ARGS --sql DIALECT`` against the embedded registry under ``state``."""
+    out = CliRunner().invoke(app, ["diff", *args, "--sql", dialect, "--json", "--state-dir", str(state)])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)["sql"]["statements"]
+
+
+def evolution_sql(state: Path, evolution: Evolution, dialect: str, source: str) -> list[str]:
+    """From the registry alone: ``diff --subject S 1 2`` of the value subject, then of the key subject (those with
+    two versions); from the journal (``register_evolutions(state, state.parent / "ck")``): ``diff --table T 1 5
+    --checkpoint CK`` (value and key in one)."""
+    if source == "journal":
+        return diff_sql(state, dialect, "--table", f"dn.{evolution.name}", "1", "5",
+                        "--checkpoint", str(state.parent / "ck"))
+    statements = []
+    for subject in (f"{evolution.topic}-value", f"{evolution.topic}-key"):
+        with connect(registry_config(state)) as client:
+            if len(client.get_versions(subject)) < 2:
+                continue
+        statements += diff_sql(state, dialect, "--subject", subject, "1", "2")
+    return statements

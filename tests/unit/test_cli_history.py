@@ -241,3 +241,16 @@ def test_a_missing_checkpoint_is_an_error_naming_it(tmp_path: Path):
     for args in (("history", "--checkpoint", typo), ("diff", "--table", "shop.items", "100", "100", "--checkpoint", typo)):
         out = cli(*args)
         assert out.exit_code == 2 and str(typo) in " ".join(out.output.split()).replace(" ", ""), out.output
+
+
+def test_the_corpus_from_the_registry_alone_gives_the_statements_of_its_ddl(tmp_path: Path):
+    """Every case of the corpus registered under --on-incompatible new-major and diffed from the registry alone (the
+    value subject, then the key subject) gives exactly the statements its DDL gives, which
+    tests/downstream/test_alter_sql.py applies to PostgreSQL and MariaDB: renames come from the majors' rules."""
+    from tests.support.major_chain import corpus_evolutions, evolution_sql, register_evolutions
+
+    evolutions = corpus_evolutions()
+    register_evolutions(tmp_path / "state", evolutions=evolutions)
+    for evolution, change in zip(evolutions, CORPUS, strict=True):  # mysql: its key columns' types need the key too
+        assert evolution_sql(tmp_path / "state", evolution, "mysql", "registry") == alter_statements(
+            corpus_diff(change), evolution.topic, "mysql"), change.name
