@@ -282,15 +282,32 @@ class RecordFollower:
 
     def _migrate(self, schema_id: int, steps: Sequence[MigrationStep], record: dict[str, Any]) -> dict[str, Any]:
         opaque = {k: v for k, v in record.items() if not _plain(v)}
+        if not opaque:
+            return self._assemble(schema_id, opaque, (0,), [self._variant(schema_id, steps, record, opaque, 0)])
+        first = self._variant(schema_id, steps, record, opaque, 0)
+        # The common case first: the rules only pass the decimals and bytes on. A second run with every such value
+        # a text marker agrees with the first (each value where its marker is, everything else equal) only if the
+        # rules did nothing with them that tells a number from a text; else the two perturbed runs decide.
         try:
-            if not opaque:
-                outputs = [self._run(schema_id, steps, record)]
-            else:
-                outputs = [self._run(schema_id, steps, {**record, **{k: _stand_in(k, v, run) for k, v in
-                                                                   opaque.items()}}) for run in range(3)]
+            marked = self._run(schema_id, steps, _with(record, opaque, "m"))
+            return self._assemble(schema_id, opaque, (0, "m"), [first, marked], fast=True)
+        except (_RuleFailed, _Differs):
+            pass
+        outputs = [first, *(self._variant(schema_id, steps, record, opaque, run) for run in (1, 2))]
+        return self._assemble(schema_id, opaque, (0, 1, 2), outputs)
+
+    def _variant(self, schema_id: int, steps: Sequence[MigrationStep], record: dict[str, Any],
+                 opaque: Mapping[str, Any], variant: int) -> Any:
+        try:
+            return self._run(schema_id, steps, _with(record, opaque, variant) if opaque else record)
         except _RuleFailed as exc:
-            text = re.sub(re.escape(_MARK) + r"([^:]*):-*", r"<the bytes of \1>", str(exc))
+            text = re.sub(re.escape(_MARK) + r"([^:]*):[-m]*", r"<the value of \1>", str(exc))
             raise self._refuse(schema_id, f"{text} (record {_short(record)})") from None
+
+    def _assemble(self, schema_id: int, opaque: Mapping[str, Any], variants: Sequence[int | str],
+                  outputs: Sequence[Any], *, fast: bool = False) -> dict[str, Any]:
+        """The reader's row from the runs' outputs (``variants``: the stand-ins each run had); ``fast``: raise
+        :class:`_Differs` where the full check (three runs) must decide."""
         first = outputs[0]
         if not isinstance(first, dict):
             raise self._refuse(schema_id, f"the migration rules give {_short(first)}, not a record")
@@ -302,15 +319,19 @@ class RecordFollower:
                                               f"(Confluent's clients do not fill it from the reader schema either)",
                                    column=target.name)
             values = [o.get(target.name) if isinstance(o, dict) else None for o in outputs]
-            source = _copied(values, opaque)
+            source = _copied(values, opaque, variants)
             if source is not None:
                 row[target.name] = self._convert(schema_id, target, opaque[source], restored_from=source)
                 continue
-            if any(_marked(v) for v in values):
+            marked = any(_marked(v) for v in values)
+            differs = any(not _same(values[0], v) for v in values[1:])
+            if fast and (marked or differs):
+                raise _Differs
+            if marked:
+                names = ", ".join(k for k, v in opaque.items() if not isinstance(v, Decimal))
                 raise self._refuse(schema_id, f"column {target.name}: the rules use the bytes of a column as text "
-                                              f"({', '.join(k for k, v in opaque.items() if not isinstance(v, Decimal))}); JSONata has "
-                                              f"no bytes", column=target.name)
-            if any(not _same(values[0], v) for v in values[1:]):
+                                              f"({names}); JSONata has no bytes", column=target.name)
+            if differs:
                 long = [k for k, v in opaque.items() if isinstance(v, Decimal) and not _fits_double(v)]
                 why = (f"{', '.join(long)} has more than the 15 significant digits JSONata's doubles hold" if long
                        else "the result depends on how they round to doubles (a rounding boundary)")
@@ -424,8 +445,17 @@ class _RuleFailed(Exception):
     pass
 
 
-def _stand_in(name: str, value: Any, run: int) -> Any:
-    """What JSONata gets for a value it cannot hold, in run 0, 1 (below) and 2 (above).
+class _Differs(Exception):
+    """The marker run does not agree with the first: the perturbed runs decide."""
+
+
+def _with(record: dict[str, Any], opaque: Mapping[str, Any], variant: int | str) -> dict[str, Any]:
+    return {**record, **{k: _stand_in(k, v, variant) for k, v in opaque.items()}}
+
+
+def _stand_in(name: str, value: Any, run: int | str) -> Any:
+    """What JSONata gets for a value it cannot hold, in run 0, 1 (below) and 2 (above), and ``"m"`` (a marker text
+    for every such value).
 
     A decimal of at most 15 significant digits is its double, exactly as a JSON number of the same text parses
     (and JSONata prints it back): runs 1 and 2 move it one step of the double, so a result at a rounding boundary
@@ -433,6 +463,8 @@ def _stand_in(name: str, value: Any, run: int) -> Any:
     and visible in JSONata's 15 printed digits): only a copy of it, or a result that does not depend on it, is
     the same in all runs.
     """
+    if run == "m":
+        return f"{_MARK}{name}:m"
     if isinstance(value, Decimal) and value.is_finite():
         near = float(value)
         if run == 0:
@@ -440,7 +472,7 @@ def _stand_in(name: str, value: Any, run: int) -> Any:
         if _fits_double(value) or near == 0:
             return math.nextafter(near, -math.inf if run == 1 else math.inf)
         return near - abs(near) * 1e-9 if run == 1 else near + abs(near) * 1e-9
-    return f"{_MARK}{name}:{'-' * run}"
+    return f"{_MARK}{name}:{'-' * int(run)}"
 
 
 def _fits_double(value: Decimal) -> bool:
@@ -448,12 +480,12 @@ def _fits_double(value: Decimal) -> bool:
     return len(value.normalize().as_tuple().digits) <= 15 and math.isfinite(float(value))
 
 
-def _copied(values: Sequence[Any], opaque: Mapping[str, Any]) -> str | None:
+def _copied(values: Sequence[Any], opaque: Mapping[str, Any], variants: Sequence[int | str]) -> str | None:
     """The input field whose stand-ins ``values`` are, run by run (a value the rules passed on unchanged)."""
-    if len(values) != 3:
+    if len(values) < 2:
         return None
     for name, original in opaque.items():
-        if all(_same(v, _stand_in(name, original, run)) for run, v in enumerate(values)):
+        if all(_same(v, _stand_in(name, original, run)) for run, v in zip(variants, values, strict=True)):
             return name
     return None
 

@@ -28,7 +28,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import ConfigError
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from avro_registry_sink.config import SinkConfig
 
-__all__ = ["from_flat_avro", "notebook_session", "table_from_schema", "to_flat_avro"]
+__all__ = ["flat_avro_udf", "from_flat_avro", "notebook_session", "table_from_schema", "to_flat_avro"]
 
 #: Spark's type names -> the MySQL type a column of that Spark type is encoded as (TiCDC's mapping from there).
 SPARK_TO_MYSQL: dict[str, MySQLType] = {
@@ -131,18 +131,56 @@ def _table_of(df: DataFrame, table: str | TableDef, key: Sequence[str] | None) -
     return table_from_schema(df.schema, table, key or ())
 
 
+#: The notebook API's registry connection, where the settings leave them unset: a call answers within seconds
+#: (one request per URL, each given this long), not after the job's retry budget for a registry restarting.
+NOTEBOOK_REGISTRY_TIMEOUT = 5.0
+NOTEBOOK_REGISTRY_RETRIES = 0
+
+
+def _notebook_registry(registry: Any) -> Any:
+    """``registry`` (a URL, a comma-separated list of URLs or a RegistryConfig) as the RegistryConfig the
+    notebook API connects with: a short timeout and no retries unless the config sets them itself."""
+    from avro_registry_sink.config import RegistryConfig
+
+    config = registry if isinstance(registry, RegistryConfig) else \
+        RegistryConfig(urls=tuple(u.strip() for u in str(registry).split(",")))
+    update = {name: value for name, value in (("timeout", NOTEBOOK_REGISTRY_TIMEOUT),
+                                              ("max_retries", NOTEBOOK_REGISTRY_RETRIES))
+              if name not in config.model_fields_set}
+    return config.model_copy(update=update)
+
+
+@contextlib.contextmanager
+def _registry_reachable(call: str, what: str, urls: Sequence[str]) -> Iterator[None]:
+    """An unreachable registry as an error of the notebook call: what was tried, and what to do."""
+    from avro_registry_sink.errors import RegistryUnavailable
+
+    try:
+        yield
+    except RegistryUnavailable as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, RegistryUnavailable) else exc
+        raise RegistryUnavailable(
+            f"{call} could not reach the schema registry at {', '.join(urls) or '(none given)'} for {what}: "
+            f"{cause.message.rstrip('.')}. Nothing was registered or read; start the registry or "
+            f"pass registry='http://host:port' (a RegistryConfig with timeout= and max_retries= to wait longer), "
+            f"then call {call} again.",
+            subject=exc.context.get("subject"), status_code=exc.context.get("status_code"), error_code=exc.context.get("error_code"),
+        ) from exc
+
+
 def _sink_config(sink_uri: str | None, registry: Any, *, need_registry: bool) -> SinkConfig:
     from avro_registry_sink.config import RegistryConfig, SinkConfig, parse_sink_uri
 
     config = parse_sink_uri(sink_uri) if sink_uri else SinkConfig(scheme="file", path=".")
-    if isinstance(registry, str):
-        config = config.model_copy(update={"registry": RegistryConfig(urls=tuple(u.strip() for u in registry.split(",")))})
-    elif isinstance(registry, RegistryConfig):
-        config = config.model_copy(update={"registry": registry})
+    if isinstance(registry, (str, RegistryConfig)):
+        config = config.model_copy(update={"registry": registry if isinstance(registry, RegistryConfig)
+                                           else RegistryConfig(urls=tuple(u.strip() for u in registry.split(",")))})
     if need_registry and config.registry.is_embedded:
         raise ConfigError("to_flat_avro needs a schema registry: give registry='http://host:8081' (or a sink URI "
                           "with schema-registry=...); an embedded one would be gone when the notebook ends.",
                           option="registry")
+    if not config.registry.is_embedded:
+        config = config.model_copy(update={"registry": _notebook_registry(config.registry)})
     return config
 
 
@@ -188,8 +226,9 @@ def to_flat_avro(
     given_client = registry is not None and hasattr(registry, "register")
     config = _sink_config(sink_uri, None if given_client else registry, need_registry=not given_client)
     router = TopicRouter(topic_rule=topic_rule)
-    with contextlib.nullcontext(registry) if given_client else RegistryClient(config.registry) as client:
-        plans = SchemaManager(client, router, config.encoding).prepare_batch([definition])
+    with _registry_reachable("to_flat_avro", f"table {definition.qualified_name}", config.registry.urls), \
+            contextlib.nullcontext(registry) if given_client else RegistryClient(config.registry) as client:
+        plans = SchemaManager(client, router, config.encoding, unavailable_budget=0).prepare_batch([definition])
     (table_plan,) = plans.values()
     topic = table_plan.route.topic
     count = partitions
@@ -244,7 +283,6 @@ def _spark_type(avro: Any) -> tuple[DataType, bool]:
 
 def _subject_schemas(registry: Any, subject: str, version: int | str) -> tuple[dict[int, str], str]:
     """Every version's (schema id -> schema text) of ``subject``, and the text of ``version``."""
-    from avro_registry_sink.config import RegistryConfig
     from avro_registry_sink.registry.client import RegistryClient
 
     def read(client: Any) -> tuple[dict[int, str], str]:
@@ -263,16 +301,14 @@ def _subject_schemas(registry: Any, subject: str, version: int | str) -> tuple[d
 
     if hasattr(registry, "get_versions"):
         return read(registry)
-    config = registry if isinstance(registry, RegistryConfig) else \
-        RegistryConfig(urls=tuple(u.strip() for u in str(registry).split(",")))
-    with RegistryClient(config) as client:
+    config = _notebook_registry(registry)
+    with _registry_reachable("from_flat_avro", f"subject {subject!r}", config.urls), RegistryClient(config) as client:
         return read(client)
 
 
 def _subject_versions(registry: Any, subject: str) -> list[Any]:
     """Every version of ``subject``, soft-deleted ones too (they stay on migration chains, as in Confluent's
     clients), as :class:`~avro_registry_sink.schema.follow.RegisteredVersion`."""
-    from avro_registry_sink.config import RegistryConfig
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.schema.follow import RegisteredVersion
 
@@ -287,9 +323,8 @@ def _subject_versions(registry: Any, subject: str) -> list[Any]:
 
     if hasattr(registry, "get_versions"):
         return read(registry)
-    config = registry if isinstance(registry, RegistryConfig) else \
-        RegistryConfig(urls=tuple(u.strip() for u in str(registry).split(",")))
-    with RegistryClient(config) as client:
+    config = _notebook_registry(registry)
+    with _registry_reachable("from_flat_avro", f"subject {subject!r}", config.urls), RegistryClient(config) as client:
         return read(client)
 
 
@@ -324,6 +359,16 @@ def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version
     """
     from pyspark.sql import functions as F
 
+    col = F.col(column) if isinstance(column, str) else column
+    return flat_avro_udf(registry=registry, subject=subject, version=version, major=major)(col)
+
+
+def flat_avro_udf(*, registry: Any, subject: str, version: int | str = "latest", major: int | None = None) -> Any:
+    """The user-defined function behind :func:`from_flat_avro` (same arguments but the column), for SQL:
+    ``spark.udf.register("orders_v2", flat_avro_udf(registry=url, subject="shop_orders-value", major=2))`` then
+    ``SELECT orders_v2(value).amount FROM kafka_records``. The subject's versions are read now, on the driver."""
+    from pyspark.sql import functions as F
+
     if major is not None:
         if version != "latest":
             raise ConfigError(f"from_flat_avro takes version or major, not both (version={version!r}, "
@@ -342,8 +387,7 @@ def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version
                 follower = _FOLLOWERS[plan_key] = RecordFollower(plan)
             return follower.read(bytes(value))
 
-        col = F.col(column) if isinstance(column, str) else column
-        return F.udf(follow, spark_type, useArrow=False)(col)
+        return F.udf(follow, spark_type, useArrow=False)
 
     writers_text, reader_text = _subject_schemas(registry, subject, version)
     reader_json = json.loads(reader_text)
@@ -370,8 +414,7 @@ def from_flat_avro(column: Column | str, *, registry: Any, subject: str, version
             writer = state[schema_id] = fastavro.parse_schema(json.loads(text))
         return fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, state["reader"])
 
-    col = F.col(column) if isinstance(column, str) else column
-    return F.udf(decode, spark_type, useArrow=False)(col)
+    return F.udf(decode, spark_type, useArrow=False)
 
 
 #: Per Python worker: the record followers of ``major=`` reads.

@@ -20,7 +20,7 @@ from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.model import Op
 from avro_registry_sink.routing import TopicRouter
-from avro_registry_sink.spark.functions import from_flat_avro
+from avro_registry_sink.spark.functions import flat_avro_udf, from_flat_avro
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -133,3 +133,8 @@ def test_without_decimals_or_bytes_the_python_client_and_spark_agree_on_two_majo
     for major in (1, 2):
         reader = confluent(registry, subject, major)
         assert [reader(data, ctx) for data in records] == got[major]
+    # the SQL surface: the same reader as a registered function
+    spark.udf.register("t_major_1", flat_avro_udf(registry=registry, subject=subject, major=1))
+    spark.createDataFrame([(r,) for r in records], "value BINARY").createOrReplaceTempView("t_records")
+    assert [r.a for r in spark.sql("SELECT t_major_1(value).a AS a FROM t_records ORDER BY a").collect()] == [
+        -2147483648, 5, 12]

@@ -178,3 +178,16 @@ def test_records_of_the_readers_own_major_use_avro_resolution():
                 RegisteredVersion(2, 101, json.dumps(v2), {"major_version": "1"})]  # a minor: no rules
     follower = RecordFollower(plan_follow("t-value", versions, major=1))
     assert follower.read(framed(100, v1, {"id": 1, "a": 2})) == {"id": 1, "a": 2, "w": 7}  # the reader's default
+
+
+def test_a_rule_that_branches_on_a_decimals_value_is_never_answered_from_its_stand_ins():
+    old = record(("id", "long"), ("m", dec(10, 2)))
+    new = record(("id", "long"), ("m", ["null", dec(10, 2)]))
+    versions = [RegisteredVersion(1, 100, json.dumps(old), {"major_version": "1"}),
+                RegisteredVersion(2, 101, json.dumps(new), {"major_version": "2"}, {"migrationRules": [
+                    rule("up", "UPGRADE", '$merge([$, {"m": $.m = 0 ? null : $.m}])')]})]
+    follower = RecordFollower(plan_follow("t-value", versions, major=2))
+    assert follower.read(framed(100, old, {"id": 1, "m": Decimal("5.00")}))["m"] == Decimal("5.00")
+    # for 0 the rule gives null; its stand-ins (a text marker, the doubles next to 0) would not: refused, not 0
+    with pytest.raises(RecordRefused, match="column m: the rules compute its value"):
+        follower.read(framed(100, old, {"id": 2, "m": Decimal("0.00")}))
