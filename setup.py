@@ -22,4 +22,5 @@ setup(ext_modules=[Extension(
     define_macros=[("DEBEZIUM_SCAN_DIGEST", f'"{DIGEST}"')],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-pthread"],
     extra_link_args=["-pthread"],
+    optional=True,
 )])
