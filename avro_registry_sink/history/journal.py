@@ -175,8 +175,9 @@ class HistoryRecorder:
     ``source_of(table)`` says where a table version came from: ``(source, detail, ddl)``. Registry lookups made
     here (the version and the compatibility level of a new registration) are for the record only: a failure leaves
     them ``None``. With ``defer`` they may wait: :meth:`complete_later` makes them in a thread of their own while
-    the batch is written (two calls a subject, 400 for a first batch of 100 tables); every other method waits for
-    it first.
+    the batch is written (three calls a subject: its level, its versions and the version holding the schema, whose
+    metadata gives the major under ``--on-incompatible new-major``; 600 for a first batch of 100 tables); every
+    other method waits for it first.
     A subject's record is completed before that subject registers again (the manager's ``on_registering``), so
     the versions it reads are those its registration left.
     """
