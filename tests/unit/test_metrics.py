@@ -212,3 +212,25 @@ def test_run_serves_the_metrics_of_its_job_on_metrics_port(tmp_path, monkeypatch
     monkeypatch.delenv("AVRO_SINK_METRICS_PORT")
     assert runner.invoke(app, args).exit_code == 0
     assert seen[-1] is None  # off by default
+
+
+def test_the_embedded_registry_serves_its_own_metrics():
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+
+    server = EmbeddedRegistry()
+    url = server.start()
+    try:
+        with RegistryClient(RegistryConfig(urls=(url,))) as client:
+            client.register("t-value", '"string"')
+            with pytest.raises(SchemaNotFound):
+                client.get_schema(999)
+        response = httpx.get(f"{url}/metrics")
+    finally:
+        server.stop()
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for f in text_string_to_metric_families(response.text) for s in f.samples}
+    assert got["avro_sink_registry_server_requests_total", (("op", "register"),)] == 1
+    assert got["avro_sink_registry_server_requests_total", (("op", "get_schema"),)] == 1
+    assert ("avro_sink_registry_server_errors_total", (("op", "get_schema"),)) not in got  # a 404 is an answer
+    assert got["avro_sink_registry_server_request_duration_seconds_count", (("op", "register"),)] == 1

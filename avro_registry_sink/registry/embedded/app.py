@@ -458,7 +458,12 @@ def create_app(
     max_request_bytes = checked_request_limit(max_request_bytes)
     # Starlette dispatches one path to the first route whose methods match, and 405 only when none does,
     # so the same path may appear once per method.
-    routes = [Route(path, _endpoint(store, handler), methods=methods) for path, handler, methods in _ROUTES]
+    from avro_registry_sink.registry.embedded.metrics import RegistryMetrics
+
+    metrics = RegistryMetrics()  # GET /metrics: Prometheus's text format
+    routes = [Route(path, metrics.wrap(_endpoint(store, handler), handler.__name__.lstrip("_")), methods=methods)
+              for path, handler, methods in _ROUTES]
+    routes.append(Route("/metrics", metrics.endpoint, methods=["GET"]))
     app = Starlette(
         routes=routes,
         middleware=[
@@ -468,4 +473,5 @@ def create_app(
         exception_handlers={HTTPException: _http_exception},
     )
     app.state.store = store
+    app.state.metrics = metrics
     return app
