@@ -257,7 +257,8 @@ def _registry_steps(client: Any, subject: str, low: Any, high: Any, journal: lis
     numbers = [n for n in client.get_versions(subject) if low.version < n <= high.version]
     for number in numbers:
         current = high if number == high.version else client.get_version(subject, number)
-        record = next((r for r in journal if r.version == number and r.ddl is not None), None)
+        record = next((r for r in journal if r.version == number and r.ddl is not None
+                       and r.verdict != "already registered"), None)  # the DDL that made the version
         if record is not None:
             steps.append(_journal_step(record, previous.schema))
         else:
