@@ -26,6 +26,9 @@ The layout (tiflow ``pkg/sink/cloudstorage``; ``shared/reference/ticdc-inputs.md
   it does not need ``CDC.index``.
 * A schema file with a ``Query`` is a DDL: it starts a new table version, and every event read from a
   data file carries its directory's version (:attr:`ChangeEvent.table_version`).
+* Schema files do not record ENUM/SET members: each table version takes those of its own definition
+  (:func:`~avro_registry_sink.tabledef.catalog.complete_versions`: its CREATE TABLE, else the version
+  before it or ``--tables`` with its DDL applied); what cannot be known is said in :meth:`StorageLayout.take_notes`.
 
 Events' ``source`` is ``"<path relative to root>:<line>"``. The commit ts of CSV rows needs
 ``include-commit-ts=true``; without it events have ``commit_ts=0`` (see
@@ -39,7 +42,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -52,6 +55,7 @@ from avro_registry_sink.formats.canal_json import DdlEvent
 from avro_registry_sink.formats.csv import CsvOptions, decode_text
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
+from avro_registry_sink.tabledef.catalog import MembersNote, complete_versions
 
 __all__ = [
     "DataFile",
@@ -146,6 +150,10 @@ class StorageLayout:
         self._schema_cache: dict[str, tuple[tuple[int | None, int | None], tuple[SchemaFile, TableDef | None]]] = {}
         #: set by refresh(): the walks use it until the next refresh
         self._listing: list[tuple[str, tuple[int | None, int | None]]] | None = None
+        #: (schema, table) -> (the versions and hint they were completed from, the completed versions)
+        self._members: dict[tuple[str, str], tuple[tuple[Any, ...], list[TableDef | None]]] = {}
+        self._notes: list[MembersNote] = []
+        self._noted: set[str] = set()
 
     def __repr__(self) -> str:
         return f"StorageLayout({str(self.location)!r})"
@@ -267,12 +275,15 @@ class StorageLayout:
             table = table.model_copy(update={"version": version})
         return schema_file, table
 
-    def table_versions(self) -> dict[tuple[str, str, int], TableDef]:
-        """The table definition of every (schema, table, version), ordered by version.
+    def table_versions(self, hints: Mapping[tuple[str, str], TableDef] | None = None,
+                       ) -> dict[tuple[str, str, int], TableDef]:
+        """The table definition of every (schema, table, version), ordered by version, each with the ENUM/SET
+        members of its own version (see the module doc; ``hints``: ``--tables`` by (schema, table)).
 
         Raises :class:`SourceError` for a schema file that cannot be trusted (see the module doc).
         """
         out: dict[tuple[str, str, int], TableDef] = {}
+        queries: dict[tuple[str, str, int], str] = {}
         for schema_file, table in self._schema_entries():
             if table is None:
                 continue
@@ -283,14 +294,17 @@ class StorageLayout:
                     source=schema_file.relpath, reason="conflicting schema files",
                 )
             out[key] = table
-        return out
+            queries[key] = schema_file.query
+        return self._with_members(out, queries, {}, hints or {})
 
     def table_versions_and_errors(
-        self,
+        self, hints: Mapping[tuple[str, str], TableDef] | None = None,
     ) -> tuple[dict[tuple[str, str, int], TableDef], dict[tuple[str, str, int], SourceError]]:
         """:meth:`table_versions`, except that a schema file that cannot be read or trusted stops only its
-        own (schema, table, version): it is returned among the errors, keyed like the definitions."""
+        own (schema, table, version): it is returned among the errors, keyed like the definitions (and the
+        DDLs of the versions after it are applied to no earlier definition: what they do not say is unknown)."""
         out: dict[tuple[str, str, int], TableDef] = {}
+        queries: dict[tuple[str, str, int], str] = {}
         broken: dict[tuple[str, str, int], SourceError] = {}
         for relpath, parts, stamp in self._walk_stamped():
             m = _SCHEMA_NAME.fullmatch(parts[-1])
@@ -311,9 +325,50 @@ class StorageLayout:
                 )
                 continue
             out[key] = table
+            queries[key] = schema_file.query
         for key in broken:
             out.pop(key, None)
-        return dict(sorted(out.items(), key=lambda item: (item[0][2], item[0][0], item[0][1]))), broken
+        ordered = dict(sorted(out.items(), key=lambda item: (item[0][2], item[0][0], item[0][1])))
+        return self._with_members(ordered, queries, broken, hints or {}), broken
+
+    def _with_members(self, tables: dict[tuple[str, str, int], TableDef], queries: Mapping[tuple[str, str, int], str],
+                      broken: Mapping[tuple[str, str, int], Any], hints: Mapping[tuple[str, str], TableDef],
+                      ) -> dict[tuple[str, str, int], TableDef]:
+        """``tables`` with each version's ENUM/SET members (:func:`complete_versions`), in the same order.
+
+        The completed definitions of a table are kept while its schema files and hint are the very same
+        objects, so that every batch gets the same definition objects (the schema manager recognises a
+        known table version by identity)."""
+        chains: dict[tuple[str, str], list[tuple[int, TableDef | None]]] = {}
+        for (schema, table, version), definition in tables.items():
+            chains.setdefault((schema, table), []).append((version, definition))
+        for (schema, table, version) in broken:
+            if table:
+                chains.setdefault((schema, table), []).append((version, None))
+        done: dict[tuple[str, str, int], TableDef] = {}
+        for key, chain in chains.items():
+            chain.sort(key=lambda item: item[0])
+            hint = hints.get(key)
+            inputs = (hint, *((v, t, queries.get((*key, v), "")) for v, t in chain))
+            cached = self._members.get(key)
+            if cached is None or len(cached[0]) != len(inputs) or not all(
+                    _same(a, b) for a, b in zip(cached[0], inputs, strict=True)):
+                completed, notes = complete_versions([(t, queries.get((*key, v), "")) for v, t in chain], hint)
+                cached = self._members[key] = (inputs, completed)
+                for note in notes:
+                    if note.message not in self._noted:
+                        self._noted.add(note.message)
+                        self._notes.append(note)
+            for (version, _), completed_one in zip(chain, cached[1], strict=True):
+                if completed_one is not None:
+                    done[(*key, version)] = completed_one
+        return {key: done[key] for key in tables}
+
+    def take_notes(self) -> list[MembersNote]:
+        """What the ENUM/SET members of the table versions read so far left unknown or assumed, each said once
+        (taken: a second call returns only newer notes)."""
+        notes, self._notes = self._notes, []
+        return notes
 
     def ddl_events(self) -> list[DdlEvent]:
         """The DDLs recorded in schema files (``Query`` not empty), ordered by commit ts.
@@ -443,6 +498,14 @@ class StorageLayout:
             raise SourceError('metadata: expected {"checkpoint-ts": <integer>}.', source="metadata",
                               reason="no checkpoint-ts")
         return int(content["checkpoint-ts"])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two completion inputs are the same: the same hint object, or (version, the same definition
+    object, the same query)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a[0] == b[0] and a[1] is b[1] and a[2] == b[2]
+    return a is b
 
 
 def _describe_change(before: TableDef | None, after: TableDef | None) -> str:

@@ -139,6 +139,8 @@ class StorageBatches:
         retried_now = set(held_before) - set(files.held) - set(gone)
         warnings = [w for w in self._late_files(files) if w.split(" ", 1)[0] not in retried_now]
         warnings.extend(self._hold(files))
+        selection = self.manager.selection  # what the schema files leave unknown of ENUM/SET members, said once
+        warnings.extend(n.message for n in self.layout.take_notes() if selection.admits(n.schema, n.table))
         missing = self._missing(gone, warnings)
         try:
             plans = self.manager.prepare_batch(files.tables.values())

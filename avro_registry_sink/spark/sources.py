@@ -384,14 +384,15 @@ def resolve_storage_files(
     batches. A broken schema file stops only its own table version (``broken``); other tables go on.
 
     ``completed`` (owned by the caller, kept across batches) remembers each version's definition after
-    :func:`complete_table`, so every batch hands the schema manager the very same object and it recognises
-    a known table version by identity instead of comparing definitions field by field. It cannot hide a
+    :func:`complete_table` (unique keys from ``hints``; the ENUM/SET members of each version are the layout's),
+    so every batch hands the schema manager the very same object and it recognises a known table version by
+    identity instead of comparing definitions field by field. It cannot hide a
     schema file rewritten in place: the layout reads such a file again and either returns the very
     definition it read before or refuses the file (its version's data files are then held).
     """
     completed = {} if completed is None else completed
-    tables_all, broken_keys = layout.table_versions_and_errors()
     hints = hints or {}
+    tables_all, broken_keys = layout.table_versions_and_errors(hints)  # each version with its own ENUM/SET members
     files = []
     tables: dict[tuple[str, str, int], TableDef] = {}
     errors: list[str] = []

@@ -3,52 +3,41 @@
 * :class:`TableCatalog`: changelog tables on the driver, ``(schema, table) -> [(version, TableDef)]``,
   grown by DDL events and saved as JSON in the job's checkpoint directory.
 * :func:`pick_version`: the definition a DML at a commit ts was written with.
-* :func:`complete_table`: what a storage-sink schema file cannot say (ENUM/SET members, unique keys),
-  taken from the user's ``--tables``.
+* :func:`complete_versions`: the ENUM/SET members of every version of a storage-sink table, which its
+  schema files do not record: from each version's own DDL (``Query``), replayed from ``--tables``.
+* :func:`complete_table`: the unique keys a storage-sink schema file cannot say, from the user's ``--tables``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from avro_registry_sink.errors import AvroSinkError, SourceError
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
-from avro_registry_sink.table import TableDef
+from avro_registry_sink.table import MySQLType, TableDef
 
-__all__ = ["TableCatalog", "complete_table", "pick_version"]
+__all__ = ["MembersNote", "TableCatalog", "complete_table", "complete_versions", "pick_version"]
 
 
 def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
-    """Fill in what a storage-sink schema file cannot say from a definition given by the user.
+    """Fill in the unique keys a storage-sink schema file cannot say from a definition given by the user.
 
-    Schema files record neither ENUM/SET members nor unique keys (``shared/reference`` §2): members are
-    taken from the hint's column of the same name, and a table with no primary key takes the hint's
-    unique keys that only name its columns. Everything else stays as the schema file says.
+    Schema files record no unique keys (``shared/reference`` §2): a table with no primary key takes the
+    hint's primary key or unique keys when they only name its columns. Everything else stays as the schema
+    file says; ENUM/SET members differ from version to version and come from :func:`complete_versions`.
 
     >>> from avro_registry_sink.table import ColumnDef, MySQLType
-    >>> base = TableDef(schema_name="s", table="t", columns=(ColumnDef(name="e", type=MySQLType.ENUM, nullable=False),))
-    >>> hint = base.model_copy(update={"columns": (ColumnDef(name="e", type=MySQLType.ENUM, elements=("a", "b")),),
-    ...                                "unique_keys": (("e",),)})
-    >>> t = complete_table(base, hint); t.columns[0].elements, t.unique_keys, t.columns[0].nullable
-    (('a', 'b'), (('e',),), False)
+    >>> base = TableDef(schema_name="s", table="t", columns=(ColumnDef(name="e", type=MySQLType.INT, nullable=False),))
+    >>> hint = base.model_copy(update={"unique_keys": (("e",),)})
+    >>> t = complete_table(base, hint); t.unique_keys, t.columns[0].nullable
+    ((('e',),), False)
     """
     if hint is None:
         return table
-    by_name = {c.name.lower(): c for c in hint.columns}
-    columns = []
-    changed = False
-    for col in table.columns:
-        other = by_name.get(col.name.lower())
-        if other is not None and not col.elements and other.elements and col.type == other.type:
-            col = col.model_copy(update={"elements": other.elements})
-            changed = True
-        columns.append(col)
     update: dict[str, Any] = {}
-    if changed:
-        update["columns"] = tuple(columns)
     if not table.primary_key and not table.unique_keys:
         names = {c.name.lower() for c in table.columns}
         if hint.primary_key and all(k.lower() in names for k in hint.primary_key):
@@ -57,6 +46,189 @@ def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
         if keys:
             update["unique_keys"] = keys
     return table.model_copy(update=update) if update else table
+
+
+_MEMBER_TYPES = (MySQLType.ENUM, MySQLType.SET)
+
+
+class MembersNote(NamedTuple):
+    """What :func:`complete_versions` could not know or had to assume, for one table (a warning to report)."""
+
+    schema: str
+    table: str
+    message: str
+
+
+def _shown(elements: Sequence[str]) -> str:
+    return "(" + ",".join("'" + e.replace("'", "''") + "'" for e in elements) + ")"
+
+
+def _without_members(table: TableDef) -> TableDef:
+    columns = tuple(c.model_copy(update={"elements": ()}) if c.elements else c for c in table.columns)
+    return table.model_copy(update={"columns": columns})
+
+
+def _members_source(table: TableDef, query: str, state: TableDef | None, hint: TableDef | None,
+                    first: bool) -> tuple[TableDef | None, str, str | None]:
+    """(the definition the members of ``table``'s version come from, where that is, a note or ``None``)."""
+    from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+
+    text = " ".join(query.split())
+    head = text.upper()
+    if head.startswith(("CREATE TABLE", "CREATE TEMPORARY TABLE")):
+        try:
+            created = [t for t in parse_ddl(query, default_schema=table.schema_name)
+                       if t.table.lower() == table.table.lower()]
+        except AvroSinkError as exc:
+            return None, f"its CREATE TABLE cannot be read: {exc.message}", None
+        if created:
+            return created[0], "its CREATE TABLE", None
+        return None, "its CREATE TABLE does not define the table", None
+    if not text:
+        if hint is None:
+            return None, "its schema file records no DDL and --tables does not give the table", None
+        return hint, "--tables (its schema file records no DDL)", None
+    if state is not None:
+        base, origin = state, "the version before it with its DDL"
+    elif first and hint is not None:
+        base, origin = hint, "--tables with its DDL"
+    else:
+        base, origin = _without_members(table), "its DDL"  # only what the DDL itself defines
+    try:
+        after = apply_ddl(base, query)
+    except AvroSinkError as exc:
+        if base is hint:
+            return hint, "--tables", (
+                f"{table.qualified_name} version {table.version}: its DDL does not apply to --tables' definition "
+                f"({exc.message}); ENUM/SET members taken from --tables as they are.")
+        return None, f"its DDL cannot be applied: {exc.message}", None
+    if after is None:
+        return None, "its DDL drops the table", None
+    return after, origin, None
+
+
+def _defined_members(state: TableDef, query: str) -> set[str]:
+    """The columns an ALTER TABLE gives ENUM/SET members itself (lower-case names)."""
+    from avro_registry_sink.tabledef.ddl import apply_ddl
+
+    if not query.strip() or query.lstrip().upper().startswith("CREATE"):
+        return set()
+    try:
+        after = apply_ddl(_without_members(state), query)
+    except AvroSinkError:
+        return set()
+    return {c.name.lower() for c in after.columns if c.elements} if after is not None else set()
+
+
+def complete_versions(versions: Sequence[tuple[TableDef | None, str]], hint: TableDef | None,
+                      ) -> tuple[list[TableDef | None], list[MembersNote]]:
+    """Every version of one storage-sink table with the ENUM/SET members of its own definition.
+
+    ``versions`` are the table's versions oldest first: the definition read from each schema file (``None``
+    for one that cannot be read: the chain of DDLs breaks there) and the file's ``Query``. Schema files do
+    not record members (``shared/reference`` §2), so each version takes them from, in this order:
+
+    * its ``Query`` when it is a CREATE TABLE;
+    * else the version before it with its ``Query`` (an ALTER TABLE) applied: MODIFY/CHANGE/ADD with
+      ``ENUM(...)``/``SET(...)`` give the new members, other columns keep theirs;
+    * the first version with an ALTER TABLE: ``hint`` (``--tables``, the table as it was before the tree's
+      DDLs) with it applied;
+    * a version whose schema file records no DDL (a table that existed before the changefeed): ``hint``.
+
+    Everything else stays as the schema file says. Where the members of a column cannot be known for a
+    version (no ``hint``, a DDL that cannot be read, a chain broken by an unreadable schema file) the
+    column keeps no members (its schema's ``allowed`` list is empty) and a :class:`MembersNote` names the
+    table, the column, the versions and why, as it does when ``hint`` is taken for a version and a later DDL
+    gives the column the very members ``hint`` has (``hint`` may then describe the table after that DDL).
+
+    >>> from avro_registry_sink.tabledef.ddl import parse_ddl
+    >>> v1 = parse_ddl("CREATE TABLE s.t (e ENUM('a','b','c'))")[0]
+    >>> file1 = v1.model_copy(update={"version": 1, "columns": (v1.columns[0].model_copy(update={"elements": ()}),)})
+    >>> done, notes = complete_versions([(file1, "CREATE TABLE s.t (e ENUM('a','b','c'))"),
+    ...     (file1.model_copy(update={"version": 2}), "ALTER TABLE s.t MODIFY e ENUM('b','a')")], None)
+    >>> [t.columns[0].elements for t in done], notes
+    ([('a', 'b', 'c'), ('b', 'a')], [])
+    """
+    out: list[TableDef | None] = []
+    unknown: dict[str, list[tuple[int, str]]] = {}  # column -> (version, why)
+    notes: list[MembersNote] = []
+    from_hint: dict[str, list[int]] = {}  # column -> versions whose members are the hint's
+    redefined: dict[str, list[tuple[int, tuple[str, ...]]]] = {}  # column -> (version, members) its DDL gave
+    state: TableDef | None = None
+    first = True
+    qualified = ""
+    for table, query in versions:
+        if table is None:
+            state, first = None, False
+            out.append(None)
+            continue
+        qualified = table.qualified_name
+        source, origin, note = _members_source(table, query, state, hint, first)
+        if note:
+            notes.append(MembersNote(table.schema_name, table.table, note))
+        defined = _defined_members(state, query) if from_hint and state is not None else set()
+        previous = {c.name.lower(): c for c in state.columns} if state is not None else {}
+        by_name = {c.name.lower(): c for c in source.columns} if source is not None else {}
+        columns = []
+        changed = False
+        for col in table.columns:
+            if col.type not in _MEMBER_TYPES:
+                columns.append(col)
+                continue
+            other = by_name.get(col.name.lower())
+            if other is not None and other.type is col.type and other.elements:
+                if col.elements != other.elements:
+                    col = col.model_copy(update={"elements": other.elements})
+                    changed = True
+                if source is hint:
+                    from_hint.setdefault(col.name, []).append(table.version)
+                    before = previous.get(col.name.lower())
+                    if before is not None and before.elements and before.elements != col.elements:
+                        notes.append(MembersNote(table.schema_name, table.table, (
+                            f"{qualified} version {table.version}: its schema file records no DDL, so column "
+                            f"{col.name!r} takes the members --tables gives, {_shown(col.elements)}, where the "
+                            f"version before it had {_shown(before.elements)}; the DDL between them is not in the "
+                            "tree.")))
+                elif col.name.lower() in defined:
+                    redefined.setdefault(col.name, []).append((table.version, col.elements))
+            else:
+                if source is None:
+                    why = origin
+                elif other is not None and other.type is not col.type:
+                    why = f"{origin} gives it as {other.type.value}"
+                elif source is not hint and col.name.lower() in previous:
+                    why = "not known at the version before it, and its DDL does not give them"
+                else:
+                    why = f"{origin} gives no members for it"
+                unknown.setdefault(col.name, []).append((table.version, why))
+                if col.elements:
+                    col = col.model_copy(update={"elements": ()})
+                    changed = True
+            columns.append(col)
+        done = table.model_copy(update={"columns": tuple(columns)}) if changed else table
+        out.append(done)
+        state, first = done, False
+    if not qualified:
+        return out, notes
+    schema, name = qualified.split(".", 1)
+    for column, where in unknown.items():
+        shown = ", ".join(str(v) for v, _ in where)
+        notes.append(MembersNote(schema, name, (
+            f"{qualified}: the ENUM/SET members of column {column!r} are not known at table version(s) {shown} "
+            f"(at {where[0][0]}: {where[0][1]}): its schema there has an empty 'allowed' list, and values sent as an "
+            "index or bitmask (canal-json) are refused. Give the table's CREATE TABLE as it was before the tree's "
+            "first DDL with --tables.")))
+    for column, numbers in from_hint.items():
+        assert hint is not None
+        given = next((c.elements for c in hint.columns if c.name.lower() == column.lower()), ())
+        later = [v for v, members in redefined.get(column, []) if members == given and v > min(numbers)]
+        if later:
+            notes.append(MembersNote(schema, name, (
+                f"{qualified}: column {column!r} takes the members --tables gives, {_shown(given)}, at table "
+                f"version(s) {', '.join(map(str, numbers))}, and the DDL of version {later[0]} gives it the same "
+                "members: if --tables describes the table after that DDL, the members before it are wrong. "
+                "--tables must give the table as it was before the tree's first DDL.")))
+    return out, notes
 
 
 def _table_to_json(table: TableDef) -> dict[str, Any]:
