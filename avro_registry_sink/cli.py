@@ -891,6 +891,7 @@ def run(
     max_bad_rows: Annotated[str | None, typer.Option("--max-bad-rows", help="Fail a batch (nothing committed) that dead-letters more rows than this: a count (100) or a share of the batch (5%).")] = None,
     on_missing_file: Annotated[str, typer.Option("--on-missing-file", help="report|fail: a storage data file that vanished before it was read is reported (progress, summary, a dead-letter record) and the batch goes on, or fails the batch.")] = "report",
     wait_for_data: Annotated[bool, typer.Option("--wait-for-data", help="Start even when --source is empty or holds no TiCDC tree yet (the changefeed has not written to it): the job waits for data to appear. Without it such a source is refused before Spark starts.")] = False,
+    log_format: Annotated[str, typer.Option("--log-format", help="text|json: the --progress display or lines (text), or one JSON object a line on stderr: progress events, a line per table of each batch, the product's log records, each with its batch id.")] = "text",
     metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus metrics on this port of the driver (/metrics; 0: a free port, named on stderr). Also the metrics-port TOML key and AVRO_SINK_METRICS_PORT; off by default.")] = None,
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
@@ -912,6 +913,11 @@ def run(
             max_offsets_per_trigger=max_offsets_per_trigger, **_bad_row_budget(max_bad_rows),
             on_missing_file=on_missing_file,
         )
+        from avro_registry_sink.logs import LOG_FORMATS
+
+        if log_format not in LOG_FORMATS:
+            raise ValueError(f"Invalid value {log_format!r} for option '--log-format': valid values are "
+                             + " or ".join(LOG_FORMATS) + ".")
         if metrics_port is not None:  # the flag wins over AVRO_SINK_METRICS_PORT and the TOML file
             options = dataclasses.replace(options, sink=options.sink.model_copy(update={"metrics_port": metrics_port}))
         stores = _check_locations(options.source, job.checkpoint, options.sink)
@@ -932,8 +938,11 @@ def run(
         raise fail(str(exc), code=1) from None
     spark = _job_session(options, stores)
     metrics, server = _serve_metrics(options.sink.metrics_port)
+    from avro_registry_sink.logs import json_logging
+
     try:
-        result = run_job(spark, options, progress=reporter, metrics=metrics)
+        with json_logging() if log_format == "json" else contextlib.nullcontext(reporter) as progress:
+            result = run_job(spark, options, progress=progress, metrics=metrics)
     except AvroSinkError as exc:
         raise _fail_for(exc, 1) from None
     finally:

@@ -48,6 +48,7 @@ from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.formats import format_for_file
+from avro_registry_sink.logs import CURRENT_BATCH
 from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
 from avro_registry_sink.model import (
     DEFAULT_TOPIC_RULE,
@@ -358,6 +359,7 @@ class _BatchProcessor:
             side = self._side_batch
             if self.metrics is not None:
                 self.metrics.batch_started(batch_id)
+            logged = CURRENT_BATCH.set(batch_id)  # --log-format json: the batch id of its log records
             try:
                 try:
                     self._process(batch_df, batch_id)
@@ -375,6 +377,8 @@ class _BatchProcessor:
                     self._slices_to_metrics(batch_id)
                     self.metrics.batch_failed(exc)
                 raise
+            finally:
+                CURRENT_BATCH.reset(logged)
 
     # -- steps ---------------------------------------------------------------------------------------
 

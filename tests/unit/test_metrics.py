@@ -198,7 +198,7 @@ def test_run_serves_the_metrics_of_its_job_on_metrics_port(tmp_path, monkeypatch
 
     monkeypatch.setattr("avro_registry_sink.cli._job_session", lambda options, stores: object())
     monkeypatch.setattr("avro_registry_sink.spark.job.run_job", run_job)
-    monkeypatch.setattr("avro_registry_sink.cli._probe_job", lambda *a: None)
+    monkeypatch.setattr("avro_registry_sink.cli._probe_job", lambda *a, **k: None)
     args = ["run", "--source", str(tmp_path / "demo/input"), "--tables", str(tmp_path / "demo/tables.sql"),
             "--state-dir", str(tmp_path / "state"), "--available-now", "--progress", "none"]
     port = free_port()
