@@ -147,3 +147,67 @@ def test_a_reachable_registry_and_kafka_pass(tree, tmp_path, monkeypatch):
         result = runner.invoke(app, _run(tree, tmp_path, "--registry", server.url, "--sink-uri",
                                          f"kafka://{bootstrap}/?protocol=avro"))
     assert started, result.output
+
+
+def _broker() -> str:
+    import os
+
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+    try:
+        socket.create_connection(tuple(bootstrap.rsplit(":", 1)), timeout=2).close()  # type: ignore[arg-type]
+    except OSError:
+        pytest.skip(f"no Kafka broker at {bootstrap}")
+    return bootstrap
+
+
+def test_a_source_topic_that_does_not_exist_is_refused_before_spark(tmp_path):
+    """Issue 38: a missing topic failed 15 s into Spark with a plan dump and a new checkpoint; now one line, exit
+    2, naming the topic, the broker and the close existing topics, and nothing written."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = _broker()
+    prefix = f"pf{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(f"{prefix}-orders", num_partitions=1, replication_factor=1)]).values():
+        future.result(30)
+    state = tmp_path / "state"
+    line = _fails_fast(["run", "--source", f"canal-json+kafka://{bootstrap}/{prefix}-ordrs,{prefix}-orders",
+                        "--state-dir", str(state)], code=2)
+    assert line.startswith(f"error: --source: topic '{prefix}-ordrs' (did you mean '{prefix}-orders'"), line
+    assert f"does not exist on Kafka at {bootstrap}." in line and f"'{prefix}-orders' does not" not in line
+    assert "no checkpoint created" in line and len(line) < 600
+    assert not (state / "checkpoints").exists()  # no checkpoint for a source that cannot be read
+
+    checkpoint = tmp_path / "ck"
+    unlike = [f"zq{uuid.uuid4().hex}", f"zq{uuid.uuid4().hex}"]
+    line = _fails_fast(["run", "--source", f"debezium-json+kafka://{bootstrap}/{','.join(unlike)}",
+                        "--checkpoint", str(checkpoint), "--state-dir", str(state)], code=2)
+    assert f"topics '{unlike[0]}', '{unlike[1]}' do not exist on Kafka at {bootstrap}." in line
+    assert "did you mean" not in line
+    assert not checkpoint.exists()
+
+
+def test_a_kafka_sink_with_the_in_process_registry_warns_once(tree, tmp_path, monkeypatch):
+    """Issue 38: records written to Kafka with ids of the registry inside the job are unreadable once it stops;
+    the run says so once, and how to run a registry other clients reach."""
+    bootstrap = _broker()
+
+    def session(*args, **kwargs):
+        raise RuntimeError("every check passed: Spark would start here")
+
+    monkeypatch.setattr("avro_registry_sink.spark.job.job_session", session)
+    result = runner.invoke(app, _run(tree, tmp_path, "--sink-uri", f"kafka://{bootstrap}/?protocol=avro"))
+    warnings = [json.loads(line) for line in result.stderr.splitlines() if '"warning"' in line]
+    assert len(warnings) == 1, result.stderr
+    (warning,) = warnings
+    assert warning["warning"] == "embedded-registry" and warning["registry_file"] == str(tmp_path / "state" /
+                                                                                         "registry.db")
+    assert "stops with the job" in warning["message"]
+    assert (f"avro-registry-sink registry serve --port 8081 --data {tmp_path / 'state' / 'registry.db'}"
+            in warning["message"]) and "--registry http://127.0.0.1:8081" in warning["message"]
+    with EmbeddedRegistry() as server:  # a registry of its own: no warning
+        result = runner.invoke(app, _run(tree, tmp_path, "--registry", server.url, "--sink-uri",
+                                         f"kafka://{bootstrap}/?protocol=avro"))
+    assert '"warning"' not in result.stderr, result.stderr
