@@ -18,10 +18,15 @@ then the batch fails. Either way the caller emits nothing of that batch.
 
 With ``on_incompatible="new-major"`` (``--on-incompatible new-major``) an incompatible change does not stop
 anything: every schema is registered with data-contract metadata (``major_version``, and the table version that
-produced it), and a schema the subject's level refuses becomes the next major version of the same subject, with
-JSONata UPGRADE/DOWNGRADE migration rules generated from the change
+produced it), and a schema that would break consumers pinned to the current major becomes the next major version
+of the same subject, with JSONata UPGRADE/DOWNGRADE migration rules generated from the change
 (:func:`~avro_registry_sink.schema.migration.plan_migration`, renames and re-added columns read from the DDL
-between the two table versions through ``ddl_history``). The subject's ``compatibilityGroup`` is set to
+between the two table versions through ``ddl_history``). That is decided here, before registering, whatever the
+subject's level: a schema is a minor version only when every live version of the current major reads its records
+and it reads theirs (Apache Avro's checker) and Avro schema resolution gives MySQL's values (no renamed, converted
+or re-added column); a schema the registry refuses all the same becomes a major too. A minor version of a major
+from 2 on carries its own UPGRADE/DOWNGRADE rules (``upgrade_within_<major>``), which Confluent's clients run on
+the way between a record's version and the pinned one. The subject's ``compatibilityGroup`` is set to
 ``major_version`` the first time (the option is the user's consent); no subject is ever set to NONE. A schema
 that is already a live version of the subject (of any major) is found by its text and reused, never registered
 again. Each new major is reported by :meth:`SchemaManager.take_majors`.
@@ -563,6 +568,9 @@ class SchemaManager:
 
     def _ensure_evolving(self, subject: str, schema_json: str, schemas: TableSchemas, is_key: bool) -> int:
         """The id of ``schema_json`` in ``subject`` under the new-major policy (see the module doc)."""
+        from avro_registry_sink.schema.migration import plan_migration, rule_set_for
+        from avro_registry_sink.tabledef.ddl import column_lineage
+
         table = schemas.table
         name = table.qualified_name
         versions = self._live_versions(subject, name)
@@ -574,11 +582,25 @@ class SchemaManager:
         properties = _plain_properties(latest)
         major = _major_of(latest)
         properties.update({MAJOR_VERSION: str(major), TABLE_VERSION: str(table.version)})
-        try:
+        if latest is None:
             schema_id = self._register_contract(subject, name, schema_json, {"properties": properties}, {})
-        except IncompatibleSchema as exc:
-            assert latest is not None  # a subject without versions refuses nothing
-            schema_id = self._new_major(subject, schema_json, schemas, latest, exc, is_key)
+            self._versions.pop(subject, None)
+            return schema_id
+        plan = plan_migration(latest.schema, schema_json, column_lineage(self._ddl_between(table, latest)),
+                              is_key=is_key)
+        breaks = _breaks_pinned(versions, major, schema_json, plan)
+        if breaks:
+            schema_id = self._new_major(subject, schema_json, schemas, latest, breaks, plan)
+        else:
+            # A minor version of a major >= 2 carries its own rules: Confluent's clients run the rules of every
+            # version between a record's and the reader's that has any, and do not resolve their output against
+            # the reader schema, so a step without this version's rules would leave records in the shape before it.
+            rule_set = rule_set_for(plan, major, major) if major >= 2 else {}
+            try:
+                schema_id = self._register_contract(subject, name, schema_json, {"properties": properties}, rule_set)
+            except IncompatibleSchema as exc:  # a stricter level than mutual reading within the major
+                schema_id = self._new_major(subject, schema_json, schemas, latest,
+                                            str(exc.context.get("reasons") or exc.message), plan)
         self._versions.pop(subject, None)
         return schema_id
 
@@ -588,10 +610,9 @@ class SchemaManager:
         return int(self._with_retry(subject, table, "registering",
                                     lambda: register(subject, schema_json, metadata=metadata, rule_set=rule_set)))
 
-    def _new_major(self, subject: str, schema_json: str, schemas: TableSchemas, latest: Any,
-                   refused: IncompatibleSchema, is_key: bool) -> int:
-        from avro_registry_sink.schema.migration import plan_migration, rule_set_for
-        from avro_registry_sink.tabledef.ddl import column_lineage
+    def _new_major(self, subject: str, schema_json: str, schemas: TableSchemas, latest: Any, reasons: str,
+                   plan: Any) -> int:
+        from avro_registry_sink.schema.migration import rule_set_for
 
         table = schemas.table
         name = table.qualified_name
@@ -601,8 +622,6 @@ class SchemaManager:
             self._register_contract(subject, name, latest.schema, {"properties": {**properties, MAJOR_VERSION: "1"}},
                                     {})
         self._use_major_groups(subject, name)
-        plan = plan_migration(latest.schema, schema_json, column_lineage(self._ddl_between(table, latest)),
-                              is_key=is_key)
         new_major = old_major + 1
         rule_set = rule_set_for(plan, old_major, new_major)
         properties.update({MAJOR_VERSION: str(new_major), TABLE_VERSION: str(table.version)})
@@ -613,7 +632,7 @@ class SchemaManager:
         lines = plan.describe(old_major, new_major)
         self._majors.append(NewMajor(
             table=name, table_version=table.version, subject=subject, schema_id=schema_id, old_major=old_major,
-            new_major=new_major, reasons=str(refused.context.get("reasons") or refused.message),
+            new_major=new_major, reasons=reasons,
             changes=plan.changes, rules=tuple(r["name"] for r in rule_set["migrationRules"]),
             cannot_follow=tuple(line for line in lines if line.startswith(("consumers ", "confluent-kafka-python")))))
         return schema_id
@@ -648,6 +667,41 @@ class SchemaManager:
         low = int(since) if since is not None and str(since).isdigit() else table.version - 1
         return [query for version, query in sorted(history, key=lambda item: item[0])
                 if low < version <= table.version]
+
+
+def _breaks_pinned(versions: list[Any], major: int, schema_json: str, plan: Any) -> str:
+    """Why ``schema_json`` cannot be a minor version of ``major`` ('' when it can): consumers pinned to the major
+    read the records of its versions by Avro schema resolution (no rules run between versions without any), so
+    every live version of the major must read the new schema's records and the new schema theirs (Apache Avro's
+    checker), and resolution must give MySQL's values (no renamed, converted or re-added column:
+    ``plan.conversions``)."""
+    import avro.errors
+    import avro.schema
+
+    from avro_registry_sink.registry.embedded.compatibility import differences
+
+    reasons: list[str] = []
+    if plan.conversions:
+        reasons.append(f"the values of {', '.join(plan.conversions)} change otherwise than Avro schema resolution "
+                       "changes them (renamed, converted or dropped and added again): only migration rules give "
+                       "MySQL's values")
+    try:
+        new = avro.schema.parse(schema_json)
+        for version in versions:
+            if _major_of(version) != major:
+                continue
+            old = avro.schema.parse(version.schema)
+            where = f"version {getattr(version, 'version', '?')} (major {major})"
+            readers = differences(old, new, ("reader", "writer"))
+            if readers:
+                reasons.append(f"Apache Avro's checker: consumers pinned to {where} cannot read its records: "
+                               + "; ".join(readers))
+            writers = differences(new, old, ("reader", "writer"))
+            if writers:
+                reasons.append(f"Apache Avro's checker: it cannot read the records of {where}: " + "; ".join(writers))
+    except (avro.errors.AvroException, ValueError, TypeError, AttributeError):
+        pass  # not an Avro record the checker reads: the registry's level decides
+    return " | ".join(dict.fromkeys(reasons))
 
 
 def _canonical(text: str) -> str | None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,10 +118,14 @@ class FieldShape:
 class MigrationPlan:
     """The migration between two versions of a subject's schema.
 
-    ``upgrade``/``downgrade``: the JSONata expression turning an old record into the new shape and back, ``None``
-    when a direction cannot be written (``upgrade_impossible``/``downgrade_impossible`` say why: then consumers of
-    the new major cannot read old records, or those of the old major new ones). ``changes``: one sentence per
-    changed field. ``python_blocked``: fields whose values jsonata-python refuses (bytes, decimals).
+    ``upgrade``/``downgrade``: the JSONata expression turning an old record into the new shape and back (a
+    projection onto every field of the target version), ``None`` when a direction cannot be written
+    (``upgrade_impossible``/``downgrade_impossible`` say why: then consumers of the new major cannot read old
+    records, or those of the old major new ones). ``changes``: one sentence per changed field. ``python_blocked``:
+    fields whose values jsonata-python refuses (bytes, decimals). ``conversions``: the fields whose values a rule
+    gives otherwise than Avro schema resolution would (renamed, converted, dropped and added again): a change with
+    any is never a minor version without rules. ``upgrade_refused``/``downgrade_refused``: the values each
+    direction's rule refuses (fails the record, or reads as null for a nullable column), one sentence per column.
     """
 
     changes: tuple[str, ...]
@@ -129,6 +134,9 @@ class MigrationPlan:
     upgrade_impossible: tuple[str, ...] = ()
     downgrade_impossible: tuple[str, ...] = ()
     python_blocked: tuple[str, ...] = ()
+    conversions: tuple[str, ...] = ()
+    upgrade_refused: tuple[str, ...] = ()
+    downgrade_refused: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -136,7 +144,8 @@ class MigrationPlan:
         return self.upgrade is not None and self.downgrade is not None
 
     def describe(self, old_major: int | str = "n", new_major: int | str = "n+1") -> list[str]:
-        """Sentences for ``check --ddl`` and the run's summary: the changes, the rules, who cannot follow."""
+        """Sentences for ``check --ddl`` and the run's summary: the changes, the rules, who cannot follow (the
+        lines starting with "consumers " or "confluent-kafka-python": the run's ``cannot_follow``)."""
         lines = [f"change: {c}" for c in self.changes]
         lines.append(f"UPGRADE rule (consumers of major {new_major} reading major {old_major} records): "
                      + (self.upgrade if self.upgrade is not None else
@@ -146,8 +155,14 @@ class MigrationPlan:
                         "none: " + "; ".join(self.downgrade_impossible)))
         if self.upgrade is None:
             lines.append(f"consumers pinned to major {new_major} cannot read the records of major {old_major}")
+        else:
+            lines += [f"consumers pinned to major {new_major} reading records of major {old_major}: {why}"
+                      for why in self.upgrade_refused]
         if self.downgrade is None:
             lines.append(f"consumers pinned to major {old_major} cannot read the records of major {new_major}")
+        else:
+            lines += [f"consumers pinned to major {old_major} reading records of major {new_major}: {why}"
+                      for why in self.downgrade_refused]
         if self.python_blocked and (self.upgrade is not None or self.downgrade is not None):
             lines.append("confluent-kafka-python consumers cannot apply these rules: its JSONata executor "
                          "(jsonata-python) refuses records holding bytes or decimal values (fields "
@@ -156,19 +171,25 @@ class MigrationPlan:
 
 
 def rule_set_for(plan: MigrationPlan, old_major: int, new_major: int) -> dict[str, Any]:
-    """The ``ruleSet`` of the new major version: its UPGRADE and DOWNGRADE JSONata rules (those that exist).
+    """The ``ruleSet`` of a new version: its UPGRADE and DOWNGRADE JSONata rules (those that exist). A new major's
+    are ``upgrade_<old>_to_<new>``/``downgrade_<new>_to_<old>``; a minor version's (``old_major == new_major``, a
+    version after the first of a major >= 2) ``upgrade_within_<major>``/``downgrade_within_<major>``.
 
     >>> rule_set_for(MigrationPlan(changes=("x",), upgrade="$", downgrade=None), 1, 2)["migrationRules"][0]["name"]
     'upgrade_1_to_2'
+    >>> rule_set_for(MigrationPlan(changes=("x",), upgrade="$", downgrade=None), 2, 2)["migrationRules"][0]["name"]
+    'upgrade_within_2'
     """
     rules = []
     doc = "; ".join(plan.changes)[:1000]
+    minor = old_major == new_major
     if plan.upgrade is not None:
-        rules.append({"name": f"upgrade_{old_major}_to_{new_major}", "doc": doc, "kind": "TRANSFORM",
-                      "mode": "UPGRADE", "type": "JSONATA", "expr": plan.upgrade})
+        rules.append({"name": f"upgrade_within_{new_major}" if minor else f"upgrade_{old_major}_to_{new_major}",
+                      "doc": doc, "kind": "TRANSFORM", "mode": "UPGRADE", "type": "JSONATA", "expr": plan.upgrade})
     if plan.downgrade is not None:
-        rules.append({"name": f"downgrade_{new_major}_to_{old_major}", "doc": doc, "kind": "TRANSFORM",
-                      "mode": "DOWNGRADE", "type": "JSONATA", "expr": plan.downgrade})
+        rules.append({"name": f"downgrade_within_{new_major}" if minor else f"downgrade_{new_major}_to_{old_major}",
+                      "doc": doc, "kind": "TRANSFORM", "mode": "DOWNGRADE", "type": "JSONATA",
+                      "expr": plan.downgrade})
     return {"migrationRules": rules}
 
 
@@ -183,8 +204,17 @@ def _name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+#: While a direction is built: what its rules refuse, one sentence per (column, reason).
+_REFUSED: ContextVar[list[str] | None] = ContextVar("_REFUSED", default=None)
+
+
 def _out(target: FieldShape, column: str, what: str) -> str:
-    """A value that does not fit: null for a nullable target, else a rule failure naming it."""
+    """A value that does not fit: null for a nullable target, else a rule failure naming the column and value."""
+    refused = _REFUSED.get()
+    if refused is not None:
+        sentence = f"column {column}: a value that {what} {'reads as null' if target.nullable else 'fails the record'}"
+        if sentence not in refused:
+            refused.append(sentence)
     if target.nullable:
         return "null"
     return f'$error("column {column}: " & $string($v) & " {what}")'
@@ -216,6 +246,13 @@ def _round_half_away(expr: str) -> str:
 def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None, str]:
     """JSONata turning ``$v`` (a non-null value of ``src``) into ``dst``; (None, why) when it cannot."""
     s, d = src.base, dst.base
+    temporal = _temporal(src, dst, column)
+    if temporal is not None:
+        return temporal
+    if s in _INTEGERS and d in _INTEGERS:
+        expr = _integer_range(src, dst, column)
+        return expr, ("same type" if _domain(src) == _domain(dst) else "widening" if expr == "$v" else
+                      f"narrowing to the range of {dst.sql}")
     if src.decimal is not None and dst.decimal is not None:
         (sp, ss), (dp, ds) = src.decimal, dst.decimal
         expr = "$v"
@@ -254,14 +291,18 @@ def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None,
             return _range_guard("$v", *_INT_RANGE, dst, column), "narrowing"
         if s == "double" and d == "float":
             return _range_guard("$v", -_FLOAT_MAX, _FLOAT_MAX, dst, column), "narrowing"
-        rng = _INT_RANGE if d == "int" else _LONG_RANGE
-        return _range_guard(_round_half_away("$v"), *rng, dst, column), "narrowing (rounded)"
+        low, high = _domain(dst)
+        return _range_guard(_round_half_away("$v"), low, min(high, _LONG_RANGE[1]), dst, column), "narrowing (rounded)"
     if d == "string" and s in _INTEGERS:
-        return _long_text(dst, column), "to string" + (" (exact up to 2^53)" if s == "long" else "")
+        text = _long_text(dst, column)
+        if (src.tidb_type or "").upper() == "BIGINT UNSIGNED":  # a negative long is a value from 2^63 up
+            text = f"$v < 0 ? {_out(dst, column, _INEXACT)} : {text}"
+        return text, "to string" + (" (exact up to 2^53)" if s == "long" else "")
     if d == "string" and s in _FLOATS:
         return "$string($v)", "to string"
     if s == "string" and d in _INTEGERS:
-        rng = _INT_RANGE if d == "int" else _EXACT
+        low, high = _domain(dst)
+        rng = (max(low, _EXACT[0]), min(high, _EXACT[1]))
         return (f"$contains($v, {_INTEGER_TEXT}) ? {_range_guard(_text_long(), *rng, dst, column)} : "
                 f"{_out(dst, column, 'is not an integer')}", "from string")
     if s == "string" and d in _FLOATS:
@@ -300,30 +341,209 @@ def _implicit_default(target: FieldShape) -> str | None:
     return None
 
 
+# -- temporal conversions (MySQL 8's, see the module doc) ---------------------------------------------------
+
+_TEMPORAL = ("DATE", "DATETIME", "TIMESTAMP", "TIME", "YEAR")
+_ZERO_DATE = "0000-00-00"
+#: TIMESTAMP's range, as the changefeed's (UTC) text; the zero value is allowed besides.
+_TS_LOW, _TS_HIGH = "1970-01-01 00:00:01", "2038-01-19 03:14:07.999999"
+_DATE_TEXT = r"/^\s*([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:[ T]([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2}))?\s*$/"
+_TIME_TEXT = r"/^\s*(-?)([0-9]{1,3}):([0-9]{1,2})(?::([0-9]{1,2}))?\s*$/"
+_FRACTION = r"/\.[0-9]*[1-9]/"
+
+
+def _kind(f: FieldShape) -> str | None:
+    """The temporal/number/text family of a field, for the conversions between them."""
+    t = (f.tidb_type or "").upper()
+    if f.decimal is not None:
+        return None
+    if f.base == "string" and t in ("DATE", "DATETIME", "TIMESTAMP", "TIME"):
+        return t
+    if f.base in _INTEGERS:
+        return "YEAR" if t == "YEAR" else "INTEGER"
+    if f.base == "string":
+        return "TEXT"
+    return None
+
+
+def _pad(expr: str, width: int) -> str:
+    return f'$pad($string({expr}), -{width}, "0")'
+
+
+def _date_from_parts(dst: FieldShape, column: str, kind: str) -> str:
+    """JSONata (after ``$y $mo $da $h $mi $s`` are set) giving the DATE/DATETIME/TIMESTAMP text, or OUT."""
+    dim = ('($mo = 2 ? (($y % 4 = 0 and $y % 100 != 0) or $y % 400 = 0 ? 29 : 28) : '
+           '$mo in [4, 6, 9, 11] ? 30 : 31)')
+    date = f'{_pad("$y", 4)} & "-" & {_pad("$mo", 2)} & "-" & {_pad("$da", 2)}'
+    time = f'{_pad("$h", 2)} & ":" & {_pad("$mi", 2)} & ":" & {_pad("$s", 2)}'
+    text = date if kind == "DATE" else f'{date} & " " & {time}'
+    valid = f"$mo >= 1 and $mo <= 12 and $da >= 1 and $da <= {dim} and $h < 24 and $mi < 60 and $s < 60"
+    zero = _lit(_ZERO_DATE if kind == "DATE" else _ZERO_DATE + " 00:00:00")
+    out = _out(dst, column, "is not a valid " + kind)
+    made = f"($y = 0 and $mo = 0 and $da = 0 and $h = 0 and $mi = 0 and $s = 0) ? {zero} : {valid} ? {text} : {out}"
+    if kind == "TIMESTAMP":
+        made = f"($t := ({made}); {_ts_guard('$t', dst, column)})"
+    return made
+
+
+def _ts_guard(expr: str, dst: FieldShape, column: str) -> str:
+    return (f'({expr} = "{_ZERO_DATE} 00:00:00" or ({expr} >= "{_TS_LOW}" and {expr} <= "{_TS_HIGH}")) ? {expr} : '
+            f'{_out(dst, column, "is out of the range of TIMESTAMP (" + _TS_LOW + " to 2038-01-19 03:14:07 UTC)")}')
+
+
+def _number_to_datetime(dst: FieldShape, column: str, kind: str, number: str = "$v") -> str:
+    """MySQL's reading of a number as a date: YYMMDD, YYYYMMDD, YYMMDDhhmmss or YYYYMMDDhhmmss (padded with
+    zeros on the left to the next of these lengths; a two-digit year 70-99 is 19xx, 00-69 20xx)."""
+    return (f'($n := {number}; $n < 0 or $n > 99999999999999 ? {_out(dst, column, "is not a valid " + kind)} : '
+            f'($d := $string($n); $l := $length($d); '
+            '$d := $pad($d, -($l <= 6 ? 6 : $l <= 8 ? 8 : $l <= 12 ? 12 : 14), "0"); '
+            '$w := ($length($d) = 8 or $length($d) = 14) ? 4 : 2; $y := $number($substring($d, 0, $w)); '
+            '$y := $w = 2 ? ($y < 70 ? 2000 + $y : 1900 + $y) : $y; '
+            '$y := $n = 0 ? 0 : $y; '
+            '$mo := $number($substring($d, $w, 2)); $da := $number($substring($d, $w + 2, 2)); '
+            '$h := $length($d) > 8 ? $number($substring($d, $w + 4, 2)) : 0; '
+            '$mi := $length($d) > 8 ? $number($substring($d, $w + 6, 2)) : 0; '
+            '$s := $length($d) > 8 ? $number($substring($d, $w + 8, 2)) : 0; '
+            f'{_date_from_parts(dst, column, kind)}))')
+
+
+def _text_to_datetime(dst: FieldShape, column: str, kind: str) -> str:
+    """Text as MySQL reads it into a DATE/DATETIME/TIMESTAMP: ``Y-M-D[ h:m:s]`` (one or two digits for all but
+    the year) or digits only (as a number); anything else, and fractional seconds, refused."""
+    return (f'$contains($v, /^\\s*[0-9]{{1,14}}\\s*$/) ? {_number_to_datetime(dst, column, kind, "$number($trim($v))")} : '
+            f'($g := $match($v, {_DATE_TEXT}).groups; $exists($g) ? '
+            '($y := $number($g[0]); $mo := $number($g[1]); $da := $number($g[2]); '
+            '$h := $g[3] ? $number($g[3]) : 0; $mi := $g[4] ? $number($g[4]) : 0; $s := $g[5] ? $number($g[5]) : 0; '
+            f'{_date_from_parts(dst, column, kind)}) : {_out(dst, column, "is not a " + kind + " MySQL reads")})')
+
+
+def _number_to_time(dst: FieldShape, column: str, number: str = "$v") -> str:
+    """MySQL's reading of a number as a TIME: [-]HHMMSS (hours up to 838)."""
+    return (f'($n := {number}; $a := $abs($n); $s := $a % 100; $mi := $floor($a / 100) % 100; '
+            '$h := $floor($a / 10000); $mi < 60 and $s < 60 and $h <= 838 ? '
+            f'($n < 0 ? "-" : "") & {_pad("$h", 2)} & ":" & {_pad("$mi", 2)} & ":" & {_pad("$s", 2)} : '
+            f'{_out(dst, column, "is not a valid TIME")})')
+
+
+def _text_to_time(dst: FieldShape, column: str) -> str:
+    return (f'$contains($v, /^\\s*-?[0-9]{{1,7}}\\s*$/) ? {_number_to_time(dst, column, "$number($trim($v))")} : '
+            f'($g := $match($v, {_TIME_TEXT}).groups; $exists($g) and $number($g[2]) < 60 and '
+            '($g[3] ? $number($g[3]) : 0) < 60 and $number($g[1]) <= 838 ? '
+            f'($g[0] = "-" ? "-" : "") & {_pad("$number($g[1])", 2)} & ":" & {_pad("$number($g[2])", 2)} & ":" & '
+            f'{_pad("($g[3] ? $number($g[3]) : 0)", 2)} : {_out(dst, column, "is not a TIME MySQL reads")})')
+
+
+def _to_year(dst: FieldShape, column: str, number: str = "$v") -> str:
+    return (f'($n := {number}; $n = 0 ? 0 : $n >= 1 and $n <= 69 ? $n + 2000 : $n >= 70 and $n <= 99 ? $n + 1900 : '
+            f'$n >= 1901 and $n <= 2155 ? $n : {_out(dst, column, "is out of range for YEAR")})')
+
+
+def _text_to_year(dst: FieldShape, column: str) -> str:
+    # a text of one or two digits is a two-digit year ('0' is 2000, the number 0 is 0000)
+    return (f'$contains($v, /^\\s*[0-9]{{1,4}}\\s*$/) ? ($t := $trim($v); $length($t) <= 2 ? '
+            f'{_to_year(dst, column, "($number($t) = 0 ? 2000 : $number($t))")} : '
+            f'{_to_year(dst, column, "$number($t)")}) : {_out(dst, column, "is not a YEAR")}')
+
+
+def _digits(dst: FieldShape, column: str, text: str) -> str:
+    """The number of a DATE/DATETIME/TIMESTAMP/TIME text's digits (sign kept); fractional seconds refused."""
+    return (f'$contains($v, {_FRACTION}) ? {_out(dst, column, "has fractional seconds (MySQL rounds them)")} : '
+            f'($n := $number($replace($replace({text}, /\\.[0-9]*$/, ""), /[^0-9]/, "")); '
+            '$substring($v, 0, 1) = "-" ? -$n : $n)')
+
+
+def _temporal(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None, str] | None:
+    """MySQL 8's conversion between a temporal type (DATE DATETIME TIMESTAMP TIME YEAR) and another temporal type,
+    an integer or text; ``None`` when neither side is temporal or both are of one kind."""
+    s, d = _kind(src), _kind(dst)
+    if s is None or d is None or s == d or not ({s, d} & set(_TEMPORAL)):
+        return None
+    pair = f"{s} to {d}"
+    if s == "YEAR" and d == "INTEGER":
+        return _integer_range(src, dst, column), pair
+    if d == "YEAR" and s in ("INTEGER", "TEXT"):
+        return (_to_year(dst, column) if s == "INTEGER" else _text_to_year(dst, column)), pair
+    if d == "TEXT":  # the text TiCDC prints is MySQL's text of the value (YEAR as four digits)
+        return ('$v = 0 ? "0000" : $string($v)' if s == "YEAR" else "$v"), pair
+    if s in ("TIME", "YEAR") and d in ("DATE", "DATETIME", "TIMESTAMP", "YEAR"):
+        why = ("takes the date of the day the ALTER ran (CURRENT_DATE): no record holds it" if s == "TIME" and d != "YEAR"
+               else "is refused by MySQL's ALTER (not a " + d + ")")
+        return _out(dst, column, why), pair
+    if d == "YEAR":  # DATE/DATETIME/TIMESTAMP to YEAR: MySQL's ALTER refuses them
+        return _out(dst, column, "is refused by MySQL's ALTER (not a YEAR)"), pair
+    if d == "INTEGER":
+        return _integer_range(None, dst, column, _digits(dst, column, "$v")), pair
+    if d == "TIME":
+        if s == "TEXT":
+            return _text_to_time(dst, column), pair
+        if s in ("INTEGER", "YEAR"):
+            return _number_to_time(dst, column), pair
+        if s == "DATE":
+            return '"00:00:00"', pair
+        return "$substring($v, 11)", pair  # DATETIME/TIMESTAMP: the time part
+    # d is DATE, DATETIME or TIMESTAMP
+    if s == "TEXT":
+        return (f'$contains($v, {_FRACTION}) ? {_out(dst, column, "has fractional seconds")} : '
+                f'{_text_to_datetime(dst, column, d)}'), pair
+    if s == "INTEGER":
+        return _number_to_datetime(dst, column, d), pair
+    if d == "DATE":  # from DATETIME/TIMESTAMP: the time part rounded (23:59:59.5 and more is the next day)
+        return ('$contains($v, /^[0-9]{4}-[0-9]{2}-[0-9]{2} 23:59:59\\.[5-9]/) and $substring($v, 0, 10) != '
+                f'"{_ZERO_DATE}" ? $fromMillis($toMillis($substring($v, 0, 10), "[Y0001]-[M01]-[D01]") + 86400000, '
+                '"[Y0001]-[M01]-[D01]") : $substring($v, 0, 10)'), pair
+    if s == "DATE":
+        text = '$v & " 00:00:00"'
+        return (text if d == "DATETIME" else f"($t := {text}; {_ts_guard('$t', dst, column)})"), pair
+    if d == "TIMESTAMP":  # from DATETIME: the same text, within TIMESTAMP's range
+        return _ts_guard("$v", dst, column), pair
+    return "$v", pair  # TIMESTAMP to DATETIME
+
+
+# -- integers of every TiDB type ------------------------------------------------------------------------------
+
+
+def _domain(f: FieldShape) -> tuple[int, int]:
+    """The values a field's integer column holds (its TiDB type's range; BIGINT UNSIGNED's above 2^63 are negative
+    longs in TiCDC's default ``long`` mode)."""
+    t = (f.tidb_type or "").upper()
+    known = {"INT UNSIGNED": (0, 2**32 - 1), "BIGINT UNSIGNED": (0, 2**64 - 1), "YEAR": (0, 2155),
+             "BIGINT": _LONG_RANGE, "INT": _INT_RANGE}
+    return known.get(t, _INT_RANGE if f.base == "int" else _LONG_RANGE)
+
+
+def _integer_range(src: FieldShape | None, dst: FieldShape, column: str, expr: str = "$v") -> str:
+    """``expr`` (an integer of ``src``'s column, or computed when ``src`` is None) guarded by ``dst``'s range."""
+    low, high = _domain(dst)
+    high = min(high, _LONG_RANGE[1])
+    if src is not None:
+        s_low, s_high = _domain(src)
+        if (src.tidb_type or "").upper() == "BIGINT UNSIGNED":  # a negative long is a value from 2^63 up
+            if (dst.tidb_type or "").upper() == "BIGINT UNSIGNED":
+                return expr
+            low = max(low, 0)
+        elif low <= s_low and s_high <= high:
+            return expr
+    return _range_guard(expr, low, high, dst, column)
+
+
 # -- the diff ----------------------------------------------------------------------------------------------
 
 
 @dataclass
 class _Side:
-    """One direction being built: fields removed from the source, values of the target's changed fields."""
+    """One direction being built: the value of every field of the target version, what cannot be written, and
+    what its rules refuse."""
 
-    remove: list[str] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)
     impossible: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
 
-    def expression(self) -> str | None:
+    def expression(self, target: list[FieldShape]) -> str | None:
+        # A projection: exactly the target's fields, in its order. Confluent's clients do not resolve a rule's
+        # output against the reader schema, so a field left out would be missing and one more would stay.
         if self.impossible:
             return None
-        if not self.remove and not self.values:
-            return "$"
-        base = "$"
-        if self.remove:
-            names = ", ".join(_lit(n) for n in self.remove)
-            base = f"$sift($, function($v, $k) {{$not($k in [{names}])}})"
-        if not self.values:
-            return base
-        obj = ", ".join(f"{_lit(k)}: {v}" for k, v in self.values.items())
-        return f"$merge([{base}, {{{obj}}}])"
+        return "{" + ", ".join(f"{_lit(f.name)}: {self.values[f.name]}" for f in target) + "}"
 
 
 def _fields(schema: Mapping[str, Any] | str) -> list[FieldShape] | None:
@@ -333,19 +553,40 @@ def _fields(schema: Mapping[str, Any] | str) -> list[FieldShape] | None:
     return [FieldShape.parse(f) for f in data["fields"]]
 
 
-def _moved(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None, str]:
-    """The value of ``dst`` made from the source field (null handled): (expression, what) or (None, why)."""
+def _absent(src: FieldShape) -> str | None:
+    """What a source field missing from the record means: its Avro default (null for a nullable column). A record
+    of an older version without migration rules of its own (a minor version before the first major) comes to a
+    rule as it was written, without the fields added since."""
+    if not src.has_default or (src.base == "bytes" and src.default is not None):
+        return None
+    return _lit(src.default)
+
+
+def _same(src: FieldShape) -> str:
+    """The source field's value, as it is."""
+    absent = _absent(src)
+    return f"$.{_name(src.name)}" if absent is None else f"($exists($.{_name(src.name)}) ? $.{_name(src.name)} : {absent})"
+
+
+def _moved(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None, str, bool]:
+    """The value of ``dst`` made from the source field (null handled): (expression, what, whether the value is
+    converted, i.e. not what Avro schema resolution would give) or (None, why, True)."""
     expr, what = _convert(src, dst, column)
     if expr is None:
-        return None, what
+        return None, what, True
     if src.nullable:
         null_case, null_what = _fill(dst, column, False, "is NOT NULL now") if not dst.nullable else ("null", "")
         if null_case is None:
-            return None, null_what
+            return None, null_what, True
         if not dst.nullable:
             what = f"{what}; null becomes {null_what}"
         expr = f"$v = null ? {null_case} : {expr}" if expr != "$v" or not dst.nullable else "$v"
-    return f"($v := $.{_name(src.name)}; {expr})", what
+    converted = expr != "$v"
+    if not converted and src.name == dst.name:
+        return _same(src), what, False
+    absent = _absent(src)
+    fill = "" if absent is None else f" $v := $exists($v) ? $v : {absent};"
+    return f"($v := $.{_name(src.name)};{fill} {expr})", what, converted
 
 
 def plan_migration(old_schema: Mapping[str, Any] | str, new_schema: Mapping[str, Any] | str,
@@ -353,13 +594,14 @@ def plan_migration(old_schema: Mapping[str, Any] | str, new_schema: Mapping[str,
     """The migration from ``old_schema`` to ``new_schema`` (Avro JSON of flat records).
 
     ``lineage``: what the DDL between the two said (renames, re-added columns); without it fields are matched
-    by name. ``is_key``: the schemas are keys (a key field cannot be made up).
+    by name. ``is_key``: the schemas are keys (a key field cannot be made up). Each rule is a projection onto the
+    whole target version (every field, defaults filled, nothing else).
 
     >>> old = {"type": "record", "name": "t", "fields": [{"name": "a", "type": "int"}]}
     >>> new = {"type": "record", "name": "t", "fields": [{"name": "b", "type": "int"}]}
     >>> plan = plan_migration(old, new, ColumnLineage(renamed=(("b", "a"),)))
-    >>> plan.changes
-    ('a renamed to b',)
+    >>> plan.changes, plan.conversions
+    (('a renamed to b',), ('b',))
     >>> import jsonata
     >>> jsonata.Jsonata(plan.upgrade).evaluate({"a": 7}), jsonata.Jsonata(plan.downgrade).evaluate({"b": 7})
     ({'b': 7}, {'a': 7})
@@ -368,13 +610,15 @@ def plan_migration(old_schema: Mapping[str, Any] | str, new_schema: Mapping[str,
     old_fields, new_fields = _fields(old_schema), _fields(new_schema)
     if old_fields is None or new_fields is None:
         why = "the schemas are not flat records"
-        return MigrationPlan((why,), None, None, (why,), (why,))
+        return MigrationPlan((why,), None, None, (why,), (why,), conversions=(why,))
     old_by = {f.name: f for f in old_fields}
     renamed = {sanitize_name(new): sanitize_name(old) for new, old in lineage.renamed}
     fresh = {sanitize_name(c) for c in lineage.fresh}
     up, down = _Side(), _Side()
     changes: list[str] = []
+    converted: list[str] = []
     used: set[str] = set()
+
     for dst in new_fields:
         origin = renamed.get(dst.name, None if dst.name in fresh else dst.name)
         src = old_by.get(origin) if origin is not None else None
@@ -383,6 +627,7 @@ def plan_migration(old_schema: Mapping[str, Any] | str, new_schema: Mapping[str,
             readded = dst.name in old_by
             if readded:
                 used.add(dst.name)
+                converted.append(dst.name)
                 back, back_what = _fill(old_by[dst.name], dst.name, is_key, "was dropped")
                 changes.append(f"{dst.name} dropped and added again as {dst.sql}"
                                f"{'' if dst.nullable else ' NOT NULL'}: no value carries over (up: {what}; down: "
@@ -394,7 +639,6 @@ def plan_migration(old_schema: Mapping[str, Any] | str, new_schema: Mapping[str,
             else:
                 changes.append(f"{dst.name} added ({dst.sql}{'' if dst.nullable else ' NOT NULL'}): old records "
                                f"get {what}; dropped going down")
-                down.remove.append(dst.name)
             if value is None:
                 up.impossible.append(what)
             else:
@@ -402,36 +646,44 @@ def plan_migration(old_schema: Mapping[str, Any] | str, new_schema: Mapping[str,
             continue
         used.add(src.name)
         label = src.name if src.name == dst.name else f"{src.name} renamed to {dst.name}"
-        forward, what_up = _moved(src, dst, dst.name)
-        backward, what_down = _moved(dst, src, src.name)
-        type_change = (src.base, src.decimal) != (dst.base, dst.decimal) or src.nullable != dst.nullable
+        token = _REFUSED.set(up.refused)
+        try:
+            forward, what_up, conv_up = _moved(src, dst, dst.name)
+        finally:
+            _REFUSED.reset(token)
+        token = _REFUSED.set(down.refused)
+        try:
+            backward, what_down, conv_down = _moved(dst, src, src.name)
+        finally:
+            _REFUSED.reset(token)
+        type_change = ((src.base, src.decimal, src.nullable) != (dst.base, dst.decimal, dst.nullable)
+                       or conv_up or conv_down)
         if src.name != dst.name or type_change:
             detail = ""
             if type_change:
                 detail = (f"{src.sql}{' NULL' if src.nullable else ' NOT NULL'} -> "
                           f"{dst.sql}{' NULL' if dst.nullable else ' NOT NULL'} (up: {what_up}; down: {what_down})")
             changes.append(f"{label}{': ' + detail if detail else ''}")
-        if src.name != dst.name:
-            up.remove.append(src.name)
-            down.remove.append(dst.name)
+        if src.name != dst.name or conv_up or conv_down:
+            converted.append(dst.name)
         if forward is None:
             up.impossible.append(f"column {dst.name}: {what_up}")
-        elif src.name != dst.name or forward != f"($v := $.{_name(src.name)}; $v)":
+        else:
             up.values[dst.name] = forward
         if backward is None:
             down.impossible.append(f"column {src.name}: {what_down}")
-        elif src.name != dst.name or backward != f"($v := $.{_name(dst.name)}; $v)":
+        else:
             down.values[src.name] = backward
     for src in old_fields:
         if src.name in used:
             continue
         value, what = _fill(src, src.name, is_key, "was dropped")
         changes.append(f"{src.name} dropped ({src.sql}): gone going up; going down it gets {what}")
-        up.remove.append(src.name)
         if value is None:
             down.impossible.append(what)
         else:
             down.values[src.name] = value
     blocked = tuple(sorted({f.name for f in [*old_fields, *new_fields] if f.base == "bytes"}))
     return MigrationPlan(tuple(changes) or ("no field changed (only names or attributes of the record)",),
-                         up.expression(), down.expression(), tuple(up.impossible), tuple(down.impossible), blocked)
+                         up.expression(new_fields), down.expression(old_fields), tuple(up.impossible),
+                         tuple(down.impossible), blocked, tuple(converted), tuple(up.refused), tuple(down.refused))

@@ -81,17 +81,61 @@ def test_a_breaking_change_becomes_major_2_with_rules(client, schema_name):
 
 
 def test_a_compatible_change_is_a_minor_version_of_the_current_major(client, schema_name):
-    ddl = [(5, "ALTER TABLE t MODIFY a VARCHAR(9) NOT NULL"), (7, "ALTER TABLE t ADD COLUMN extra INT")]
-    v1, v2, v3 = versions(schema_name, ddl)
+    ddl = [(3, "ALTER TABLE t ADD COLUMN n INT"), (5, "ALTER TABLE t MODIFY a VARCHAR(9) NOT NULL"),
+           (7, "ALTER TABLE t ADD COLUMN extra INT")]
+    v1, v2, v3, v4 = versions(schema_name, ddl)
     m = manager(client, "new-major", history=lambda s, t: ddl)
-    m.prepare_batch([v1])
-    m.prepare_batch([v2])
-    m.prepare_batch([v3])
+    for table in (v1, v2, v3, v4):
+        m.prepare_batch([table])
     subject = f"{schema_name}_t-value"
-    assert client.get_versions(subject) == [1, 2, 3]
-    assert client.get_version(subject, 3).properties[MAJOR_VERSION] == "2"
-    assert not (client.get_version(subject, 3).rule_set or {}).get("migrationRules")  # a minor carries no rules
-    assert client.get_latest_with_metadata(subject, {MAJOR_VERSION: "1"}).version == 1
+    assert client.get_versions(subject) == [1, 2, 3, 4]
+    assert [client.get_version(subject, v).properties[MAJOR_VERSION] for v in (1, 2, 3, 4)] == ["1", "1", "2", "2"]
+    # a minor of major 1 (no majors yet) carries no rules: consumers read it by Avro schema resolution
+    assert not (client.get_version(subject, 2).rule_set or {}).get("migrationRules")
+    # a minor of major 2 carries its own rules, kept by the registry: Confluent's clients run the rules of every
+    # version on the way and do not resolve their output, so without them a major-1 record read by a consumer
+    # pinned to version 4 would lack "extra", and a version-4 record read by major 1 would keep it
+    rules = {r["name"]: r for r in client.get_version(subject, 4).rule_set["migrationRules"]}
+    assert set(rules) == {"upgrade_within_2", "downgrade_within_2"}
+    assert client.get_latest_with_metadata(subject, {MAJOR_VERSION: "1"}).version == 2
+    assert [major.new_major for major in m.take_majors()] == [2]
+
+
+def test_a_change_that_breaks_readers_pinned_to_the_major_is_a_major_whatever_the_level(client, schema_name):
+    """BACKWARD accepts a dropped NOT NULL column and nothing is refused, but a consumer pinned to major 1 that
+    cached version 1 cannot read the new records by Avro resolution (no default for the dropped field): a new major
+    with a DOWNGRADE rule. INT -> BIGINT likewise: a reader of INT cannot read a long."""
+    ddl = [(5, "ALTER TABLE t DROP COLUMN a"), (7, "ALTER TABLE t ADD COLUMN b INT NOT NULL DEFAULT 3"),
+           (9, "ALTER TABLE t MODIFY b BIGINT NOT NULL DEFAULT 3")]
+    tables = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    for table in tables:
+        m.prepare_batch([table])
+    subject = f"{schema_name}_t-value"
+    assert client.get_full_config(subject, default_to_global=True).level.value == "BACKWARD"
+    assert [client.get_version(subject, v).properties[MAJOR_VERSION] for v in (1, 2, 3, 4)] == ["1", "2", "2", "3"]
+    drop, widen = m.take_majors()
+    assert "consumers pinned to version 1 (major 1) cannot read its records" in drop.reasons
+    assert "'a'" in drop.reasons and drop.rules == ("upgrade_1_to_2", "downgrade_2_to_1")
+    assert "cannot read its records" in widen.reasons and widen.old_major == 2
+    # the minor between (a column with a DEFAULT) needs no major: both ways readable, values as MySQL's
+    assert {r["name"] for r in client.get_version(subject, 3).rule_set["migrationRules"]} == {
+        "upgrade_within_2", "downgrade_within_2"}
+
+
+def test_a_conversion_avro_resolution_would_not_make_is_a_major(client, schema_name):
+    """DATETIME -> DATE is string to string for Avro (the registry accepts it), but MySQL truncates the values: a
+    new major whose rules convert them, not a minor under which old records keep their time part."""
+    ddl = [(5, "ALTER TABLE t ADD COLUMN at DATETIME"), (7, "ALTER TABLE t MODIFY at DATE")]
+    tables = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    for table in tables:
+        m.prepare_batch([table])
+    subject = f"{schema_name}_t-value"
+    assert [client.get_version(subject, v).properties[MAJOR_VERSION] for v in (1, 2, 3)] == ["1", "1", "2"]
+    [major] = m.take_majors()
+    assert "the values of at change otherwise than Avro schema resolution" in major.reasons
+    assert any("DATETIME NULL -> DATE NULL" in change for change in major.changes)
 
 
 def test_stop_still_stops_and_names_the_way_on(client, schema_name):

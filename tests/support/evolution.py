@@ -1,10 +1,15 @@
 """A corpus of breaking DDL classes (each one table), written as a TiCDC storage tree or a canal-json changelog file.
 
-Every class is a table ``evo.<name>`` created with version 1 rows, then changed by DDL(s) the registry's default
-level (BACKWARD) refuses for TiCDC's flat-Avro schemas, then given version 2 rows. ``EXPECTED`` is the oracle,
-written by hand: what a consumer pinned to major 1 and one pinned to major 2 must see for every row (by id),
+Every class is a table ``evo.<name>`` created with version 1 rows, then changed by DDL(s) that break consumers
+pinned to a major version (most of them refused by the registry's default level, BACKWARD, too; a few accepted by
+it: ``registry_refuses=False``), then given version 2 rows (and rows between two DDLs, ``rows_mid``). The oracle
+is written by hand, MySQL's values: what a consumer pinned to major 1, 2 (and 3) must see for every row (by id),
 after the migration rules ran. The key of every class is ``id`` except ``pk_change``, whose key breaks (its value
 does not).
+
+Classes: the 15 first ones (one breaking change each); a DROP COLUMN BACKWARD accepts; a minor version then a major
+(the major's rules fill the column the minor added) and a major then a minor (the minor's own rules); three majors;
+temporal pairs (TiCDC writes DATE/DATETIME/TIMESTAMP/TIME as text, YEAR as an int); unsigned changes.
 """
 
 from __future__ import annotations
@@ -37,6 +42,20 @@ class BreakingClass:
     breaks_key: bool = False
     what: str = ""
     rows_mid: tuple[dict[str, Any], ...] = ()  # rows of the version between two DDLs (a class with two)
+    major3: dict[int, dict[str, Any]] | None = None  # a class of three majors
+    registry_refuses: bool = True  # False: BACKWARD accepts the change (only pinned consumers would break)
+
+    @property
+    def pinned(self) -> dict[int, dict[int, dict[str, Any]]]:
+        """major -> (id -> the row a consumer pinned to that major sees)."""
+        out = {1: self.major1, 2: self.major2}
+        if self.major3 is not None:
+            out[3] = self.major3
+        return out
+
+    @property
+    def last_major(self) -> int:
+        return max(self.pinned)
 
     @property
     def table(self) -> str:
@@ -169,11 +188,13 @@ CORPUS: tuple[BreakingClass, ...] = (
         ("ALTER TABLE {t} DROP COLUMN a", "ALTER TABLE {t} ADD COLUMN a VARCHAR(10) NOT NULL"),
         _rows({"id": 1, "a": 5}, {"id": 2, "a": 6}), _rows({"id": 3, "a": "q"}, {"id": 4, "a": "r"}),
         rows_mid=_rows({"id": 5}),
-        # major 1 ends with the version without the column (a compatible drop): its consumers see no "a"
-        major1=_by_id({"id": 1}, {"id": 2}, {"id": 5}, {"id": 3}, {"id": 4}),
-        major2=_by_id({"id": 1, "a": ""}, {"id": 2, "a": ""}, {"id": 5, "a": ""}, {"id": 3, "a": "q"},
+        # three majors: the drop breaks consumers pinned to major 1 (no default for "a": they read it back as
+        # MySQL's implicit default 0), and the NOT NULL column added again without a default breaks major 2's
+        major1=_by_id({"id": 1, "a": 5}, {"id": 2, "a": 6}, {"id": 5, "a": 0}, {"id": 3, "a": 0}, {"id": 4, "a": 0}),
+        major2=_by_id({"id": 1}, {"id": 2}, {"id": 5}, {"id": 3}, {"id": 4}),
+        major3=_by_id({"id": 1, "a": ""}, {"id": 2, "a": ""}, {"id": 5, "a": ""}, {"id": 3, "a": "q"},
                       {"id": 4, "a": "r"}),
-        what="column dropped (a minor version), rows, then added again with another type"),
+        what="column dropped (major 2), rows, then added again with another type (major 3)"),
     BreakingClass(
         "recreate", "id BIGINT PRIMARY KEY, a INT NOT NULL, b VARCHAR(10)",
         ("CREATE TABLE {t} (id BIGINT PRIMARY KEY, a BIGINT NOT NULL, note VARCHAR(10) NOT NULL)",),
@@ -192,6 +213,94 @@ CORPUS: tuple[BreakingClass, ...] = (
         major1=_by_id({"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}),  # keys, as a key consumer of major 1 sees them
         major2=_by_id({"id": 3, "region": "eu"}, {"id": 4, "region": "us"}),  # old keys: no region to take
         breaks_key=True, what="primary key changed (the key breaks; UPGRADE impossible)"),
+    # -- a change BACKWARD accepts that breaks consumers pinned to major 1 -------------------------------------
+    BreakingClass(
+        "drop_column", "id BIGINT PRIMARY KEY, a INT NOT NULL, b INT NOT NULL", ("ALTER TABLE {t} DROP COLUMN a",),
+        _rows({"id": 1, "a": 5, "b": 1}, {"id": 2, "a": 6, "b": 2}), _rows({"id": 3, "b": 3}, {"id": 4, "b": 4}),
+        major1=_by_id({"id": 1, "a": 5, "b": 1}, {"id": 2, "a": 6, "b": 2}, {"id": 3, "a": 0, "b": 3},
+                      {"id": 4, "a": 0, "b": 4}),
+        major2=_by_id({"id": 1, "b": 1}, {"id": 2, "b": 2}, {"id": 3, "b": 3}, {"id": 4, "b": 4}),
+        registry_refuses=False, what="NOT NULL column dropped: BACKWARD accepts it, a reader of major 1 cannot"),
+    # -- minor and major versions next to each other ----------------------------------------------------------
+    BreakingClass(
+        "minor_then_major", "id BIGINT PRIMARY KEY, a INT NOT NULL",
+        ("ALTER TABLE {t} ADD COLUMN n INT NULL", "ALTER TABLE {t} MODIFY a VARCHAR(20) NOT NULL"),
+        _rows({"id": 1, "a": 5}), _rows({"id": 3, "a": "8", "n": 9}), rows_mid=_rows({"id": 2, "a": 6, "n": 7}),
+        major1=_by_id({"id": 1, "a": 5, "n": None}, {"id": 2, "a": 6, "n": 7}, {"id": 3, "a": 8, "n": 9}),
+        major2=_by_id({"id": 1, "a": "5", "n": None}, {"id": 2, "a": "6", "n": 7}, {"id": 3, "a": "8", "n": 9}),
+        what="nullable column added (a minor of major 1, no rules), then INT to VARCHAR (major 2)"),
+    BreakingClass(
+        "major_then_minor", "id BIGINT PRIMARY KEY, a INT NOT NULL",
+        ("ALTER TABLE {t} MODIFY a VARCHAR(20) NOT NULL", "ALTER TABLE {t} ADD COLUMN w INT NULL"),
+        _rows({"id": 1, "a": 5}), _rows({"id": 3, "a": "7", "w": 8}), rows_mid=_rows({"id": 2, "a": "6"}),
+        major1=_by_id({"id": 1, "a": 5}, {"id": 2, "a": 6}, {"id": 3, "a": 7}),
+        major2=_by_id({"id": 1, "a": "5", "w": None}, {"id": 2, "a": "6", "w": None}, {"id": 3, "a": "7", "w": 8}),
+        what="INT to VARCHAR (major 2), then a nullable column added (a minor of major 2 with its own rules)"),
+    BreakingClass(
+        "three_majors", "id BIGINT PRIMARY KEY, a INT NOT NULL",
+        ("ALTER TABLE {t} CHANGE a b INT NOT NULL", "ALTER TABLE {t} MODIFY b VARCHAR(20) NOT NULL"),
+        _rows({"id": 1, "a": 5}), _rows({"id": 3, "b": "-7"}), rows_mid=_rows({"id": 2, "b": 6}),
+        major1=_by_id({"id": 1, "a": 5}, {"id": 2, "a": 6}, {"id": 3, "a": -7}),
+        major2=_by_id({"id": 1, "b": 5}, {"id": 2, "b": 6}, {"id": 3, "b": -7}),
+        major3=_by_id({"id": 1, "b": "5"}, {"id": 2, "b": "6"}, {"id": 3, "b": "-7"}),
+        what="renamed (major 2), then INT to VARCHAR (major 3)"),
+    # -- temporal pairs: MySQL 8's conversions (schema/migration.py's table) -----------------------------------
+    BreakingClass(
+        "timestamp_to_bigint", "id BIGINT PRIMARY KEY, ts TIMESTAMP NOT NULL",
+        ("ALTER TABLE {t} MODIFY ts BIGINT NOT NULL",),
+        _rows({"id": 1, "ts": "2024-01-01 00:00:00"}, {"id": 2, "ts": "2023-06-30 12:34:56"}),
+        _rows({"id": 3, "ts": 20240102030405}, {"id": 4, "ts": 20231231235959}),
+        major1=_by_id({"id": 1, "ts": "2024-01-01 00:00:00"}, {"id": 2, "ts": "2023-06-30 12:34:56"},
+                      {"id": 3, "ts": "2024-01-02 03:04:05"}, {"id": 4, "ts": "2023-12-31 23:59:59"}),
+        major2=_by_id({"id": 1, "ts": 20240101000000}, {"id": 2, "ts": 20230630123456},
+                      {"id": 3, "ts": 20240102030405}, {"id": 4, "ts": 20231231235959}),
+        what="TIMESTAMP to BIGINT (YYYYMMDDhhmmss) and back"),
+    BreakingClass(
+        "datetime_to_date", "id BIGINT PRIMARY KEY, dt DATETIME NOT NULL", ("ALTER TABLE {t} MODIFY dt DATE NOT NULL",),
+        _rows({"id": 1, "dt": "2024-01-02 10:11:12"}, {"id": 2, "dt": "2023-12-31 23:59:59"}),
+        _rows({"id": 3, "dt": "2024-02-29"}),
+        major1=_by_id({"id": 1, "dt": "2024-01-02 10:11:12"}, {"id": 2, "dt": "2023-12-31 23:59:59"},
+                      {"id": 3, "dt": "2024-02-29 00:00:00"}),
+        major2=_by_id({"id": 1, "dt": "2024-01-02"}, {"id": 2, "dt": "2023-12-31"}, {"id": 3, "dt": "2024-02-29"}),
+        registry_refuses=False, what="DATETIME to DATE (the time part dropped; string to string for Avro)"),
+    BreakingClass(
+        "date_to_datetime", "id BIGINT PRIMARY KEY, d DATE", ("ALTER TABLE {t} MODIFY d DATETIME",),
+        _rows({"id": 1, "d": "2024-01-02"}, {"id": 2, "d": None}), _rows({"id": 3, "d": "2024-01-03 04:05:06"}),
+        major1=_by_id({"id": 1, "d": "2024-01-02"}, {"id": 2, "d": None}, {"id": 3, "d": "2024-01-03"}),
+        major2=_by_id({"id": 1, "d": "2024-01-02 00:00:00"}, {"id": 2, "d": None}, {"id": 3, "d": "2024-01-03 04:05:06"}),
+        registry_refuses=False, what="DATE to DATETIME (midnight) and back (the date part)"),
+    BreakingClass(
+        "time_to_bigint", "id BIGINT PRIMARY KEY, t TIME NOT NULL", ("ALTER TABLE {t} MODIFY t BIGINT NOT NULL",),
+        _rows({"id": 1, "t": "12:34:56"}, {"id": 2, "t": "-01:00:00"}), _rows({"id": 3, "t": 235959}),
+        major1=_by_id({"id": 1, "t": "12:34:56"}, {"id": 2, "t": "-01:00:00"}, {"id": 3, "t": "23:59:59"}),
+        major2=_by_id({"id": 1, "t": 123456}, {"id": 2, "t": -10000}, {"id": 3, "t": 235959}),
+        what="TIME to BIGINT ([-]hhmmss) and back"),
+    BreakingClass(
+        "year_to_string", "id BIGINT PRIMARY KEY, y YEAR NOT NULL", ("ALTER TABLE {t} MODIFY y VARCHAR(4) NOT NULL",),
+        _rows({"id": 1, "y": 2024}, {"id": 2, "y": 0}), _rows({"id": 3, "y": "1999"}),
+        major1=_by_id({"id": 1, "y": 2024}, {"id": 2, "y": 0}, {"id": 3, "y": 1999}),
+        major2=_by_id({"id": 1, "y": "2024"}, {"id": 2, "y": "0000"}, {"id": 3, "y": "1999"}),
+        what="YEAR to VARCHAR (four digits, 0000 for 0) and back"),
+    BreakingClass(
+        "string_to_date", "id BIGINT PRIMARY KEY, s VARCHAR(20) NOT NULL", ("ALTER TABLE {t} MODIFY s DATE NOT NULL",),
+        _rows({"id": 1, "s": "2024-1-2"}, {"id": 2, "s": "20240305"}), _rows({"id": 3, "s": "2024-04-05"}),
+        major1=_by_id({"id": 1, "s": "2024-1-2"}, {"id": 2, "s": "20240305"}, {"id": 3, "s": "2024-04-05"}),
+        major2=_by_id({"id": 1, "s": "2024-01-02"}, {"id": 2, "s": "2024-03-05"}, {"id": 3, "s": "2024-04-05"}),
+        registry_refuses=False, what="VARCHAR to DATE (MySQL reads Y-M-D and digits)"),
+    # -- unsigned changes ---------------------------------------------------------------------------------------
+    BreakingClass(
+        "int_to_unsigned", "id BIGINT PRIMARY KEY, u INT NOT NULL", ("ALTER TABLE {t} MODIFY u INT UNSIGNED NOT NULL",),
+        _rows({"id": 1, "u": 5}, {"id": 2, "u": 0}), _rows({"id": 3, "u": 2147483647}),
+        major1=_by_id({"id": 1, "u": 5}, {"id": 2, "u": 0}, {"id": 3, "u": 2147483647}),
+        major2=_by_id({"id": 1, "u": 5}, {"id": 2, "u": 0}, {"id": 3, "u": 2147483647}),
+        registry_refuses=False, what="INT to INT UNSIGNED (int to long: BACKWARD accepts, a reader of INT cannot)"),
+    BreakingClass(
+        "unsigned_to_bigint", "id BIGINT PRIMARY KEY, u INT UNSIGNED NOT NULL",
+        ("ALTER TABLE {t} MODIFY u BIGINT NOT NULL",),
+        _rows({"id": 1, "u": 4294967295}), _rows({"id": 2, "u": 12}),
+        major1=_by_id({"id": 1, "u": 4294967295}, {"id": 2, "u": 12}),
+        major2=_by_id({"id": 1, "u": 4294967295}, {"id": 2, "u": 12}),
+        registry_refuses=False, what="INT UNSIGNED to BIGINT (long to long; going down the range is checked)"),
 )
 
 
