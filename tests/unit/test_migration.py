@@ -222,3 +222,184 @@ def test_lineage_of_one_table_of_a_file():
     assert column_lineage(statements, table="t").renamed == (("b", "a"),)
     assert column_lineage(statements, table="T").renamed == (("b", "a"),)
     assert column_lineage(statements).renamed == (("b", "a"), ("d", "c"))
+
+
+# -- the whole target shape, next to minor versions ------------------------------------------------------------
+
+
+def test_upgrade_fills_a_field_an_older_minor_record_lacks_and_downgrade_projects_onto_the_target():
+    """A minor version without rules (n added) then a major: Confluent's client runs the major's UPGRADE on the
+    record as it was written (no n) and does not resolve the output, so the rule fills n with its default; going
+    down the rule gives exactly the older version's fields (a column added by a later minor is not kept)."""
+    with_n = "CREATE TABLE s.t (id BIGINT PRIMARY KEY, a INT NOT NULL, n INT NULL)"
+    plan = plan_for("ALTER TABLE t MODIFY a VARCHAR(20) NOT NULL", base=with_n)
+    assert up(plan, {"id": 1, "a": 5}) == {"id": 1, "a": "5", "n": None}
+    assert up(plan, {"id": 1, "a": 5, "n": 7}) == {"id": 1, "a": "5", "n": 7}
+    assert down(plan, {"id": 2, "a": "6", "n": 8, "w": 9}) == {"id": 2, "a": 6, "n": 8}
+    default = plan_for("ALTER TABLE t MODIFY a VARCHAR(20) NOT NULL",
+                       base="CREATE TABLE s.t (id BIGINT PRIMARY KEY, a INT NOT NULL, k INT NOT NULL DEFAULT 4)")
+    assert up(default, {"id": 1, "a": 5}) == {"id": 1, "a": "5", "k": 4}  # its DEFAULT, as Avro resolution gives
+
+
+def test_a_minor_change_has_projection_rules_and_no_conversion():
+    plan = plan_for("ALTER TABLE t ADD COLUMN w INT NULL")
+    assert plan.conversions == ()
+    assert up(plan, OLD_ROW) == {**OLD_ROW, "w": None}
+    assert down(plan, {**OLD_ROW, "w": 3}) == OLD_ROW
+    assert list(up(plan, OLD_ROW)) == [*OLD_ROW, "w"]  # the target's field order
+    assert rule_set_for(plan, 2, 2)["migrationRules"][0]["name"] == "upgrade_within_2"
+
+
+@pytest.mark.parametrize("statement, converted", [
+    ("ALTER TABLE t RENAME COLUMN a TO a2", ("a2",)),
+    ("ALTER TABLE t MODIFY a BIGINT NOT NULL", ("a",)),  # going down the range is checked
+    ("ALTER TABLE t DROP COLUMN a, ADD COLUMN a INT NOT NULL", ("a",)),
+    ("ALTER TABLE t MODIFY c DATE NOT NULL", ("c",)),  # string to string for Avro, a conversion for MySQL
+    ("ALTER TABLE t DROP COLUMN b", ()),
+    ("ALTER TABLE t ADD COLUMN z INT NOT NULL DEFAULT 1", ()),
+])
+def test_conversions_are_the_values_avro_resolution_would_not_give(statement, converted):
+    assert plan_for(statement).conversions == converted
+
+
+# -- temporal pairs: MySQL 8's values (schema/migration.py's table) --------------------------------------------
+
+TEMPORAL = [
+    # (from, to, old value, the value MySQL holds after ALTER ... MODIFY c <to>)
+    ("DATE", "DATETIME", "2024-01-02", "2024-01-02 00:00:00"),
+    ("DATE", "DATETIME", "0000-00-00", "0000-00-00 00:00:00"),
+    ("DATE", "TIMESTAMP", "2024-01-02", "2024-01-02 00:00:00"),
+    ("DATE", "TIME", "2024-01-02", "00:00:00"),
+    ("DATE", "BIGINT", "2024-01-02", 20240102),
+    ("DATE", "VARCHAR(20)", "2024-01-02", "2024-01-02"),
+    ("DATETIME", "DATE", "2024-01-02 23:59:59", "2024-01-02"),
+    ("DATETIME", "DATE", "2024-12-31 23:59:59.500", "2025-01-01"),  # MySQL 8 rounds the time part
+    ("DATETIME", "TIMESTAMP", "2024-01-02 12:34:56", "2024-01-02 12:34:56"),
+    ("DATETIME", "TIME", "2024-01-02 12:34:56", "12:34:56"),
+    ("DATETIME", "BIGINT", "2024-01-02 12:34:56", 20240102123456),
+    ("DATETIME", "VARCHAR(30)", "2024-01-02 12:34:56", "2024-01-02 12:34:56"),
+    ("TIMESTAMP", "BIGINT", "2024-01-01 00:00:00", 20240101000000),
+    ("TIMESTAMP", "DATETIME", "2024-01-01 00:00:00", "2024-01-01 00:00:00"),
+    ("TIMESTAMP", "DATE", "2024-01-01 08:00:00", "2024-01-01"),
+    ("TIME", "BIGINT", "-12:34:56", -123456),
+    ("TIME", "BIGINT", "838:59:59", 8385959),
+    ("TIME", "VARCHAR(20)", "12:00:00", "12:00:00"),
+    ("YEAR", "BIGINT", 2024, 2024),
+    ("YEAR", "VARCHAR(4)", 0, "0000"),
+    ("YEAR", "TIME", 2024, "00:20:24"),  # a number read as [H]HMMSS
+    ("BIGINT", "YEAR", 24, 2024),
+    ("BIGINT", "YEAR", 70, 1970),
+    ("BIGINT", "YEAR", 0, 0),
+    ("BIGINT", "DATE", 20240102, "2024-01-02"),
+    ("BIGINT", "DATE", 240102, "2024-01-02"),
+    ("BIGINT", "DATE", 0, "0000-00-00"),
+    ("BIGINT", "DATETIME", 20240101000000, "2024-01-01 00:00:00"),
+    ("BIGINT", "DATETIME", 20240101, "2024-01-01 00:00:00"),
+    ("BIGINT", "TIMESTAMP", 20240101000000, "2024-01-01 00:00:00"),
+    ("BIGINT", "TIME", 123456, "12:34:56"),
+    ("BIGINT", "TIME", 1234, "00:12:34"),
+    ("VARCHAR(30)", "DATE", "2024-1-2", "2024-01-02"),
+    ("VARCHAR(30)", "DATE", "20240102", "2024-01-02"),
+    ("VARCHAR(30)", "DATE", "2024-01-02 10:00:00", "2024-01-02"),
+    ("VARCHAR(30)", "DATETIME", "2024-1-2 3:4:5", "2024-01-02 03:04:05"),
+    ("VARCHAR(30)", "TIMESTAMP", "2024-01-02", "2024-01-02 00:00:00"),
+    ("VARCHAR(30)", "TIME", "3:4:5", "03:04:05"),
+    ("VARCHAR(30)", "TIME", "12:34", "12:34:00"),
+    ("VARCHAR(30)", "YEAR", "24", 2024),
+    ("VARCHAR(30)", "YEAR", "0", 2000),  # the text '0' is 2000, the number 0 is 0000
+    ("VARCHAR(30)", "YEAR", "2024", 2024),
+]
+
+REFUSED = [
+    # (from, to, old value, what the rule's failure says)
+    ("DATE", "YEAR", "2024-01-02", "is refused by MySQL's ALTER"),
+    ("DATETIME", "YEAR", "2024-01-02 00:00:00", "is refused by MySQL's ALTER"),
+    ("DATETIME", "TIMESTAMP", "1960-01-02 12:34:56", "out of the range of TIMESTAMP"),
+    ("DATETIME", "BIGINT", "2024-01-02 12:34:56.5", "has fractional seconds"),
+    ("TIME", "DATE", "12:34:56", "CURRENT_DATE"),
+    ("TIME", "DATETIME", "12:34:56", "CURRENT_DATE"),
+    ("TIME", "YEAR", "12:34:56", "is refused by MySQL's ALTER"),
+    ("YEAR", "DATE", 2024, "is refused by MySQL's ALTER"),
+    ("BIGINT", "YEAR", 1900, "out of range for YEAR"),
+    ("BIGINT", "DATETIME", 20241301000000, "is not a valid DATETIME"),
+    ("BIGINT", "DATE", 20230229, "is not a valid DATE"),
+    ("BIGINT", "TIME", 8396000, "is not a valid TIME"),
+    ("BIGINT", "TIMESTAMP", 19600101000000, "out of the range of TIMESTAMP"),
+    ("VARCHAR(30)", "DATE", "zz", "is not a DATE MySQL reads"),
+    ("VARCHAR(30)", "TIME", "noon", "is not a TIME MySQL reads"),
+    ("VARCHAR(30)", "YEAR", "1800", "out of range for YEAR"),
+]
+
+
+def temporal_plan(source: str, target: str):
+    return plan_for(f"ALTER TABLE t MODIFY c {target} NOT NULL",
+                    base=f"CREATE TABLE s.t (id BIGINT PRIMARY KEY, c {source} NOT NULL)")
+
+
+@pytest.mark.parametrize("source, target, value, mysql", TEMPORAL, ids=[f"{a}-{b}-{v}" for a, b, v, _ in TEMPORAL])
+def test_temporal_upgrade_gives_mysqls_value(source, target, value, mysql):
+    plan = temporal_plan(source, target)
+    got = up(plan, {"id": 1, "c": value})
+    assert got == {"id": 1, "c": mysql} and type(got["c"]) is type(mysql)
+    assert plan.conversions == ("c",)  # never a minor without rules, even string to string
+
+
+@pytest.mark.parametrize("source, target, value, why", REFUSED, ids=[f"{a}-{b}-{v}" for a, b, v, _ in REFUSED])
+def test_temporal_value_mysql_would_not_convert_is_refused_by_column_and_value(source, target, value, why):
+    plan = temporal_plan(source, target)
+    with pytest.raises(Exception, match=f"column c: {value}") as caught:
+        up(plan, {"id": 1, "c": value})
+    assert why in str(caught.value)
+    assert any(line.startswith("consumers pinned to major 2 reading records of major 1: column c:") and why in line
+               for line in plan.describe(1, 2))
+
+
+def test_bigint_back_to_timestamp_formats_the_number_or_refuses_it():
+    plan = temporal_plan("TIMESTAMP", "BIGINT")
+    assert down(plan, {"id": 1, "c": 20240101000000}) == {"id": 1, "c": "2024-01-01 00:00:00"}
+    with pytest.raises(Exception, match="column c: 20240132000000 is not a valid TIMESTAMP"):
+        down(plan, {"id": 1, "c": 20240132000000})
+    assert any("consumers pinned to major 1 reading records of major 2: column c: a value that is not a valid "
+               "TIMESTAMP fails the record" in line for line in plan.describe(1, 2))
+
+
+def test_date_back_from_datetime_is_the_date_part_and_a_nullable_column_reads_null_where_refused():
+    plan = plan_for("ALTER TABLE t MODIFY c DATETIME NULL", base="CREATE TABLE s.t (id BIGINT PRIMARY KEY, c DATE)")
+    assert down(plan, {"id": 1, "c": "2024-01-03 04:05:06"})["c"] == "2024-01-03"
+    assert up(plan, {"id": 1, "c": None})["c"] is None
+    to_time = plan_for("ALTER TABLE t MODIFY c TIME NULL", base="CREATE TABLE s.t (id BIGINT PRIMARY KEY, c YEAR)")
+    assert up(to_time, {"id": 1, "c": 2024})["c"] == "00:20:24"
+    assert down(to_time, {"id": 1, "c": "12:00:00"})["c"] is None  # TIME to YEAR: refused, null for NULL
+    assert any("column c: a value that is refused by MySQL's ALTER (not a YEAR) reads as null" in line
+               for line in to_time.describe(1, 2))
+
+
+# -- unsigned changes --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, target, value, result", [
+    ("INT", "INT UNSIGNED", 5, 5),
+    ("INT", "INT UNSIGNED", -1, "out of range for INT UNSIGNED"),
+    ("INT UNSIGNED", "INT", 4294967295, "out of range for INT"),
+    ("INT UNSIGNED", "BIGINT", 4294967295, 4294967295),
+    ("BIGINT", "BIGINT UNSIGNED", -1, "out of range for BIGINT UNSIGNED"),
+    ("BIGINT UNSIGNED", "BIGINT", 7, 7),
+    ("BIGINT UNSIGNED", "BIGINT", -1, "out of range for BIGINT"),  # TiCDC's long for 18446744073709551615
+    ("BIGINT UNSIGNED", "VARCHAR(30)", -1, "JSONata holds exactly"),
+    ("BIGINT", "INT UNSIGNED", 4294967296, "out of range for INT UNSIGNED"),
+])
+def test_unsigned_ranges(source, target, value, result):
+    plan = temporal_plan(source, target)
+    if isinstance(result, int):
+        assert up(plan, {"id": 1, "c": value})["c"] == result
+    else:
+        with pytest.raises(Exception, match=f"column c: {value} .*{result}"):
+            up(plan, {"id": 1, "c": value})
+    assert plan.conversions == ("c",)
+
+
+def test_widening_an_unsigned_int_to_bigint_checks_the_range_going_down():
+    plan = temporal_plan("INT UNSIGNED", "BIGINT")
+    assert down(plan, {"id": 1, "c": 12}) == {"id": 1, "c": 12}
+    with pytest.raises(Exception, match="column c: -1 is out of range for INT UNSIGNED"):
+        down(plan, {"id": 1, "c": -1})
