@@ -69,11 +69,25 @@ def tally_of(batch: Any) -> Tally:
         if name in batch.schema.names:
             size += pc.binary_length(batch.column(name)).fill_null(0).to_numpy(zero_copy_only=False)
     encoded = pc.dictionary_encode(batch.column("topic"))
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    for code, topic in enumerate(encoded.dictionary.to_pylist()):
-        rows = codes == code
-        out["topics"][topic] = [int(np.count_nonzero(rows)), int(np.count_nonzero(tombstone & rows)),
-                                int(ts[rows].max()), int(size[rows].sum())]
+    topics = encoded.dictionary.to_pylist()
+    if len(topics) == 1:  # the usual Arrow batch: one table's rows
+        out["topics"][topics[0]] = [int(batch.num_rows), int(np.count_nonzero(tombstone)), int(ts.max()),
+                                    int(size.sum())]
+        return out
+    indices = encoded.indices
+    if indices.null_count:  # a row without a topic is no record of any topic
+        keep = pc.is_valid(indices).to_numpy(zero_copy_only=False)
+        indices, tombstone, ts, size = indices.drop_null(), tombstone[keep], ts[keep], size[keep]
+    codes = indices.to_numpy(zero_copy_only=False).astype(np.intp, copy=False)
+    # one pass over the rows for every topic's numbers (a mask per topic is a pass per topic: 100 topics, 100 passes)
+    records = np.bincount(codes, minlength=len(topics))
+    tombstones = np.bincount(codes[tombstone], minlength=len(topics))
+    sizes = np.bincount(codes, weights=size, minlength=len(topics))  # float64: exact below 2**53 bytes
+    newest = np.full(len(topics), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(newest, codes, ts)
+    for code, topic in enumerate(topics):
+        if records[code]:
+            out["topics"][topic] = [int(records[code]), int(tombstones[code]), int(newest[code]), int(sizes[code])]
     return out
 
 

@@ -234,3 +234,28 @@ def test_the_embedded_registry_serves_its_own_metrics():
     assert got["avro_sink_registry_server_requests_total", (("op", "get_schema"),)] == 1
     assert ("avro_sink_registry_server_errors_total", (("op", "get_schema"),)) not in got  # a 404 is an answer
     assert got["avro_sink_registry_server_request_duration_seconds_count", (("op", "register"),)] == 1
+
+
+@pytest.mark.parametrize("topics", [1, 3, 50])
+def test_the_tally_per_topic_equals_a_count_of_each_topics_rows(topics):
+    """tally_of counts all topics in one pass (bincount); the numbers are those of each topic's rows counted apart,
+    bytes of key and value included (what avro_sink_bytes_out_total adds up)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from avro_registry_sink.spark.tally import tally_of
+
+    rng = np.random.default_rng(topics)
+    n = 2_000
+    topic = [f"t{int(i)}" if i >= 0 else None for i in rng.integers(-1 if topics > 1 else 0, topics, n)]
+    key = [bytes(int(k)) for k in rng.integers(1, 20, n)]
+    value = [None if rng.random() < 0.2 else bytes(int(v)) for v in rng.integers(0, 300, n)]
+    ts = rng.integers(1, 10**12, n)
+    batch = pa.RecordBatch.from_pydict({"topic": topic, "key": pa.array(key, pa.binary()),
+                                        "value": pa.array(value, pa.binary()), "commit_ts": pa.array(ts, pa.int64())})
+    want = {}
+    for name in {t for t in topic if t is not None}:
+        rows = [i for i in range(n) if topic[i] == name]
+        want[name] = [len(rows), sum(value[i] is None for i in rows), int(max(ts[i] for i in rows)),
+                      sum(len(key[i]) + len(value[i] or b"") for i in rows)]
+    assert tally_of(batch)["topics"] == want
