@@ -17,53 +17,21 @@ from avro_registry_sink.schema.builder import derive_value_schema
 from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.table import MySQLType, TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog, complete_versions, pick_version
-from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
-from avro_registry_sink.tabledef.storage import write_table_schema_file
+from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.typemap.mysql import connect_parameters, to_avro_value
+from tests.support.enum_versions import MEMBERS, allowed_lists, create, rows_of, versions, write_tree
 from tests.support.job import canal_ddl, canal_dml
 
-CREATE = "CREATE TABLE evo.m (id BIGINT PRIMARY KEY, e ENUM('a','b','c') NOT NULL, s SET('x','y','z'))"
-#: members removed, reordered, added, for ENUM and SET
-DDLS = (
-    "ALTER TABLE evo.m MODIFY e ENUM('a','b') NOT NULL, MODIFY s SET('x','y')",
-    "ALTER TABLE evo.m MODIFY e ENUM('b','a') NOT NULL, MODIFY s SET('y','x')",
-    "ALTER TABLE evo.m ADD COLUMN n INT",  # leaves the members as they are
-    "ALTER TABLE evo.m MODIFY e ENUM('b','a','d') NOT NULL, MODIFY s SET('y','x','w')",
-)
-MEMBERS = [  # (e, s) of every version, as MySQL holds them
-    (("a", "b", "c"), ("x", "y", "z")),
-    (("a", "b"), ("x", "y")),
-    (("b", "a"), ("y", "x")),
-    (("b", "a"), ("y", "x")),
-    (("b", "a", "d"), ("y", "x", "w")),
-]
+CREATE = create()
 
 
 def _versions() -> list[tuple[TableDef, str]]:
-    """Every version of evo.m (version = 1, 2, ...) as MySQL has it, and the DDL that made it."""
-    table = parse_ddl(CREATE)[0].model_copy(update={"version": 1})
-    out = [(table, CREATE)]
-    for i, ddl in enumerate(DDLS, start=2):
-        changed = apply_ddl(table, ddl)
-        assert changed is not None
-        table = changed.model_copy(update={"version": i})
-        out.append((table, ddl))
-    return out
+    return versions()
 
 
 def _as_schema_file(table: TableDef) -> TableDef:
     """What a schema file says of a version: no members."""
     return table.model_copy(update={"columns": tuple(c.model_copy(update={"elements": ()}) for c in table.columns)})
-
-
-def allowed_lists(schema: dict) -> dict[str, str]:
-    """The ``allowed`` connect parameter of every field of a value schema that has one."""
-    out = {}
-    for f in schema["fields"]:
-        for branch in f["type"] if isinstance(f["type"], list) else [f["type"]]:
-            if isinstance(branch, dict) and "allowed" in branch.get("connect.parameters", {}):
-                out[f["name"]] = branch["connect.parameters"]["allowed"]
-    return out
 
 
 def _members(table: TableDef | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -83,8 +51,8 @@ def test_every_version_takes_the_members_of_its_own_ddl() -> None:
 
 
 def test_a_table_that_existed_before_the_changefeed_replays_tables_through_the_ddls() -> None:
-    versions = _versions()
-    files = [(_as_schema_file(t), "" if i == 0 else q) for i, (t, q) in enumerate(versions)]
+    chain = _versions()
+    files = [(_as_schema_file(t), "" if i == 0 else q) for i, (t, q) in enumerate(chain)]
     done, notes = complete_versions(files, parse_ddl(CREATE)[0])  # --tables: the table before the first DDL
     assert [_members(t) for t in done] == MEMBERS and notes == []
     # the members used to be --tables' for every version: version 1 then had ('a','b','c') and so did the rest
@@ -92,8 +60,8 @@ def test_a_table_that_existed_before_the_changefeed_replays_tables_through_the_d
 
 
 def test_unknown_members_are_said_naming_table_column_and_versions() -> None:
-    versions = _versions()
-    files = [(_as_schema_file(t), "" if i == 0 else q) for i, (t, q) in enumerate(versions)]
+    chain = _versions()
+    files = [(_as_schema_file(t), "" if i == 0 else q) for i, (t, q) in enumerate(chain)]
     done, notes = complete_versions(files, None)  # no --tables: version 1's members cannot be known
     assert [_members(t) for t in done] == [((), ()), *MEMBERS[1:]]
     assert len(notes) == 2
@@ -105,8 +73,8 @@ def test_unknown_members_are_said_naming_table_column_and_versions() -> None:
 
 
 def test_a_version_after_an_unreadable_schema_file_knows_only_what_its_ddl_says() -> None:
-    versions = _versions()
-    files: list[tuple[TableDef | None, str]] = [(_as_schema_file(t), q) for t, q in versions]
+    chain = _versions()
+    files: list[tuple[TableDef | None, str]] = [(_as_schema_file(t), q) for t, q in chain]
     files[2] = (None, "")  # version 3 (the reordering) cannot be read
     done, notes = complete_versions(files, parse_ddl(CREATE)[0])
     assert done[2] is None
@@ -117,8 +85,8 @@ def test_a_version_after_an_unreadable_schema_file_knows_only_what_its_ddl_says(
 
 
 def test_tables_that_describe_the_table_after_a_ddl_are_questioned() -> None:
-    versions = _versions()
-    files = [(_as_schema_file(t), "" if i == 0 else q) for i, (t, q) in enumerate(versions)]
+    chain = _versions()
+    files = [(_as_schema_file(t), "" if i == 0 else q) for i, (t, q) in enumerate(chain)]
     after = parse_ddl("CREATE TABLE evo.m (id BIGINT PRIMARY KEY, e ENUM('b','a','d') NOT NULL, "
                       "s SET('y','x','w'), n INT)")[0]
     done, notes = complete_versions(files, after)  # the user gave SHOW CREATE TABLE of today
@@ -128,8 +96,8 @@ def test_tables_that_describe_the_table_after_a_ddl_are_questioned() -> None:
 
 
 def test_a_later_version_without_a_ddl_says_it_takes_tables() -> None:
-    versions = _versions()
-    files = [(_as_schema_file(t), q) for t, q in versions]
+    chain = _versions()
+    files = [(_as_schema_file(t), q) for t, q in chain]
     files[4] = (files[4][0], "")  # the changefeed restarted after the last DDL: TiCDC wrote no Query
     done, notes = complete_versions(files, parse_ddl(CREATE)[0])
     assert _members(done[4]) == MEMBERS[0]
@@ -141,18 +109,7 @@ def test_a_later_version_without_a_ddl_says_it_takes_tables() -> None:
 
 
 def _tree(root: Path, *, first_query: bool = True) -> list[TableDef]:
-    """evo.m's schema files (as TiCDC writes them: no members) and one canal-json data file per version, whose
-    rows send each member by its index in that version (as TiCDC does)."""
-    rows = [{"id": v, "e": MEMBERS[v - 1][0][-1], "s": ",".join(MEMBERS[v - 1][1][::2])} for v in range(1, 6)]
-    tables = []
-    for i, (table, query) in enumerate(_versions()):
-        write_table_schema_file(table, root, query=query if i or first_query else "", ddl_type=3 if i == 0 else 12)
-        directory = root / "evo" / "m" / str(table.version)
-        directory.mkdir(parents=True)
-        line = canal_dml(table, Op.INSERT, table.version, None, rows[i])
-        (directory / "CDC000001.json").write_text(line + "\r\n", encoding="utf-8")
-        tables.append(table)
-    return tables
+    return write_tree(root, first_query=first_query)
 
 
 def test_the_layout_gives_each_version_its_members_and_encodes_each_row_with_them(tmp_path: Path) -> None:
@@ -167,13 +124,13 @@ def test_the_layout_gives_each_version_its_members_and_encodes_each_row_with_the
     assert layout.table_versions_and_errors(hints)[0][("evo", "m", 2)] is tables[("evo", "m", 2)]  # same objects
     assert layout.take_notes() == []
     events, errors = layout.read_all()
-    assert not errors and len(events) == 5
+    assert not errors and len(events) == 10
     for event in events:
         table = tables[("evo", "m", event.table_version)]
         assert event.after is not None
         got = {c: to_avro_value(table.column(c), event.after[c], DEFAULT_ENCODING, "evo.m") for c in ("e", "s")}
-        e, s = MEMBERS[event.table_version - 1]
-        assert got == {"e": e[-1], "s": ",".join(s[::2])}, event.table_version  # 'c' in v1, 'a' in v3 (index 2)
+        [row] = [r for r in rows_of(event.table_version - 1) if r["id"] == event.after["id"]]
+        assert got == {"e": row["e"], "s": row["s"]}, event.table_version  # 'c' in v1, 'a' in v3 (index 2)
 
 
 def test_the_layout_says_once_what_it_cannot_know(tmp_path: Path) -> None:
