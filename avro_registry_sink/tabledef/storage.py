@@ -27,7 +27,9 @@ Reading a file into a :class:`~avro_registry_sink.table.TableDef`:
 * ``TableVersion`` -> ``version``.
 
 What the files do not carry (a TiCDC implementation difference from its design doc): ENUM/SET members
-(``elements`` is empty, so the Avro ``allowed`` parameter cannot be derived from a schema file) and
+(``elements`` is empty, so the Avro ``allowed`` parameter cannot be derived from a schema file alone; a
+storage layout takes each version's from its DDL, see
+:func:`~avro_registry_sink.tabledef.catalog.complete_versions`) and
 unique keys (``unique_keys`` is empty, so a table keyed only by a unique index has no handle key from a
 schema file alone; TiCDC's own consumer has the same gap).
 
