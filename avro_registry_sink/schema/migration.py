@@ -36,6 +36,49 @@ bytes columns without         impossible where a value must be made (JSONata has
 a default, other types
 ============================  =====================================================================================
 
+Each rule is a projection onto the whole target version: every field of it, in its order, and nothing else
+(Confluent's clients do not resolve a rule's output against the reader schema). A source field missing from the
+record (a record of an older minor version without rules of its own, which the client hands to the next rule as
+it was written) counts as its Avro default (null for a nullable column) before it is converted.
+:attr:`MigrationPlan.conversions` names the fields whose values the rules give otherwise than Avro schema resolution
+would (renamed, converted, dropped and added again): the schema manager never makes such a change a minor version.
+
+Temporal pairs, as MySQL 8 converts a column's values (``ALTER TABLE ... MODIFY``, strict mode: the ALTER fails on
+a value it cannot convert, so a rule refuses it: OUT). TiCDC writes DATE ``YYYY-MM-DD``, DATETIME/TIMESTAMP
+``YYYY-MM-DD hh:mm:ss[.f]``, TIME ``[-]hh:mm:ss[.f]`` as strings and YEAR as an int; BIGINT is any integer column
+(its type's range checked), VARCHAR any text column. Fractional digits carry over as they are (the fractional
+precision is not in TiCDC's schema):
+
+=============  ==========================================================================================
+from -> to     value
+=============  ==========================================================================================
+DATE ->        DATETIME/TIMESTAMP ``d 00:00:00`` (TIMESTAMP: OUT outside 1970-01-01 00:00:01 .. 2038-01-19
+               03:14:07); TIME ``00:00:00``; BIGINT ``YYYYMMDD``; VARCHAR the text; YEAR OUT (MySQL's ALTER
+               refuses it)
+DATETIME,      DATE the date part, the time part rounded (``23:59:59.5`` and later is the next day); TIMESTAMP
+TIMESTAMP ->   the text within TIMESTAMP's range, DATETIME the text; TIME the time part; BIGINT
+               ``YYYYMMDDhhmmss`` (OUT with fractional seconds, which MySQL rounds); VARCHAR the text; YEAR OUT
+TIME ->        DATE/DATETIME/TIMESTAMP OUT (MySQL takes the date of the day the ALTER ran); BIGINT
+               ``[-]hhmmss`` (OUT with fractional seconds); VARCHAR the text; YEAR OUT
+YEAR ->        BIGINT the number; VARCHAR four digits (``0000`` for 0); TIME the number read as ``hhmmss``
+               (2024 is ``00:20:24``); DATE/DATETIME/TIMESTAMP OUT (MySQL's ALTER refuses them)
+BIGINT ->      DATE/DATETIME/TIMESTAMP the number read as YYMMDD, YYYYMMDD, YYMMDDhhmmss or YYYYMMDDhhmmss
+               (zeros padded on the left to the next of these; a two-digit year 70-99 is 19xx, else 20xx; 0 the
+               zero date), OUT when it is no valid date; TIME ``[-]hhmmss`` (hours up to 838); YEAR 0 as 0,
+               1-69 as 20xx, 70-99 as 19xx, 1901-2155 as it is, else OUT
+VARCHAR ->     DATE/DATETIME/TIMESTAMP ``Y-M-D[ h:m:s]`` (one or two digits for all but the year) or digits (as
+               BIGINT), else OUT (fractional seconds too); TIME ``[-]h:m[:s]`` or digits; YEAR a text of one or
+               two digits as a two-digit year (``'0'`` is 2000), four digits as the number
+=============  ==========================================================================================
+
+Every conversion that is not the value as it is (both directions) makes the change a major version, even string
+to string (DATETIME -> DATE): a consumer pinned to the major reads with Avro resolution, which would leave the
+time part under a DATE schema. Integer columns convert within the range of their TiDB type (``INT UNSIGNED``
+0..4294967295, ``BIGINT UNSIGNED``: TiCDC's ``long`` mode writes values from 2^63 as negative longs, which no
+other type holds: OUT). A refused value fails the consumer's rule with the column, the value and the reason, or
+reads as null for a nullable target; :attr:`MigrationPlan.upgrade_refused`/``downgrade_refused`` say which, and
+:meth:`MigrationPlan.describe` lists them per direction (the run's ``cannot_follow``).
+
 confluent-kafka-python's JSONata executor (jsonata-python) refuses a record holding ``bytes`` or ``Decimal`` values
 (BLOB/BINARY/BIT columns, DECIMAL in ``precise`` mode) as a whole, whatever the rule does with them:
 :attr:`MigrationPlan.python_blocked` names such fields, so a summary can say that Python consumers cannot follow.
