@@ -201,3 +201,74 @@ def test_check_finds_a_version_of_an_older_major_by_its_text(client, schema_name
     assert result.exit_code == 0, result.output
     [value] = [s for s in json.loads(result.stdout)["subjects"] if s["subject"].endswith("-value")]
     assert value["status"] == "unchanged" and "major version 1" in value["messages"][0]
+
+
+# -- confluent-kafka's own AvroSerializer/AvroDeserializer over HTTP, pinned to each major -------------------------
+
+
+def _confluent(registry_url):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.schema_registry.rules.jsonata.jsonata_executor import JsonataExecutor
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    JsonataExecutor.register()
+    sr = SchemaRegistryClient({"url": registry_url})
+
+    def writer(schema_id: int):
+        return AvroSerializer(sr, None, conf={"auto.register.schemas": False, "use.schema.id": schema_id})
+
+    def reader(major: int):
+        return AvroDeserializer(sr, conf={"use.latest.with.metadata": {MAJOR_VERSION: str(major)}})
+
+    return writer, reader, lambda schema_name: SerializationContext(f"{schema_name}_t", MessageField.VALUE)
+
+
+def test_confluent_consumers_pinned_to_each_major_read_every_version_of_a_chain(client, schema_name, registry_url):
+    """A minor of major 1, a major, a minor of major 2 (its own rules), a third major: a record written by
+    confluent-kafka's AvroSerializer with each version's schema id is read by AvroDeserializers pinned to majors 1,
+    2 and 3 in exactly the shape of that major's latest version (every field, defaults filled, nothing more)."""
+    ddl = [(2, "ALTER TABLE t ADD COLUMN n INT NULL"), (3, "ALTER TABLE t MODIFY a VARCHAR(20) NOT NULL"),
+           (4, "ALTER TABLE t ADD COLUMN w INT NULL"), (5, "ALTER TABLE t MODIFY w BIGINT NULL")]
+    tables = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    ids = [m.prepare_batch([t])[(schema_name, "t", t.version)].encoding.value_schema_id for t in tables]
+    subject = f"{schema_name}_t-value"
+    assert [client.get_version(subject, v).properties[MAJOR_VERSION] for v in range(1, 6)] == ["1", "1", "2", "2", "3"]
+    writer, reader, context = _confluent(registry_url)
+    ctx = context(schema_name)
+    written = [{"id": 1, "a": 5, "note": "x"}, {"id": 2, "a": 6, "note": None, "n": 7},
+               {"id": 3, "a": "8", "note": "y", "n": None}, {"id": 4, "a": "9", "note": None, "n": 1, "w": 2},
+               {"id": 5, "a": "10", "note": "z", "n": None, "w": 3}]
+    records = [writer(schema_id)(row, ctx) for schema_id, row in zip(ids, written, strict=True)]
+    major1 = [{"id": 1, "a": 5, "note": "x", "n": None}, {"id": 2, "a": 6, "note": None, "n": 7},
+              {"id": 3, "a": 8, "note": "y", "n": None}, {"id": 4, "a": 9, "note": None, "n": 1},
+              {"id": 5, "a": 10, "note": "z", "n": None}]
+    major2 = [{"id": 1, "a": "5", "note": "x", "n": None, "w": None}, {"id": 2, "a": "6", "note": None, "n": 7, "w": None},
+              {"id": 3, "a": "8", "note": "y", "n": None, "w": None}, {"id": 4, "a": "9", "note": None, "n": 1, "w": 2},
+              {"id": 5, "a": "10", "note": "z", "n": None, "w": 3}]
+    for major, want in ((1, major1), (2, major2), (3, major2)):  # major 3 has major 2's fields, w a BIGINT
+        got = [reader(major)(record, ctx) for record in records]
+        assert got == want, f"pinned to major {major}"
+        assert [list(row) for row in got] == [list(row) for row in want], f"field order, major {major}"
+
+
+def test_a_long_running_consumer_pinned_to_major_1_reads_through_a_drop_column(client, schema_name, registry_url):
+    """BACKWARD accepts DROP COLUMN a (NOT NULL, no default). A consumer pinned to major 1 that read a record before
+    the DDL keeps version 1 as its pinned schema; had the drop been a minor of major 1, Avro resolution of the next
+    record would fail (``No default value for field a``). As major 2 its DOWNGRADE rule runs: ``a`` is MySQL's
+    implicit default."""
+    ddl = [(2, "ALTER TABLE t DROP COLUMN a")]
+    v1, v2 = versions(schema_name, ddl)
+    m = manager(client, "new-major", history=lambda s, t: ddl)
+    first = m.prepare_batch([v1])[(schema_name, "t", 1)].encoding.value_schema_id
+    writer, reader, context = _confluent(registry_url)
+    ctx = context(schema_name)
+    consumer = reader(1)
+    assert consumer(writer(first)({"id": 1, "a": 5, "note": "x"}, ctx), ctx) == {"id": 1, "a": 5, "note": "x"}
+    second = m.prepare_batch([v2])[(schema_name, "t", 2)].encoding.value_schema_id
+    [major] = m.take_majors()
+    assert major.new_major == 2 and "'a'" in major.reasons
+    record = writer(second)({"id": 2, "note": "y"}, ctx)
+    assert consumer(record, ctx) == {"id": 2, "a": 0, "note": "y"}  # the same (cached) deserializer
+    assert reader(2)(writer(first)({"id": 1, "a": 5, "note": "x"}, ctx), ctx) == {"id": 1, "note": "x"}
