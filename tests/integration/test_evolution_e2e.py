@@ -4,9 +4,11 @@ registered).
 
 * A TiCDC storage tree holding every class as a table of its own (version 1 rows, the breaking DDL(s), version 2
   rows), run once with ``--on-incompatible new-major``; then a canal-json changelog file with the same changes.
-  No batch stops, no subject is set to NONE, each class registers one new major; consumers pinned to major 1 and
-  to major 2 read every record of both eras and see the oracle's values (tests/support/evolution.py).
-* The same tree with ``stop``: the job stops at the first breaking table version with the registry's reasons.
+  No batch stops, no subject is set to NONE, each class registers its new majors (one, or two for a class of three
+  majors); consumers pinned to each major read every record of every version and see the oracle's values
+  (tests/support/evolution.py).
+* The tree of the classes the registry's level refuses, with ``stop``: the job stops at the first breaking table
+  version with the registry's reasons.
 
 Markers ``kafka`` and ``spark``: the broker from ``KAFKA_BOOTSTRAP`` (or ``scripts/kafka.sh``), the session's Spark.
 """
@@ -32,6 +34,9 @@ from tests.support.servers import ensure_kafka
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
 VALUE_CLASSES = [c for c in CORPUS if not c.breaks_key]
+#: The table of every new major the corpus makes (a class of three majors twice).
+MAJORS = sorted(c.table for c in CORPUS for _ in range(c.last_major - 1))
+STOPPED = tuple(c for c in CORPUS if c.registry_refuses)
 KEY_CLASSES = [c for c in CORPUS if c.breaks_key]
 
 
@@ -106,20 +111,24 @@ def read_pinned(bootstrap: str, url: str, topics: list[str], expected: int, *, k
 def assert_corpus_read(bootstrap: str, url: str, prefix: str) -> None:
     value_topics = {f"{prefix}_evo_{c.name}": c for c in VALUE_CLASSES}
     key_topics = {f"{prefix}_evo_{c.name}": c for c in KEY_CLASSES}
-    value_rows = sum(c.row_count for c in VALUE_CLASSES)
     key_rows = sum(c.row_count for c in KEY_CLASSES)
-    for major in (1, 2):
-        records = read_pinned(bootstrap, url, list(value_topics), value_rows, key_major=None, value_major=major)
-        for topic, case in value_topics.items():
+    for major in sorted({m for c in CORPUS for m in c.pinned}):
+        pinned = {topic: case for topic, case in value_topics.items() if major in case.pinned}
+        records = read_pinned(bootstrap, url, list(pinned), sum(c.row_count for c in pinned.values()), key_major=None,
+                              value_major=major)
+        for topic, case in pinned.items():
             got = records.get(topic, [])
             assert all(r[0] != "error" for r in got), f"{case.name}, major {major}: {got}"
             seen = {value["id"]: value for _, value in got}
-            want = case.major1 if major == 1 else case.major2
+            want = case.pinned[major]
             assert seen == want, f"{case.name}: consumer pinned to major {major}"
-        records = read_pinned(bootstrap, url, list(key_topics), key_rows, key_major=major, value_major=None)
-        for topic, case in key_topics.items():
+        keyed = {topic: case for topic, case in key_topics.items() if major in case.pinned}
+        if not keyed:
+            continue
+        records = read_pinned(bootstrap, url, list(keyed), key_rows, key_major=major, value_major=None)
+        for topic, case in keyed.items():
             got = records.get(topic, [])
-            want = case.major1 if major == 1 else case.major2
+            want = case.pinned[major]
             keys = {key["id"]: key for key, _ in got if key != "error"}
             assert keys == want, f"{case.name}: key consumer pinned to major {major}"
             unreadable = case.row_count - len(want)
@@ -133,7 +142,7 @@ def assert_registry(client, prefix: str) -> None:
         assert client.get_full_config(subject, default_to_global=True).level.value != "NONE", subject
     for case in CORPUS:
         broken = f"{prefix}_evo_{case.name}-{'key' if case.breaks_key else 'value'}"
-        assert client.get_latest(subject=broken).properties["major_version"] == "2", broken
+        assert client.get_latest(subject=broken).properties["major_version"] == str(case.last_major), broken
         assert client.get_full_config(broken).compatibility_group == "major_version"
 
 
@@ -145,7 +154,7 @@ def test_corpus_from_a_storage_tree_with_new_major(spark, bootstrap, registry, t
     result = run_job(spark, _options(str(root), tmp_path, bootstrap, url, prefix, OnIncompatible.NEW_MAJOR))
     rows = sum(c.row_count for c in CORPUS)
     assert result.totals.rows == rows and not result.bad_input
-    assert sorted(m["table"] for m in result.totals.new_majors) == sorted(c.table for c in CORPUS)
+    assert sorted(m["table"] for m in result.totals.new_majors) == MAJORS
     [pk] = [m for m in result.totals.new_majors if m["table"] == "evo.pk_change"]
     assert pk["rules"] == ["downgrade_2_to_1"] and pk["cannot_follow"]
     assert_registry(client, prefix)
@@ -166,7 +175,7 @@ def assert_history(checkpoint, new_majors: list[dict], url: str) -> None:
     records = HistoryJournal.at(str(checkpoint)).read()
     for major in new_majors:
         [record] = [r for r in records if (r.subject, r.schema_id) == (major["subject"], major["schema_id"])]
-        assert (record.major_version, record.rules, record.verdict) == (2, major["rules"], "new major"), major
+        assert (record.major_version, record.rules, record.verdict) == (major["new_major"], major["rules"], "new major"), major
         assert record.reasons == [major["reasons"]] and record.table_version == major["table_version"]
         versions = sorted({r.table_version for r in records if r.table == major["table"]})
         shown = CliRunner().invoke(app, ["diff", "--checkpoint", str(checkpoint), "--table", major["table"],
@@ -185,7 +194,7 @@ def test_corpus_from_a_canal_json_changelog_with_new_major(spark, bootstrap, reg
                                      OnIncompatible.NEW_MAJOR))
     rows = sum(c.row_count for c in CORPUS)
     assert result.totals.rows == rows and not result.bad_input
-    assert sorted(m["table"] for m in result.totals.new_majors) == sorted(c.table for c in CORPUS)
+    assert sorted(m["table"] for m in result.totals.new_majors) == MAJORS
     assert_registry(client, prefix)
     assert_corpus_read(bootstrap, url, prefix)
 
@@ -194,7 +203,7 @@ def test_corpus_with_stop_stops_naming_the_reasons(spark, bootstrap, registry, t
     url, client = registry
     prefix = "evx" + uuid.uuid4().hex[:8]
     root = tmp_path / "tree"
-    write_storage_tree(root)
+    write_storage_tree(root, STOPPED)
     with pytest.raises(AvroSinkError) as caught:
         run_job(spark, _options(str(root), tmp_path, bootstrap, url, prefix, OnIncompatible.STOP))
     message = str(caught.value)
