@@ -346,14 +346,17 @@ class StorageLayout:
             if table:
                 chains.setdefault((schema, table), []).append((version, None))
         done: dict[tuple[str, str, int], TableDef] = {}
-        for key, chain in chains.items():
+        for chain in chains.values():
             chain.sort(key=lambda item: item[0])
+        for key, chain in sorted(chains.items(), key=lambda item: item[1][0][0]):  # a renamed table after its source
             hint = hints.get(key)
-            inputs = (hint, *((v, t, queries.get((*key, v), "")) for v, t in chain))
+            renamed_from = _renamed_from(key, chain[0][0], queries.get((*key, chain[0][0]), ""), done)
+            inputs = (hint, renamed_from, *((v, t, queries.get((*key, v), "")) for v, t in chain))
             cached = self._members.get(key)
             if cached is None or len(cached[0]) != len(inputs) or not all(
                     _same(a, b) for a, b in zip(cached[0], inputs, strict=True)):
-                completed, notes = complete_versions([(t, queries.get((*key, v), "")) for v, t in chain], hint)
+                completed, notes = complete_versions([(t, queries.get((*key, v), "")) for v, t in chain], hint,
+                                                     renamed_from)
                 cached = self._members[key] = (inputs, completed)
                 for note in notes:
                     if note.message not in self._noted:
@@ -498,6 +501,24 @@ class StorageLayout:
             raise SourceError('metadata: expected {"checkpoint-ts": <integer>}.', source="metadata",
                               reason="no checkpoint-ts")
         return int(content["checkpoint-ts"])
+
+
+_NAME = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)")
+_RENAME = re.compile(r"\s*(RENAME\s+TABLES?\b|ALTER\s+TABLE\b.*\bRENAME\s+(TO|AS)\b)", re.IGNORECASE | re.DOTALL)
+
+
+def _renamed_from(key: tuple[str, str], version: int, query: str,
+                  done: Mapping[tuple[str, str, int], TableDef]) -> TableDef | None:
+    """The table (as completed at its newest version before ``version``) that ``query``, the DDL of ``key``'s first
+    version, renames to ``key``; ``None`` when it renames nothing or names no table the tree holds."""
+    if not _RENAME.match(query):
+        return None
+    names = {(quoted or bare).lower() for quoted, bare in _NAME.findall(query)}
+    best: TableDef | None = None
+    for (schema, table, v), definition in done.items():
+        if (schema, table) != key and v < version and table.lower() in names and (best is None or v > best.version):
+            best = definition
+    return best
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -51,6 +51,28 @@ def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
 _MEMBER_TYPES = (MySQLType.ENUM, MySQLType.SET)
 
 
+
+def _with_unique_keys(table: TableDef, query: str, current: TableDef | None) -> TableDef:
+    """A table of debezium ``tableChanges`` with the unique keys it does not list: those of the DDL text (a CREATE
+    TABLE), else of the table's known definition (``--tables``, an earlier version) whose columns remain. Without
+    them a table keyed by a UNIQUE KEY (no primary key) would have no Kafka key."""
+    if table.primary_key or table.unique_keys:
+        return table
+    keys: tuple[tuple[str, ...], ...] = ()
+    if " ".join(query.split()).upper().startswith("CREATE TABLE"):
+        from avro_registry_sink.tabledef.ddl import parse_ddl
+
+        try:
+            keys = next((t.unique_keys for t in parse_ddl(query, default_schema=table.schema_name)
+                         if t.table.lower() == table.table.lower()), ())
+        except AvroSinkError:
+            keys = ()
+    if not keys and current is not None:
+        keys = current.unique_keys
+    names = {c.name.lower() for c in table.columns}
+    kept = tuple(k for k in keys if all(c.lower() in names for c in k))
+    return table.model_copy(update={"unique_keys": kept}) if kept else table
+
 class MembersNote(NamedTuple):
     """What :func:`complete_versions` could not know or had to assume, for one table (a warning to report)."""
 
@@ -121,7 +143,7 @@ def _defined_members(state: TableDef, query: str) -> set[str]:
 
 
 def complete_versions(versions: Sequence[tuple[TableDef | None, str]], hint: TableDef | None,
-                      ) -> tuple[list[TableDef | None], list[MembersNote]]:
+                      renamed_from: TableDef | None = None) -> tuple[list[TableDef | None], list[MembersNote]]:
     """Every version of one storage-sink table with the ENUM/SET members of its own definition.
 
     ``versions`` are the table's versions oldest first: the definition read from each schema file (``None``
@@ -134,6 +156,9 @@ def complete_versions(versions: Sequence[tuple[TableDef | None, str]], hint: Tab
     * the first version with an ALTER TABLE: ``hint`` (``--tables``, the table as it was before the tree's
       DDLs) with it applied;
     * a version whose schema file records no DDL (a table that existed before the changefeed): ``hint``.
+
+    ``renamed_from`` is the table the first version's DDL renames to this one (``RENAME TABLE a TO b``), as
+    completed at its last version: that DDL is applied to it (and not to ``hint``).
 
     Everything else stays as the schema file says. Where the members of a column cannot be known for a
     version (no ``hint``, a DDL that cannot be read, a chain broken by an unreadable schema file) the
@@ -154,7 +179,7 @@ def complete_versions(versions: Sequence[tuple[TableDef | None, str]], hint: Tab
     notes: list[MembersNote] = []
     from_hint: dict[str, list[int]] = {}  # column -> versions whose members are the hint's
     redefined: dict[str, list[tuple[int, tuple[str, ...]]]] = {}  # column -> (version, members) its DDL gave
-    state: TableDef | None = None
+    state: TableDef | None = renamed_from
     first = True
     qualified = ""
     for table, query in versions:
@@ -374,6 +399,7 @@ class TableCatalog:
         if ddl.tables:  # debezium tableChanges: the table as it is after the DDL
             changed = False
             for table in ddl.tables:
+                table = _with_unique_keys(table, ddl.query, current)
                 changed |= self.add(table.model_copy(update={"version": ddl.commit_ts}))
             return changed
         query = " ".join(ddl.query.split())

@@ -17,7 +17,8 @@ from avro_registry_sink.schema.builder import derive_value_schema
 from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.table import MySQLType, TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog, complete_versions, pick_version
-from avro_registry_sink.tabledef.ddl import parse_ddl
+from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+from avro_registry_sink.tabledef.storage import write_table_schema_file
 from avro_registry_sink.typemap.mysql import connect_parameters, to_avro_value
 from tests.support.enum_versions import MEMBERS, allowed_lists, create, rows_of, versions, write_tree
 from tests.support.job import canal_ddl, canal_dml
@@ -180,3 +181,18 @@ def test_canal_json_ddl_messages_give_each_version_its_members() -> None:
     versions = [t for _, t in catalog.history([("evo", "m")])[("evo", "m")]]
     assert [_members(t) for t in versions] == MEMBERS
     assert all(t.column("e").type is MySQLType.ENUM for t in versions)
+
+
+def test_a_renamed_table_keeps_the_members_of_the_table_it_was(tmp_path: Path) -> None:
+    truth = write_tree(tmp_path)  # evo.m, versions 1..5
+    last = truth[-1]
+    for i, query in enumerate(("RENAME TABLE evo.m TO evo.r", "ALTER TABLE evo.r MODIFY e ENUM('d','b','a') NOT NULL")):
+        renamed = last.model_copy(update={"table": "r", "version": 6 + i})
+        if i:
+            renamed = apply_ddl(renamed, query).model_copy(update={"version": 7})  # type: ignore[union-attr]
+        write_table_schema_file(renamed, tmp_path, query=query, ddl_type=14 if i == 0 else 12)
+    layout = StorageLayout(tmp_path)
+    tables, broken = layout.table_versions_and_errors()
+    assert not broken and layout.take_notes() == []
+    assert _members(tables[("evo", "r", 6)]) == MEMBERS[4]
+    assert _members(tables[("evo", "r", 7)]) == (("d", "b", "a"), MEMBERS[4][1])
