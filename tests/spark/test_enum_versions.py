@@ -3,7 +3,8 @@ removed, reordered and added by DDL, processed in ONE batch into the file sink. 
 version's schema (canal-json sends members by index: a reordered ENUM read with another version's members would
 give another member, a removed one a dead letter), nothing is dead-lettered, and the registered versions' ``allowed``
 lists are each version's DDL's, for a table created in the tree (its CREATE TABLE in the schema file) and for one
-that existed before the changefeed (``--tables`` replayed through the DDLs)."""
+that existed before the changefeed (``--tables`` replayed through the DDLs); and the same from a canal-json
+changelog whose DDL messages change the members."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import pytest
 
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.encoder import unframe
+from avro_registry_sink.model import Op
 from avro_registry_sink.spark.job import run_job
 from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sinks import read_file_sink
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
-from tests.support.enum_versions import MEMBERS, allowed_lists, create, rows_of, write_tree
+from tests.support.enum_versions import MEMBERS, allowed_lists, create, rows_of, versions, write_tree
+from tests.support.job import canal_ddl, canal_dml
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -50,14 +53,45 @@ def test_a_tree_of_enum_and_set_changes_in_one_batch(spark, tmp_path, registry):
         assert [allowed_lists(s) for s in registered] == [{"e": ",".join(e), "s": ",".join(s)} for e, s in MEMBERS]
         assert [allowed_lists(s) for s in registered] == [
             {c.name: ",".join(c.elements) for c in t.columns if c.elements} for t in truth]
-        version_of = {registry.get_version(subject, v).id: i
-                      for i, v in enumerate(registry.get_versions(subject))}
-        seen = {}
-        for record in read_file_sink(tmp_path / "out", f"evo_{name}"):
-            assert record.value is not None
-            schema_id, body = unframe(record.value)
-            writer = fastavro.parse_schema(registered[version_of[schema_id]])
-            value = fastavro.schemaless_reader(io.BytesIO(body), writer, writer)
-            seen[value["id"]] = (version_of[schema_id], value["e"], value["s"])
         expected = {row["id"]: (i, row["e"], row["s"]) for i in range(len(MEMBERS)) for row in rows_of(i)}
-        assert seen == expected, name  # every row with its own version's schema and the member MySQL holds
+        # every row with its own version's schema and the member MySQL holds
+        assert _read(tmp_path / "out", f"evo_{name}", registry) == expected, name
+
+
+def _read(out, topic: str, registry) -> dict[int, tuple[int, str, str]]:
+    """``{id: (index of the subject version whose schema wrote it, e, s)}`` of a topic's records."""
+    subject = f"{topic}-value"
+    registered = [registry.get_version(subject, v) for v in registry.get_versions(subject)]
+    version_of = {r.id: i for i, r in enumerate(registered)}
+    seen = {}
+    for record in read_file_sink(out, topic):
+        assert record.value is not None
+        schema_id, body = unframe(record.value)
+        writer = fastavro.parse_schema(json.loads(registered[version_of[schema_id]].schema))
+        value = fastavro.schemaless_reader(io.BytesIO(body), writer, writer)
+        seen[value["id"]] = (version_of[schema_id], value["e"], value["s"])
+    return seen
+
+
+def test_a_canal_json_changelog_of_enum_and_set_changes_in_one_batch(spark, tmp_path, registry):
+    lines = []
+    for i, (table, query) in enumerate(versions("evo.log", T0, STEP)):
+        lines.append(canal_ddl("evo", "log", "CREATE" if i == 0 else "ALTER", query, table.version))
+        lines += [canal_dml(table, Op.INSERT, table.version + j + 1, None, {c.name: None for c in table.columns} | row)
+                  for j, row in enumerate(rows_of(i))]
+    source = tmp_path / "canal"
+    source.mkdir()
+    (source / "part-0.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    result = run_job(spark, JobOptions(source=parse_source(f"canal-json+file://{source}"),
+                                       checkpoint=tmp_path / "checkpoint", sink=SinkConfig(scheme="file",
+                                                                                          path=str(tmp_path / "out"))),
+                     registry=registry)
+
+    assert result.totals.batches == 1 and result.totals.rows == 2 * len(MEMBERS)
+    assert result.totals.errors == 0 and not result.bad_input, result.bad_input[:4]
+    registered = [json.loads(registry.get_version("evo_log-value", v).schema)
+                  for v in registry.get_versions("evo_log-value")]
+    assert [allowed_lists(s) for s in registered] == [{"e": ",".join(e), "s": ",".join(s)} for e, s in MEMBERS]
+    assert _read(tmp_path / "out", "evo_log", registry) == {
+        row["id"]: (i, row["e"], row["s"]) for i in range(len(MEMBERS)) for row in rows_of(i)}
