@@ -1226,12 +1226,17 @@ def demo(
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the generated data.")] = 7,
     progress: ProgressOpt = "auto",
     no_run: Annotated[bool, typer.Option("--no-run", help="Only write the input (and tables.sql, ticdc.toml beside it) and print the command that runs the job on it.")] = False,
+    to_kafka: Annotated[str | None, typer.Option("--to-kafka", metavar="BOOTSTRAP", help="Write the same changes to a Kafka topic instead, as TiCDC's Kafka sink would (DDL messages and row changes; --format, --topic), and print the command that runs the job on it; nothing is run.")] = None,
+    changelog_format: Annotated[str, typer.Option("--format", metavar="canal-json|debezium-json", help="With --to-kafka: canal-json (enable-tidb-extension) or debezium-json (debezium-disable-schema).")] = "canal-json",
+    topic: Annotated[str | None, typer.Option("--topic", help="With --to-kafka: the topic (created when missing; default avro-sink-demo-<format>).")] = None,
+    partitions: Annotated[int, typer.Option("--partitions", min=1, help="With --to-kafka: partitions of a topic created (DDLs go to each, a row's changes to one).")] = 3,
 ) -> None:
     """Generate a TiCDC storage-sink directory, run the job on it with the embedded defaults, show what came out.
 
     Three tables (CSV and canal-json data files), inserts, updates and deletes, and an ALTER TABLE ... ADD
     COLUMN in the middle; the job writes Kafka-shaped records to local files and registers the schemas in
-    an embedded registry, then every topic and subject is summarised with a decoded sample record.
+    an embedded registry, then every topic and subject is summarised with a decoded sample record. With
+    --to-kafka, the same changes fill a canal-json or debezium-json topic instead, for a trial of a Kafka source.
     """
     import shutil
     import tempfile
@@ -1249,6 +1254,11 @@ def demo(
     from avro_registry_sink.spark.sources import parse_source
 
     console = Console() if sys.stdout.isatty() else Console(width=160)  # a pipe or log file: do not wrap at 80
+    if to_kafka is not None:
+        _demo_to_kafka(console, directory, to_kafka, changelog_format, topic, partitions, rows, seed)
+        return
+    if changelog_format != "canal-json" or topic is not None:
+        raise fail("--format and --topic go with --to-kafka BOOTSTRAP (the demo writes a storage tree otherwise).")
     base = directory or Path(tempfile.mkdtemp(prefix="avro-registry-sink-demo-"))
     for part in ("input", "output", "checkpoint"):
         shutil.rmtree(base / part, ignore_errors=True)
@@ -1325,6 +1335,38 @@ def demo(
                   f"Checkpoint: {base / 'checkpoint'}.")
     console.print(f"Run the job on this input yourself: avro-registry-sink run --source {base / 'input'} "
                   f"--tables {ddl} --config {settings} --available-now", soft_wrap=True)
+
+
+def _demo_to_kafka(console: Any, directory: Path | None, bootstrap: str, fmt: str, topic: str | None,
+                   partitions: int, rows: int, seed: int) -> None:
+    """``demo --to-kafka``: the demo's changes as TiCDC's canal-json or debezium-json messages on a topic."""
+    import tempfile
+
+    from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
+    from avro_registry_sink.sources.demo_topic import CHANGELOG_FORMATS, changelog_messages, fill_topic
+
+    if fmt not in CHANGELOG_FORMATS:
+        raise fail(f"--format {fmt!r} is not a changelog format; choose one of: {', '.join(CHANGELOG_FORMATS)}.")
+    topic = topic or f"avro-sink-demo-{fmt.split('-')[0]}"
+    base = directory or Path(tempfile.mkdtemp(prefix="avro-registry-sink-demo-"))
+    started = time.monotonic()
+    # the storage tree is written too (the generator's way of making the changes); the topic gets the same ones
+    manifest = generate_demo(base / "input", seed=seed, rows_per_table=rows)
+    ddl, _settings = write_rerun_files(manifest, base)
+    messages = changelog_messages(manifest, fmt, partitions)
+    try:
+        sent = fill_topic(bootstrap, topic, messages, partitions=partitions)
+    except ConfigError as exc:
+        raise fail(str(exc), code=1) from None
+    changes = sum(not m.is_ddl for m in messages)
+    console.print(f"Wrote {sent} {fmt} messages to topic [bold]{topic}[/bold] on {bootstrap} in "
+                  f"{time.monotonic() - started:.1f} s: {changes} row changes of "
+                  + ", ".join(f"{name} ({_changes(manifest.counts[name])})" for name in sorted(manifest.tables))
+                  + f", and {sent - changes} DDL messages (each CREATE TABLE and the ALTER TABLE mid-stream, on "
+                  f"each of its partitions). Table definitions: {ddl}.", soft_wrap=True)
+    console.print(f"Run the job on it: avro-registry-sink run --source {fmt}+kafka://{bootstrap}/{topic} "
+                  f"--tables {ddl} --checkpoint {base / 'checkpoint'} --state-dir {base / 'state'} "
+                  "--available-now", soft_wrap=True)
 
 
 @app.command("spark-submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

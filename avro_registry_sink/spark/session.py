@@ -12,9 +12,11 @@ nobody gave. Outside it, the caller's master is used (the CLI's: ``AVRO_SINK_SPA
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_CONF",
     "PROVIDED_ARTIFACTS",
+    "SPARK_UI_ENV",
     "STORE_CLASSES",
     "STORE_PACKAGES",
     "apply_hadoop_conf",
@@ -38,6 +41,7 @@ __all__ = [
     "memory_bytes",
     "missing_store_classes",
     "physical_memory",
+    "spark_ui_conf",
     "spread_file_partitions",
     "store_packages",
     "submitted_conf",
@@ -59,6 +63,24 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|jaas|private key|keystore\.key",
     "spark.sql.redaction.options.regex": r"(?i)url|secret|password|token|jaas|private key|keystore\.key",
 }
+
+#: The environment variable that turns Spark's web UI on, on this port (0: a free one); off by default.
+SPARK_UI_ENV = "AVRO_SINK_SPARK_UI_PORT"
+
+
+def spark_ui_conf() -> dict[str, str]:
+    """``spark.ui.enabled`` and ``spark.ui.port`` from ``AVRO_SINK_SPARK_UI_PORT`` (none when it is unset: the UI
+    stays off, as :data:`DEFAULT_CONF` has it). Spark binds the UI to ``SPARK_LOCAL_IP`` (127.0.0.1 for a local
+    master unless set), else every interface; with port 0 Spark picks a free port. The URL is printed on stderr
+    once the session runs."""
+    value = os.environ.get(SPARK_UI_ENV, "").strip()
+    if not value:
+        return {}
+    if not value.isdigit() or int(value) > 65535:
+        raise ValueError(f"{SPARK_UI_ENV}={value!r} is not a port: give 0-65535 (0: a free port), or unset it to "
+                         "keep Spark's web UI off.")
+    return {"spark.ui.enabled": "true", "spark.ui.port": value}
+
 
 #: A local session's JVM heap by default: this share of the machine's memory, within the bounds below
 #: (``AVRO_SINK_DRIVER_MEMORY``, or ``spark.driver.memory`` passed to :func:`local_session`, overrides it).
@@ -352,7 +374,7 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
         builder = builder.appName(app_name)
     if "spark.master" not in submitted:
         builder = builder.master(chosen)
-    settings = {**DEFAULT_CONF, **java_options, **{k: str(v) for k, v in conf.items()}}
+    settings = {**DEFAULT_CONF, **java_options, **spark_ui_conf(), **{k: str(v) for k, v in conf.items()}}
     if submitted.get("spark.jars.packages") and settings.get("spark.jars.packages"):
         settings.pop("spark.jars.packages")  # resolved by spark-submit already; see the job's class check
     for key, value in settings.items():
@@ -366,6 +388,10 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
         spark = builder.getOrCreate()
     if not verbose():
         spark.sparkContext.setLogLevel("ERROR")
+    if spark.conf.get("spark.ui.enabled", "true") == "true" and SPARK_UI_ENV in os.environ:
+        url = spark.sparkContext.uiWebUrl
+        print(f"Spark UI: {url}" if sys.stderr.isatty() else
+              json.dumps({"ts": round(time.time(), 3), "event": "spark-ui", "url": url}), file=sys.stderr, flush=True)
     if master_of(spark).startswith("local") and spark.sparkContext.pythonExec == sys.executable:
         # local workers run on this machine with the driver's interpreter: start them with its compiled pyspark
         # rather than Spark's zip (see spark.driver_python)

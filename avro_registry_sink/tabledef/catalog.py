@@ -51,7 +51,6 @@ def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
 _MEMBER_TYPES = (MySQLType.ENUM, MySQLType.SET)
 
 
-
 def _with_unique_keys(table: TableDef, query: str, current: TableDef | None) -> TableDef:
     """A table of debezium ``tableChanges`` with the unique keys it does not list: those of the DDL text (a CREATE
     TABLE), else of the table's known definition (``--tables``, an earlier version) whose columns remain. Without
@@ -72,6 +71,7 @@ def _with_unique_keys(table: TableDef, query: str, current: TableDef | None) -> 
     names = {c.name.lower() for c in table.columns}
     kept = tuple(k for k in keys if all(c.lower() in names for c in k))
     return table.model_copy(update={"unique_keys": kept}) if kept else table
+
 
 class MembersNote(NamedTuple):
     """What :func:`complete_versions` could not know or had to assume, for one table (a warning to report)."""

@@ -3,7 +3,8 @@ removed, reordered and added by DDL, processed in ONE batch into the file sink. 
 version's schema (canal-json sends members by index: a reordered ENUM read with another version's members would
 give another member, a removed one a dead letter), nothing is dead-lettered, and the registered versions' ``allowed``
 lists are each version's DDL's, for a table created in the tree (its CREATE TABLE in the schema file) and for one
-that existed before the changefeed (``--tables`` replayed through the DDLs); and the same from a canal-json
+that existed before the changefeed (``--tables`` replayed through the DDLs), the members no input gives said in a
+warning; and the same from a canal-json
 changelog whose DDL messages change the members."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sinks import read_file_sink
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
+from avro_registry_sink.tabledef.storage import write_table_schema_file
 from tests.support.enum_versions import MEMBERS, allowed_lists, create, rows_of, versions, write_tree
 from tests.support.job import canal_ddl, canal_dml
 
@@ -36,15 +38,24 @@ def test_a_tree_of_enum_and_set_changes_in_one_batch(spark, tmp_path, registry):
     created = write_tree(root, "evo.created", first=T0, step=STEP)  # version 1's schema file holds its CREATE TABLE
     existed = write_tree(root, "evo.existed", first_query=False, first=T0, step=STEP)  # no DDL: --tables says it
     hint = parse_ddl(create("evo.existed"))[0]  # as the table was before the tree's DDLs
+    unknown = parse_ddl("CREATE TABLE evo.unknown (id BIGINT PRIMARY KEY, e ENUM('a','b'))")[0].model_copy(
+        update={"version": T0})  # existed before the changefeed, and --tables does not give it
+    write_table_schema_file(unknown, root)
+    (root / "evo" / "unknown" / str(T0)).mkdir(parents=True)
+    (root / "evo" / "unknown" / str(T0) / "CDC000001.json").write_text(
+        canal_dml(unknown, Op.INSERT, T0 + 1, None, {"id": 1, "e": None}) + "\r\n", encoding="utf-8")
 
     result = run_job(spark, JobOptions(source=parse_source(str(root)), checkpoint=tmp_path / "checkpoint",
                                        sink=SinkConfig(scheme="file", path=str(tmp_path / "out")), tables=(hint,)),
                      registry=registry)
 
     assert result.totals.batches == 1
-    assert result.totals.rows == 2 * len(MEMBERS) * 2 and result.totals.errors == 0, result.bad_input[:4]
+    assert result.totals.rows == 2 * len(MEMBERS) * 2 + 1 and result.totals.errors == 0, result.bad_input[:4]
     assert not result.bad_input and not result.dead_letters
-    assert not [w for w in result.totals.warnings if "members" in w], result.totals.warnings
+    # what cannot be known is said: the table, the column, the version
+    [said] = [w for w in result.totals.warnings if "members" in w]
+    assert said.startswith(f"evo.unknown: the ENUM/SET members of column 'e' are not known at table version(s) {T0} ")
+    assert "--tables" in said
 
     for name, truth in (("created", created), ("existed", existed)):
         subject = f"evo_{name}-value"
