@@ -4,8 +4,7 @@ version's schema (canal-json sends members by index: a reordered ENUM read with 
 give another member, a removed one a dead letter), nothing is dead-lettered, and the registered versions' ``allowed``
 lists are each version's DDL's, for a table created in the tree (its CREATE TABLE in the schema file) and for one
 that existed before the changefeed (``--tables`` replayed through the DDLs), the members no input gives said in a
-warning; and the same from a canal-json
-changelog whose DDL messages change the members."""
+warning; and the same from a canal-json changelog whose DDL messages change the members."""
 
 from __future__ import annotations
 
