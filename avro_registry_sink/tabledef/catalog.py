@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -49,6 +50,7 @@ def complete_table(table: TableDef, hint: TableDef | None) -> TableDef:
 
 
 _MEMBER_TYPES = (MySQLType.ENUM, MySQLType.SET)
+_DEFINES_MEMBERS = re.compile(r"\b(ENUM|SET)\s*\(", re.IGNORECASE)
 
 
 def _with_unique_keys(table: TableDef, query: str, current: TableDef | None) -> TableDef:
@@ -119,6 +121,9 @@ def _members_source(table: TableDef, query: str, state: TableDef | None, hint: T
     try:
         after = apply_ddl(base, query)
     except AvroSinkError as exc:
+        if base is state and not _DEFINES_MEMBERS.search(query):
+            # a DDL that spells no ENUM(...)/SET(...) changes no members: the columns keep the version before's
+            return state, "the version before it (its DDL defines no ENUM/SET)", None
         if base is hint:
             return hint, "--tables", (
                 f"{table.qualified_name} version {table.version}: its DDL does not apply to --tables' definition "

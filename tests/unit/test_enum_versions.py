@@ -196,3 +196,15 @@ def test_a_renamed_table_keeps_the_members_of_the_table_it_was(tmp_path: Path) -
     assert not broken and layout.take_notes() == []
     assert _members(tables[("evo", "r", 6)]) == MEMBERS[4]
     assert _members(tables[("evo", "r", 7)]) == (("d", "b", "a"), MEMBERS[4][1])
+
+
+def test_a_ddl_that_cannot_be_applied_keeps_members_only_when_it_spells_none() -> None:
+    chain = _versions()
+    files = [(_as_schema_file(t), q) for t, q in chain]
+    files[3] = (files[3][0], "ALTER TABLE evo.m ADD COLUMN n INT AFTER gone")  # no column gone: refused
+    done, notes = complete_versions(files, None)
+    assert [_members(t) for t in done] == MEMBERS and notes == []  # spells no ENUM/SET: version 3's stay
+    files[3] = (files[3][0], "ALTER TABLE evo.m MODIFY gone INT, MODIFY e ENUM('b','a') NOT NULL")
+    done, notes = complete_versions(files, None)
+    assert _members(done[3]) == ((), ()) and _members(done[4]) == MEMBERS[4]
+    assert len(notes) == 2 and all("table version(s) 4 (at 4: its DDL cannot be applied" in n.message for n in notes)
