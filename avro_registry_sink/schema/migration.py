@@ -488,11 +488,13 @@ def _text_to_year(dst: FieldShape, column: str) -> str:
             f'{_to_year(dst, column, "$number($t)")}) : {_out(dst, column, "is not a YEAR")}')
 
 
-def _digits(dst: FieldShape, column: str, text: str) -> str:
+def _digits(dst: FieldShape, column: str, text: str, *, fraction: bool = True) -> str:
     """The number of a DATE/DATETIME/TIMESTAMP/TIME text's digits (sign kept); fractional seconds refused."""
-    return (f'$contains($v, {_FRACTION}) ? {_out(dst, column, "has fractional seconds (MySQL rounds them)")} : '
-            f'($n := $number($replace($replace({text}, /\\.[0-9]*$/, ""), /[^0-9]/, "")); '
-            '$substring($v, 0, 1) = "-" ? -$n : $n)')
+    number = (f'($n := $number($replace($replace({text}, /\\.[0-9]*$/, ""), /[^0-9]/, "")); '
+              '$substring($v, 0, 1) = "-" ? -$n : $n)')
+    if not fraction:
+        return number
+    return f'$contains($v, {_FRACTION}) ? {_out(dst, column, "has fractional seconds (MySQL rounds them)")} : {number}'
 
 
 def _temporal(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None, str] | None:
@@ -515,7 +517,10 @@ def _temporal(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None
     if d == "YEAR":  # DATE/DATETIME/TIMESTAMP to YEAR: MySQL's ALTER refuses them
         return _out(dst, column, "is refused by MySQL's ALTER (not a YEAR)"), pair
     if d == "INTEGER":
-        return _integer_range(None, dst, column, _digits(dst, column, "$v")), pair
+        number = _digits(dst, column, "$v", fraction=s != "DATE")
+        low, high = {"DATE": (0, 99991231), "TIME": (-8385959, 8385959)}.get(s, (0, 99991231235959))
+        d_low, d_high = _domain(dst)
+        return (number if d_low <= low and high <= d_high else _integer_range(None, dst, column, number)), pair
     if d == "TIME":
         if s == "TEXT":
             return _text_to_time(dst, column), pair

@@ -126,16 +126,21 @@ def test_a_change_that_breaks_readers_pinned_to_the_major_is_a_major_whatever_th
 def test_a_conversion_avro_resolution_would_not_make_is_a_major(client, schema_name):
     """DATETIME -> DATE is string to string for Avro (the registry accepts it), but MySQL truncates the values: a
     new major whose rules convert them, not a minor under which old records keep their time part."""
-    ddl = [(5, "ALTER TABLE t ADD COLUMN at DATETIME"), (7, "ALTER TABLE t MODIFY at DATE")]
+    ddl = [(5, "ALTER TABLE t ADD COLUMN at DATETIME"), (7, "ALTER TABLE t MODIFY at DATE"),
+           (9, "ALTER TABLE t MODIFY at BIGINT")]
     tables = versions(schema_name, ddl)
     m = manager(client, "new-major", history=lambda s, t: ddl)
     for table in tables:
         m.prepare_batch([table])
     subject = f"{schema_name}_t-value"
-    assert [client.get_version(subject, v).properties[MAJOR_VERSION] for v in (1, 2, 3)] == ["1", "1", "2"]
-    [major] = m.take_majors()
-    assert "the values of at change otherwise than Avro schema resolution" in major.reasons
-    assert any("DATETIME NULL -> DATE NULL" in change for change in major.changes)
+    assert [client.get_version(subject, v).properties[MAJOR_VERSION] for v in (1, 2, 3, 4)] == ["1", "1", "2", "3"]
+    date, number = m.take_majors()
+    assert "the values of at change otherwise than Avro schema resolution" in date.reasons
+    assert any("DATETIME NULL -> DATE NULL" in change for change in date.changes)
+    assert not date.cannot_follow  # every DATETIME has a date, every DATE a midnight
+    # DATE -> BIGINT: going down a number that is no valid date is refused (null, the column being NULL): said
+    assert number.cannot_follow == ("consumers pinned to major 2 reading records of major 3: column at: a value "
+                                    "that is not a valid DATE reads as null",)
 
 
 def test_stop_still_stops_and_names_the_way_on(client, schema_name):

@@ -241,6 +241,13 @@ def test_upgrade_fills_a_field_an_older_minor_record_lacks_and_downgrade_project
     assert up(default, {"id": 1, "a": 5}) == {"id": 1, "a": "5", "k": 4}  # its DEFAULT, as Avro resolution gives
 
 
+def test_a_renamed_or_converted_field_missing_from_the_record_is_its_default_before_it_moves():
+    base = "CREATE TABLE s.t (id BIGINT PRIMARY KEY, n INT NULL, k INT NOT NULL DEFAULT 4)"
+    plan = plan_for("ALTER TABLE t MODIFY n VARCHAR(20) NULL, CHANGE k k2 BIGINT NOT NULL DEFAULT 4", base=base)
+    assert up(plan, {"id": 1}) == {"id": 1, "n": None, "k2": 4}
+    assert up(plan, {"id": 1, "n": 3, "k": 5}) == {"id": 1, "n": "3", "k2": 5}
+
+
 def test_a_minor_change_has_projection_rules_and_no_conversion():
     plan = plan_for("ALTER TABLE t ADD COLUMN w INT NULL")
     assert plan.conversions == ()
