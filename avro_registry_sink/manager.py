@@ -90,7 +90,7 @@ class NewMajor:
     schema_id: int
     old_major: int
     new_major: int
-    reasons: str  # why the subject's level refused it
+    reasons: str  # why a new major: Avro's checker against the current major, converted values, or a refusal
     changes: tuple[str, ...]
     rules: tuple[str, ...]  # names of the migration rules registered
     cannot_follow: tuple[str, ...]  # which consumers cannot read which records
