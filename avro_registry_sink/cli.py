@@ -411,6 +411,18 @@ def check(
                     if result["status"] == "incompatible":
                         result["policies"] = _policies(client, subject, text, statements, table.table,
                                                        is_key=subject == route.key_subject, reasons=result["messages"])
+                    elif result["status"] == "compatible":  # the level accepts it, pinned consumers may not
+                        from avro_registry_sink.manager import new_major_reasons
+
+                        why = new_major_reasons(client, subject, text, statements, table=table.table,
+                                                is_key=subject == route.key_subject)
+                        if why:
+                            policies = _policies(client, subject, text, statements, table.table,
+                                                 is_key=subject == route.key_subject, reasons=[])
+                            policies["stop"] = ["registered as a minor version (the level accepts it), which breaks "
+                                                f"consumers pinned to a major: {why}"]
+                            policies["new-major"].insert(0, f"a new major although the level accepts it: {why}")
+                            result["policies"] = policies
                     results.append(result)
     except RegistryUnavailable as exc:  # the question could not be asked: not a bad option
         raise fail(str(exc), code=1) from None
@@ -899,12 +911,15 @@ def run(
     wait_for_data: Annotated[bool, typer.Option("--wait-for-data", help="Start even when --source is empty or holds no TiCDC tree yet (the changefeed has not written to it): the job waits for data to appear. Without it such a source is refused before Spark starts.")] = False,
     log_format: Annotated[str, typer.Option("--log-format", help="text|json: the --progress display or lines (text), or one JSON object a line on stderr: progress events, a line per table of each batch, the product's log records, each with its batch id.")] = "text",
     metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus metrics on this port of the driver (/metrics; 0: a free port, named on stderr). Also the metrics-port TOML key and AVRO_SINK_METRICS_PORT; off by default.")] = None,
+    stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0, envvar="AVRO_SINK_STOP_TIMEOUT", help="Seconds a stop by SIGINT (Ctrl-C) or SIGTERM waits for the running batch to finish (then committed) before abandoning it (not committed; the next run processes it again); a second signal abandons it at once.")] = 30.0,
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
     Exit status 0 when the run ends normally (bad input lines are reported, not fatal), 1 when a batch
     fails (it is not committed; rerun to resume from the checkpoint), 2 for bad options and for a damaged,
-    unreadable or locked checkpoint file or registry file (the error names the file and what to do).
+    unreadable or locked checkpoint file or registry file (the error names the file and what to do), 130 (SIGINT)
+    or 143 (SIGTERM) when a signal stopped it, after the summary (which says whether the running batch finished and
+    was committed or was abandoned).
     """
     from rich.console import Console
 
@@ -949,19 +964,23 @@ def run(
 
     try:
         with json_logging() if log_format == "json" else contextlib.nullcontext(reporter) as progress:
-            result = run_job(spark, options, progress=progress, metrics=metrics)
+            result = run_job(spark, options, progress=progress, metrics=metrics, stop_timeout=stop_timeout)
     except AvroSinkError as exc:
         raise _fail_for(exc, 1) from None
     finally:
         if server is not None:
             server.shutdown()
-    nothing = _nothing_read(result.totals, options.source)
+    nothing = None if result.stop else _nothing_read(result.totals, options.source)
     if sys.stdout.isatty():
         _print_totals(result, Console(), nothing)
+        if result.stop:
+            Console().print(f"[yellow]{result.stop['message']}[/yellow]", highlight=False)
     else:
-        typer.echo(json.dumps({"status": "ok", "checkpoint": str(result.checkpoint), **result.totals.to_json(),
-                               "dead_letters": [str(p) for p in result.dead_letters],
+        typer.echo(json.dumps({"status": "stopped" if result.stop else "ok", "checkpoint": str(result.checkpoint),
+                               **result.totals.to_json(), "dead_letters": [str(p) for p in result.dead_letters],
                                **({"note": nothing} if nothing else {})}, default=str))
+    if result.stop:  # 128 + the signal's number, as a shell reports a process the signal ended
+        raise typer.Exit(result.stop["exit_status"])
 
 
 def _warn_embedded_registry(cfg: SinkConfig) -> None:

@@ -819,6 +819,12 @@ class TransactionalWriter:
         with ThreadPoolExecutor(max_workers=min(16, len(ids))) as pool:
             list(pool.map(init, ids))
 
+    def abort_open(self) -> None:
+        """Abort the open transactions of every writer id the query used (a batch abandoned by a stop: its slices
+        cannot commit after this, and read_committed consumers are not held up until the next run)."""
+        if self.query is not None:
+            self._abort(dict(self._writers))
+
     # -- a batch -------------------------------------------------------------------------------------
 
     def committed(self, batch_id: int) -> dict[str, list[int]]:

@@ -1,9 +1,10 @@
 """Progress of a running job: a live display on a terminal, JSON log lines otherwise.
 
 The job calls a :class:`ProgressReporter` on the driver: ``start`` once, ``batch`` after every
-committed micro-batch with a :class:`BatchReport`, ``finish`` at the end. :class:`JobTotals`
-accumulates the reports (rows per table and topic, tombstones, bad input, the schema versions
-registered, the newest commit ts) and is what the CLI prints at the end.
+committed micro-batch with a :class:`BatchReport`, ``finish`` at the end (and ``stopping``, when the reporter has
+it, as soon as SIGINT or SIGTERM asks the job to stop). :class:`JobTotals` accumulates the reports (rows per table
+and topic, tombstones, bad input, the schema versions registered, the newest commit ts; ``stop``: how a stop by a
+signal ended, see :func:`stop_sentence`) and is what the CLI prints at the end.
 
 * :class:`RichProgress` - a ``rich`` live table: rows/s, per-table rows, schema versions registered,
   lag (now minus the physical time of the newest row's commit ts).
@@ -38,6 +39,7 @@ __all__ = [
     "SchemaVersion",
     "lag_seconds",
     "make_progress",
+    "stop_sentence",
 ]
 
 
@@ -116,6 +118,9 @@ class JobTotals:
     missing_files: list[str] = field(default_factory=list)  # data files gone before they were read
     new_majors: list[dict[str, Any]] = field(default_factory=list)  # breaking changes registered as new majors
     resolved_ts: dict[str, int] = field(default_factory=dict)  # exactly once: after the last batch
+    #: a stop by SIGINT or SIGTERM: signal, exit_status, outcome (between-batches, finished, abandoned), batch,
+    #: batch_inputs, stop_timeout, seconds, message (see the job's run_job)
+    stop: dict[str, Any] | None = None
 
     def add(self, report: BatchReport) -> None:
         self.batches += 1
@@ -174,7 +179,37 @@ class JobTotals:
             "warnings": list(self.warnings),
             "elapsed_seconds": round(self.elapsed, 3),
             **({"resolved_ts": dict(sorted(self.resolved_ts.items()))} if self.resolved_ts else {}),
+            **({"stop": dict(self.stop)} if self.stop else {}),
         }
+
+
+def stop_sentence(stop: Mapping[str, Any], totals: JobTotals) -> str:
+    """What a stop by a signal did, in one sentence or two: the batch it finished or abandoned, what this run
+    committed, what a rerun does.
+
+    >>> t = JobTotals(batches=2, rows=40)
+    >>> print(stop_sentence({"signal": "SIGTERM", "outcome": "abandoned", "batch": 2, "batch_inputs": 3,
+    ...                      "stop_timeout": 30.0, "why": "timeout"}, t).split(": nothing")[0])
+    Stopped by SIGTERM: batch 2 (3 files or messages) did not finish within the stop timeout (30 s) and was abandoned
+    """
+    signal = stop.get("signal", "a signal")
+    batch = stop.get("batch")
+    inputs = stop.get("batch_inputs")
+    what = f"batch {batch}" + (f" ({inputs} files or messages)" if inputs else "")
+    committed = (f"This run committed {totals.batches} batch{'es' if totals.batches != 1 else ''} "
+                 f"({totals.rows} rows)")
+    outcome = stop.get("outcome")
+    if outcome == "abandoned":
+        why = ("at the second signal" if stop.get("why") == "second signal"
+               else f"did not finish within the stop timeout ({stop.get('stop_timeout', 0):g} s) and")
+        return (f"Stopped by {signal}: {what} {why} was abandoned: nothing of it is committed (exactly once: its "
+                f"open transactions aborted), and a rerun with the same checkpoint processes it again. {committed}.")
+    if outcome == "finished":
+        return (f"Stopped by {signal}: {what} finished {stop.get('seconds', 0):g} s after the signal (stop timeout "
+                f"{stop.get('stop_timeout', 0):g} s) and was committed; no further batch was started. {committed}; "
+                "a rerun with the same checkpoint reads what is left.")
+    return (f"Stopped by {signal} between batches: nothing was being processed. {committed}; a rerun with the same "
+            "checkpoint reads what is left.")
 
 
 class ProgressReporter(Protocol):
@@ -197,6 +232,9 @@ class NullProgress:
         pass
 
     def finish(self, totals: JobTotals, error: BaseException | None = None) -> None:
+        pass
+
+    def stopping(self, info: Mapping[str, Any]) -> None:
         pass
 
 
@@ -239,7 +277,11 @@ class JsonLogProgress:
         fields = totals.to_json()
         if error is not None:
             fields["error"] = redact_text(" ".join(str(error).split()))
-        self._emit("finish", status="failed" if error is not None else "ok", **fields)
+        self._emit("finish", status="failed" if error is not None else "stopped" if totals.stop else "ok", **fields)
+
+    def stopping(self, info: Mapping[str, Any]) -> None:
+        """A stop was asked for (SIGINT or SIGTERM): what the job does now."""
+        self._emit("stopping", **info)
 
 
 def _format_lag(seconds: float | None) -> str:
@@ -324,6 +366,10 @@ class RichProgress:
             self._live = None
         if error is not None:
             self._console.print(f"[red]job failed:[/red] {redact_text(' '.join(str(error).split()))}")
+
+    def stopping(self, info: Mapping[str, Any]) -> None:
+        """A stop was asked for (SIGINT or SIGTERM): what the job does now, under the live table."""
+        self._console.print(f"[yellow]{info.get('signal')}[/yellow]: {info.get('message')}", highlight=False)
 
 
 def make_progress(mode: str = "auto", stream: IO[str] | None = None) -> ProgressReporter:

@@ -14,6 +14,10 @@
                                    driver: the batch's verdict (misconfiguration, bad-row budget), then
                                    the file sink publishes; bad input -> dead-letter file; progress
 
+A stop by SIGINT or SIGTERM starts no new batch, lets the running one finish within ``stop_timeout`` seconds, and
+abandons it after that (or at a second signal): its Spark jobs cancelled, exactly once's open transactions aborted,
+nothing of it committed (:class:`StopRequested`); :attr:`JobResult.stop` says which (the CLI exits 130 or 143).
+
 A batch that raises (registry incompatibility or unavailability, an unreachable broker) is not
 committed: the query stops with the error, and the next run resumes from the checkpoint with that
 batch (to Kafka with ``delivery = "exactly-once"``, skipping the Kafka partitions an earlier attempt
@@ -80,10 +84,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.metrics import JobMetrics
 
 __all__ = [
+    "DEFAULT_STOP_TIMEOUT",
     "BadInputBudgetExceeded",
     "JobFailed",
     "JobOptions",
     "JobResult",
+    "StopRequested",
     "build_router",
     "build_sink",
     "check_checkpoint",
@@ -94,6 +100,11 @@ __all__ = [
     "run_job",
     "trigger_limits",
 ]
+
+#: Seconds a stop by SIGINT or SIGTERM waits for the running batch to finish before abandoning it (run --stop-timeout).
+DEFAULT_STOP_TIMEOUT = 30.0
+#: The exit status of a run stopped by a signal (128 + the signal's number, as a shell reports it).
+STOP_EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}
 
 #: What a failure looks like when Spark itself lost a resource: (pattern in the error text, what it is,
 #: what to change). The JVM exit statuses come from ``-XX:+ExitOnOutOfMemoryError`` (3) and Spark's own
@@ -152,6 +163,8 @@ class JobResult:
     dead_letters: list[Path | str] = field(default_factory=list)  # local paths, or URIs (no credentials)
     plans: dict[PlanKey, TablePlan] = field(default_factory=dict)
     sink: str = ""
+    #: a stop by SIGINT or SIGTERM (``totals.stop``: signal, exit_status, outcome, batch, message), else ``None``
+    stop: dict[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -260,6 +273,36 @@ def _input_position(error: Mapping[str, Any]) -> tuple[str, str, int, int]:
             int(error.get("line") or error.get("offset") or 0))
 
 
+class StopRequested(AvroSinkError):
+    """Raised in a batch the job does not run or finish because a stop was asked for (SIGINT or SIGTERM): the batch
+    is not committed, and the next run with the checkpoint processes it."""
+
+
+class _Stop:
+    """The signal handler of a run: the first SIGINT or SIGTERM asks for a stop, a second one abandons the batch."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self.at = 0.0  # time.monotonic() of the first signal
+        self.again = False  # a second signal: abandon the running batch now
+        self.abandoned = False  # set once the running batch is abandoned: it must not commit
+        self.reported = False
+        self.batch: int | None = None  # the batch running when the first signal came
+        self.inputs: int | None = None
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        import signal as signals
+
+        if self.signal is None:
+            self.signal, self.at = signals.Signals(signum).name, time.monotonic()
+        else:
+            self.again = True
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+
 class BadInputBudgetExceeded(AvroSinkError):
     """More rows of a batch were dead-lettered than ``--max-bad-rows`` allows; the batch was not committed."""
 
@@ -313,6 +356,9 @@ class _BatchProcessor:
         self.failure: BaseException | None = None
         self.failed_batch: int | None = None
         self.current_batch: int | None = None  # the batch running (or the last one): a dead JVM fails it
+        self.stop: _Stop | None = None  # run_job's signal handler: no batch starts, or completes, after a stop
+        self.in_batch = False  # a batch is running (run_job waits for it, within the stop timeout)
+        self.batch_inputs: int | None = None  # the files or messages of the running batch, once known
         self.bad_input: list[dict[str, Any]] = []
         self.dead_letters: list[Path | str] = []
         self.plans: dict[PlanKey, TablePlan] = {}
@@ -354,8 +400,11 @@ class _BatchProcessor:
         return self.batches.ddl_history(schema, table)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        if self.stop is not None and self.stop.requested:  # raised, so that Spark does not commit the batch
+            raise StopRequested(f"Batch {batch_id} was not started: the job is stopping ({self.stop.signal}).")
         with self._lock:
             self.current_batch = batch_id
+            self.in_batch, self.batch_inputs = True, None
             side = self._side_batch
             if self.metrics is not None:
                 self.metrics.batch_started(batch_id)
@@ -376,9 +425,20 @@ class _BatchProcessor:
                 if self.metrics is not None:
                     self._slices_to_metrics(batch_id)
                     self.metrics.batch_failed(exc)
+                if self.stop is not None and self.stop.abandoned:
+                    # its cancelled jobs' error, whose long text Spark's check of a stopped query's failure
+                    # overflows the JVM's stack on: a short one instead
+                    raise StopRequested(f"Batch {batch_id} was abandoned: the job is stopping "
+                                        f"({self.stop.signal}).") from None
                 raise
             finally:
+                self.in_batch = False
                 CURRENT_BATCH.reset(logged)
+
+    def _unless_abandoned(self, batch_id: int) -> None:
+        """Raise :class:`StopRequested` once a stop abandoned this batch: what follows would write or commit it."""
+        if self.stop is not None and self.stop.abandoned:
+            raise StopRequested(f"Batch {batch_id} was abandoned: the job is stopping ({self.stop.signal}).")
 
     # -- steps ---------------------------------------------------------------------------------------
 
@@ -482,6 +542,8 @@ class _BatchProcessor:
                 self.metrics.batch_empty()
             return
         failpoint("job.after-side-read")
+        self.batch_inputs = prepared.inputs
+        self._unless_abandoned(batch_id)
         self.history.complete_later()  # the history's lookups while the batch is written
         self._single_input = prepared.single_input
         # storage files and changelog messages alike: parsed and encoded in one executor pass
@@ -538,6 +600,7 @@ class _BatchProcessor:
             else:
                 self._no_dead_letter(batch_id)
             failpoint("job.after-dead-letters")
+            self._unless_abandoned(batch_id)
             self._end_side(batch_id)
             failpoint("job.after-side-write")
             if prepared.late_report is not None:
@@ -808,20 +871,89 @@ def _check_checkpoint(options: JobOptions) -> None:
 
 
 @contextlib.contextmanager
-def _interrupt_flag() -> Iterator[threading.Event]:
-    """Ctrl-C sets a flag (the loop then stops the query) instead of PySpark's handler, which cancels jobs
-    from inside a running py4j call and prints tracebacks."""
+def _stop_signals(stop: _Stop) -> Iterator[None]:
+    """SIGINT and SIGTERM call ``stop`` (the run's loop then stops the query at a batch's end, see
+    :func:`_settle_stop`) instead of PySpark's SIGINT handler, which cancels jobs from inside a running py4j call
+    and prints tracebacks, and SIGTERM's default, which ends the process at once with no summary."""
     import signal
 
-    flag = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield flag
+        yield
         return
-    previous = signal.signal(signal.SIGINT, lambda *_: flag.set())
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield flag
+        yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _settle_stop(spark: SparkSession, query: Any, processor: _BatchProcessor, sink: Sink,
+                 progress: ProgressReporter, stop: _Stop, stop_timeout: float) -> bool:
+    """One look at a stop asked for by a signal; ``True`` once the query is stopped. A running batch is waited for
+    until ``stop_timeout`` seconds after the first signal (or a second signal), then abandoned: its Spark jobs
+    cancelled, the query stopped, exactly once's open transactions aborted. Between batches the query is stopped as
+    soon as Spark is not committing a batch or planning the next (a batch it starts refuses to run)."""
+    elapsed = time.monotonic() - stop.at
+    if not stop.reported:
+        stop.reported = True
+        stop.batch = processor.current_batch if processor.in_batch else None
+        again = "a second signal abandons it at once"
+        message = (f"stopping: batch {stop.batch} is running; it is committed if it finishes within "
+                   f"{stop_timeout:g} s, else abandoned (not committed, processed again by the next run); {again}."
+                   if stop.batch is not None else "stopping: no batch is running; no new batch starts.")
+        with contextlib.suppress(Exception):  # a reporter must not hold up the stop
+            getattr(progress, "stopping", lambda info: None)(
+                {"signal": stop.signal, "batch": stop.batch, "stop_timeout": stop_timeout, "message": message})
+    if processor.in_batch:
+        stop.inputs = processor.batch_inputs
+        if not stop.again and elapsed < stop_timeout:
+            return False
+        stop.batch, stop.abandoned = processor.current_batch, True
+        with contextlib.suppress(Exception):
+            spark.sparkContext.cancelAllJobs()
+        _stop_query(query)
+        transactions = getattr(sink, "transactions", None)
+        if transactions is not None:  # what the batch's slices left open: aborted now, not at the next run's start
+            with contextlib.suppress(Exception):
+                transactions.abort_open()
+        return True
+    if not stop.again and elapsed < stop_timeout:
+        with contextlib.suppress(Exception):
+            if query.status.get("isTriggerActive"):
+                return False  # committing the batch that ended, or planning the next: a moment
+    _stop_query(query)
+    return True
+
+
+def _stop_query(query: Any, wait: float = 20.0) -> None:
+    """``query.stop()``, waited for at most ``wait`` seconds (it waits for the query's thread, which a batch stuck on
+    the driver could hold); the stop goes on in the background after that."""
+    done = threading.Event()
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):
+            query.stop()
+        done.set()
+
+    threading.Thread(target=stop, name="avro-sink-stop", daemon=True).start()
+    done.wait(wait)
+
+
+def _stop_report(stop: _Stop, stop_timeout: float, totals: JobTotals) -> dict[str, Any]:
+    """``JobTotals.stop``: how a stop by a signal ended, with its sentence."""
+    from avro_registry_sink.progress import stop_sentence
+
+    outcome = "abandoned" if stop.abandoned else "finished" if stop.batch is not None else "between-batches"
+    report: dict[str, Any] = {
+        "signal": stop.signal, "exit_status": STOP_EXIT_STATUS.get(stop.signal or "", 1), "outcome": outcome,
+        "batch": stop.batch, "batch_inputs": stop.inputs, "stop_timeout": stop_timeout,
+        "seconds": round(time.monotonic() - stop.at, 1),
+        "why": "second signal" if stop.abandoned and stop.again else "timeout" if stop.abandoned else None,
+        "committed_batches": totals.batches, "rows_committed": totals.rows,
+    }
+    report["message"] = stop_sentence(report, totals)
+    return report
 
 
 @contextlib.contextmanager
@@ -989,6 +1121,7 @@ def run_job(
     timeout: float | None = None,
     until: Callable[[JobTotals], bool] | None = None,
     metrics: JobMetrics | None = None,
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT,
 ) -> JobResult:
     """Run the streaming job until the input is drained (``available_now``) or until interrupted.
 
@@ -996,7 +1129,12 @@ def run_job(
     on the sink config's registry, embedded when it has no URL); ``sink`` defaults to
     :func:`build_sink`; ``timeout`` stops a continuous run after that many seconds, ``until`` as soon as
     it returns true for the totals (checked every second); ``metrics`` (:class:`~avro_registry_sink.metrics.JobMetrics`)
-    is fed by every batch and by the registry client's requests. Raises
+    is fed by every batch and by the registry client's requests.
+
+    SIGINT or SIGTERM (on the main thread) stops the run: no batch starts after it, the running batch finishes if
+    it can within ``stop_timeout`` seconds and is abandoned otherwise, or at a second signal (its Spark jobs
+    cancelled, exactly once's open transactions aborted, nothing of it committed); the result's ``stop`` says which
+    (see :func:`~avro_registry_sink.progress.stop_sentence`). Raises
     :class:`JobFailed` (or the batch's own error, e.g. ``SchemaEvolutionError``) when a batch fails;
     everything before that batch is committed. A damaged, missing or unreadable checkpoint file raises
     :class:`~avro_registry_sink.errors.CheckpointError` naming it (before the query starts when it can be seen,
@@ -1054,32 +1192,41 @@ def run_job(
             metrics.start(0.0 if options.available_now else
                           interval_seconds(parse_trigger_interval(options.trigger_interval)))
         error: BaseException | None = None
-        stopped = False  # stopped on purpose (Ctrl-C, timeout, until): an interrupted batch is no failure
+        stopped = False  # stopped on purpose (a signal, timeout, until): an interrupted batch is no failure
         query = None
+        stop = processor.stop = _Stop()
         try:
-            with local_checkpoint_logs(spark, checkpoint.is_local) as open_logs:
-                query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
-                open_logs(query)
-            if options.available_now:
-                query.awaitTermination()
-            else:
-                deadline = None if timeout is None else time.time() + timeout
-                with _interrupt_flag() as interrupted:
-                    while query.isActive and (deadline is None or time.time() < deadline):
-                        query.awaitTermination(1)
-                        if interrupted.is_set() or (until is not None and until(processor.totals)):
+            with _stop_signals(stop):
+                with local_checkpoint_logs(spark, checkpoint.is_local) as open_logs:
+                    query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
+                    open_logs(query)
+                deadline = None if timeout is None or options.available_now else time.time() + timeout
+                while query.isActive:
+                    query.awaitTermination(1)  # raises the query's failure
+                    if stop.requested:
+                        if _settle_stop(spark, query, processor, sink, progress, stop, stop_timeout):
                             break
-                if query.isActive:
-                    stopped = True
-                    query.stop()
-        except KeyboardInterrupt:
+                    elif not options.available_now and (
+                            (deadline is not None and time.time() >= deadline)
+                            or (until is not None and until(processor.totals))):
+                        stopped = True
+                        query.stop()
+                        break
+        except KeyboardInterrupt:  # not on the main thread: no handler of ours
             stopped = True
             if query is not None:
                 query.stop()
         except Exception as exc:  # the query failed: prefer the batch's own error
             error = processor.failure or exc
+            if stop.requested and (stop.abandoned or isinstance(error, StopRequested)
+                                   or "StopRequested" in str(exc)):
+                error = None  # the batch the stop refused or abandoned: not committed, as the stop says
         finally:
             sink.close()
+        if stop.requested:
+            stopped = True
+            if error is None:
+                processor.totals.stop = _stop_report(stop, stop_timeout, processor.totals)
         if error is None and processor.failure is not None and not stopped:
             error = processor.failure
         if error is not None and not isinstance(error, AvroSinkError):
@@ -1105,4 +1252,4 @@ def run_job(
         shown: Path | str = options.checkpoint if checkpoint.is_local else str(checkpoint)  # no credentials
         return JobResult(totals=processor.totals, checkpoint=shown, bad_input=processor.bad_input,
                          dead_letters=processor.dead_letters, plans=processor.plans,
-                         sink=getattr(sink, "description", ""))
+                         sink=getattr(sink, "description", ""), stop=processor.totals.stop)
