@@ -411,6 +411,18 @@ def check(
                     if result["status"] == "incompatible":
                         result["policies"] = _policies(client, subject, text, statements, table.table,
                                                        is_key=subject == route.key_subject, reasons=result["messages"])
+                    elif result["status"] == "compatible":  # the level accepts it, pinned consumers may not
+                        from avro_registry_sink.manager import new_major_reasons
+
+                        why = new_major_reasons(client, subject, text, statements, table=table.table,
+                                                is_key=subject == route.key_subject)
+                        if why:
+                            policies = _policies(client, subject, text, statements, table.table,
+                                                 is_key=subject == route.key_subject, reasons=[])
+                            policies["stop"] = ["registered as a minor version (the level accepts it), which breaks "
+                                                f"consumers pinned to a major: {why}"]
+                            policies["new-major"].insert(0, f"a new major although the level accepts it: {why}")
+                            result["policies"] = policies
                     results.append(result)
     except RegistryUnavailable as exc:  # the question could not be asked: not a bad option
         raise fail(str(exc), code=1) from None

@@ -669,6 +669,27 @@ class SchemaManager:
                 if low < version <= table.version]
 
 
+def new_major_reasons(registry: Any, subject: str, schema_json: str, statements: list[str] | None = None, *,
+                      table: str | None = None, is_key: bool = False) -> str:
+    """Why ``--on-incompatible new-major`` registers ``schema_json`` as the next major version of ``subject`` although
+    the subject's level may accept it ('' when it would be a minor version, or is already registered, or the subject
+    is new): what :meth:`SchemaManager.plan` decides before registering, for ``check --ddl``. ``statements``: the DDL
+    since the latest version (renames and re-added columns), of ``table`` when given."""
+    from avro_registry_sink.schema.migration import plan_migration
+    from avro_registry_sink.tabledef.ddl import column_lineage
+
+    try:
+        numbers = registry.get_versions(subject)
+    except (SubjectNotFound, VersionNotFound):
+        return ""
+    versions = [registry.get_version(subject, n) for n in numbers]
+    if not versions or any(_canonical(v.schema) == _canonical(schema_json) for v in versions):
+        return ""
+    latest = versions[-1]
+    plan = plan_migration(latest.schema, schema_json, column_lineage(statements or [], table=table), is_key=is_key)
+    return _breaks_pinned(versions, _major_of(latest), schema_json, plan)
+
+
 def _breaks_pinned(versions: list[Any], major: int, schema_json: str, plan: Any) -> str:
     """Why ``schema_json`` cannot be a minor version of ``major`` ('' when it can): consumers pinned to the major
     read the records of its versions by Avro schema resolution (no rules run between versions without any), so

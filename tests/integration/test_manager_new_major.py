@@ -277,3 +277,25 @@ def test_a_long_running_consumer_pinned_to_major_1_reads_through_a_drop_column(c
     record = writer(second)({"id": 2, "note": "y"}, ctx)
     assert consumer(record, ctx) == {"id": 2, "a": 0, "note": "y"}  # the same (cached) deserializer
     assert reader(2)(writer(first)({"id": 1, "a": 5, "note": "x"}, ctx), ctx) == {"id": 1, "note": "x"}
+
+
+def test_check_says_new_major_makes_a_major_of_a_drop_the_level_accepts(client, schema_name, registry_url, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from avro_registry_sink.cli import app
+
+    v1, = versions(schema_name, [])
+    manager(client, "new-major").prepare_batch([v1])
+    dropped = tmp_path / "dropped.sql"
+    dropped.write_text(CREATE.format(schema=schema_name) + f";\nALTER TABLE {schema_name}.t DROP COLUMN a;")
+    result = CliRunner().invoke(app, ["check", "--ddl", str(dropped), "--registry", registry_url, "--output", "json"])
+    assert result.exit_code == 0, result.output  # the level accepts it
+    [value] = [s for s in json.loads(result.stdout)["subjects"] if s["subject"].endswith("-value")]
+    assert value["status"] == "compatible"
+    [reason, *rest] = value["policies"]["new-major"]
+    assert reason.startswith("a new major although the level accepts it: Apache Avro's checker: consumers pinned "
+                             "to version 1 (major 1) cannot read its records")
+    assert any("as major version 2" in line for line in rest)
+    assert "breaks consumers pinned to a major" in value["policies"]["stop"][0]
