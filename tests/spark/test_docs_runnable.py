@@ -19,9 +19,9 @@ BLOCK = re.compile(r"<!-- runnable -->\s*\n```bash\n(.*?)```", re.S)
 
 def _blocks() -> list[tuple[str, int, str]]:
     out = []
-    for page in sorted((ROOT / "docs").glob("*.md")):
+    for page in sorted((ROOT / "docs").rglob("*.md")):  # the tutorials/ pages too
         for number, match in enumerate(BLOCK.finditer(page.read_text(encoding="utf-8")), start=1):
-            out.append((page.name, number, match.group(1)))
+            out.append((page.relative_to(ROOT / "docs").as_posix(), number, match.group(1)))
     return out
 
 
