@@ -911,7 +911,7 @@ def run(
     wait_for_data: Annotated[bool, typer.Option("--wait-for-data", help="Start even when --source is empty or holds no TiCDC tree yet (the changefeed has not written to it): the job waits for data to appear. Without it such a source is refused before Spark starts.")] = False,
     log_format: Annotated[str, typer.Option("--log-format", help="text|json: the --progress display or lines (text), or one JSON object a line on stderr: progress events, a line per table of each batch, the product's log records, each with its batch id.")] = "text",
     metrics_port: Annotated[int | None, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus metrics on this port of the driver (/metrics; 0: a free port, named on stderr). Also the metrics-port TOML key and AVRO_SINK_METRICS_PORT; off by default.")] = None,
-    stop_timeout: Annotated[float, typer.Option("--stop-timeout", min=0, envvar="AVRO_SINK_STOP_TIMEOUT", help="Seconds a stop by SIGINT (Ctrl-C) or SIGTERM waits for the running batch to finish (then committed) before abandoning it (not committed; the next run processes it again); a second signal abandons it at once.")] = 30.0,
+    stop_timeout: Annotated[float | None, typer.Option("--stop-timeout", min=0, help="Seconds a stop by SIGINT (Ctrl-C) or SIGTERM waits for the running batch to finish (then committed) before abandoning it (not committed; the next run processes it again); a second signal abandons it at once. Also the stop-timeout TOML key and AVRO_SINK_STOP_TIMEOUT; default 30.")] = None,
 ) -> None:
     """Run the streaming job: change events from --source, Avro records to --sink-uri (files by default).
 
@@ -941,6 +941,8 @@ def run(
                              + " or ".join(LOG_FORMATS) + ".")
         if metrics_port is not None:  # the flag wins over AVRO_SINK_METRICS_PORT and the TOML file
             options = dataclasses.replace(options, sink=options.sink.model_copy(update={"metrics_port": metrics_port}))
+        if stop_timeout is not None:  # the same for AVRO_SINK_STOP_TIMEOUT and stop-timeout
+            options = dataclasses.replace(options, sink=options.sink.model_copy(update={"stop_timeout": stop_timeout}))
         stores = _check_locations(options.source, job.checkpoint, options.sink)
         _check_state(options)
         check_checkpoint(options)
@@ -964,7 +966,7 @@ def run(
 
     try:
         with json_logging() if log_format == "json" else contextlib.nullcontext(reporter) as progress:
-            result = run_job(spark, options, progress=progress, metrics=metrics, stop_timeout=stop_timeout)
+            result = run_job(spark, options, progress=progress, metrics=metrics)
     except AvroSinkError as exc:
         raise _fail_for(exc, 1) from None
     finally:

@@ -205,6 +205,9 @@ class SinkConfig(BaseModel):
     #: ``metrics-port`` (``run --metrics-port``, ``AVRO_SINK_METRICS_PORT``): the driver serves Prometheus metrics
     #: on this port (0: a free one); ``None``: no metrics (the default, and always in ``demo``).
     metrics_port: int | None = None
+    #: ``stop-timeout`` (``run --stop-timeout``, ``AVRO_SINK_STOP_TIMEOUT``): seconds a stop by SIGINT or SIGTERM waits
+    #: for the running batch to finish before abandoning it (not committed; the next run processes it again).
+    stop_timeout: float = 30.0
 
 
 #: ``delivery``: what a ``read_committed`` consumer of a Kafka sink sees of each source row.
@@ -625,6 +628,8 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
         update["transaction_timeout"] = parse_transaction_timeout(flat["transaction-timeout"])
     if flat.get("metrics-port") is not None and str(flat["metrics-port"]).strip() != "":
         update["metrics_port"] = parse_metrics_port(flat["metrics-port"])
+    if flat.get("stop-timeout") is not None and str(flat["stop-timeout"]).strip() != "":
+        update["stop_timeout"] = parse_stop_timeout(flat["stop-timeout"])
     filter_table = flat.get("filter")
     if isinstance(filter_table, Mapping) and "rules" in filter_table:
         rules = filter_table["rules"]
@@ -659,6 +664,26 @@ def parse_metrics_port(value: Any) -> int:
         raise ConfigError(f"Invalid value {value!r} for option 'metrics-port': a TCP port is 0 to 65535 "
                           "(0: a free one).", option="metrics-port", value=str(value))
     return port
+
+
+def parse_stop_timeout(value: Any) -> float:
+    """``stop-timeout``: seconds (a number) or a Go duration (``30s``, ``2m``), 0 or more (0: a running batch is
+    abandoned at once).
+
+    >>> parse_stop_timeout("2m"), parse_stop_timeout(12.5), parse_stop_timeout("0")
+    (120.0, 12.5, 0.0)
+    """
+    from avro_registry_sink.kafka_options import _duration
+
+    text = str(value).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = _duration("stop-timeout", text)
+    if not seconds >= 0:
+        raise ConfigError(f"Invalid value {value!r} for option 'stop-timeout': seconds (or a duration such as 30s), "
+                          "0 or more.", option="stop-timeout", value=str(value))
+    return seconds
 
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")

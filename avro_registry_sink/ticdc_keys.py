@@ -124,7 +124,7 @@ PRODUCT_KEYS = ("sink-uri", "schema-registry", "protocol", "subject-naming", "pa
                 "auto-register",
                 "on-incompatible",
                 "delivery", "control-topic", "transaction-timeout",
-                "metrics-port",
+                "metrics-port", "stop-timeout",
                 *(name for name, *_ in _CODEC))
 
 KEYS: tuple[TiCDCKey, ...] = (

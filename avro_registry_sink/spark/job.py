@@ -84,7 +84,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.metrics import JobMetrics
 
 __all__ = [
-    "DEFAULT_STOP_TIMEOUT",
     "BadInputBudgetExceeded",
     "JobFailed",
     "JobOptions",
@@ -101,8 +100,6 @@ __all__ = [
     "trigger_limits",
 ]
 
-#: Seconds a stop by SIGINT or SIGTERM waits for the running batch to finish before abandoning it (run --stop-timeout).
-DEFAULT_STOP_TIMEOUT = 30.0
 #: The exit status of a run stopped by a signal (128 + the signal's number, as a shell reports it).
 STOP_EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -1121,7 +1118,7 @@ def run_job(
     timeout: float | None = None,
     until: Callable[[JobTotals], bool] | None = None,
     metrics: JobMetrics | None = None,
-    stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    stop_timeout: float | None = None,
 ) -> JobResult:
     """Run the streaming job until the input is drained (``available_now``) or until interrupted.
 
@@ -1132,7 +1129,7 @@ def run_job(
     is fed by every batch and by the registry client's requests.
 
     SIGINT or SIGTERM (on the main thread) stops the run: no batch starts after it, the running batch finishes if
-    it can within ``stop_timeout`` seconds and is abandoned otherwise, or at a second signal (its Spark jobs
+    it can within ``stop_timeout`` seconds (default: the sink config's ``stop-timeout``, 30) and is abandoned otherwise, or at a second signal (its Spark jobs
     cancelled, exactly once's open transactions aborted, nothing of it committed); the result's ``stop`` says which
     (see :func:`~avro_registry_sink.progress.stop_sentence`). Raises
     :class:`JobFailed` (or the batch's own error, e.g. ``SchemaEvolutionError``) when a batch fails;
@@ -1195,6 +1192,7 @@ def run_job(
         stopped = False  # stopped on purpose (a signal, timeout, until): an interrupted batch is no failure
         query = None
         stop = processor.stop = _Stop()
+        stop_timeout = options.sink.stop_timeout if stop_timeout is None else stop_timeout
         try:
             with _stop_signals(stop):
                 with local_checkpoint_logs(spark, checkpoint.is_local) as open_logs:

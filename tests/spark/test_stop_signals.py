@@ -167,7 +167,7 @@ def test_sigint_lets_a_batch_finish_within_the_stop_timeout(spark, bootstrap, re
     source = StorageSource(tmp_path, "t" + uuid.uuid4().hex[:8])
     scenario = _scenario(spark, source, bootstrap, registry_url, faults, tmp_path)
     source.add_wave()
-    run = Run(scenario, stop_timeout=120, pause=4)  # the held slice goes on after 4 s
+    run = Run(scenario, stop_timeout=120, pause=2)  # the held slice goes on after 2 s
     first = run.wait_event("batch")
     faults.arm("eos.produced=pause")
     source.add_wave()

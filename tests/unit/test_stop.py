@@ -113,3 +113,17 @@ def test_the_signals_are_caught_while_the_job_runs_and_restored_after():
         time.sleep(0.05)
         assert stop.again
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_stop_timeout_setting(tmp_path):
+    from avro_registry_sink.config import load_config
+    from avro_registry_sink.errors import ConfigError
+
+    assert load_config(environ={}).stop_timeout == 30.0
+    toml = tmp_path / "settings.toml"
+    toml.write_text('stop-timeout = "2m"\n')
+    assert load_config(config_file=toml, environ={}).stop_timeout == 120.0
+    assert load_config(config_file=toml, environ={"AVRO_SINK_STOP_TIMEOUT": "5"}).stop_timeout == 5.0  # env wins
+    toml.write_text("stop-timeout = -1\n")
+    with pytest.raises(ConfigError, match="'stop-timeout': seconds"):
+        load_config(config_file=toml, environ={})
