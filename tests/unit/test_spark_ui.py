@@ -1,6 +1,5 @@
 """Spark's web UI: off by default (DEFAULT_CONF), on with AVRO_SINK_SPARK_UI_PORT (the port, 0 for a free one),
-a bad value refused naming the variable. The session printing the URL and serving the UI was checked by hand
-(a JVM of its own costs the suite ~20 s): see docs/running.md."""
+a bad value refused naming the variable. tests/spark/test_spark_ui.py starts a session with it and reads the UI."""
 
 from __future__ import annotations
 
