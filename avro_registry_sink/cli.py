@@ -960,7 +960,7 @@ def run(
         raise fail(str(exc)) from None
     except AvroSinkError as exc:
         raise fail(str(exc), code=1) from None
-    spark = _job_session(options, stores)
+    spark = _session_or_stop(options, stores)
     metrics, server = _serve_metrics(options.sink.metrics_port)
     from avro_registry_sink.logs import json_logging
 
@@ -983,6 +983,27 @@ def run(
                                **({"note": nothing} if nothing else {})}, default=str))
     if result.stop:  # 128 + the signal's number, as a shell reports a process the signal ended
         raise typer.Exit(result.stop["exit_status"])
+
+
+def _session_or_stop(options, stores: set[str]):
+    """The job's session; a SIGINT or SIGTERM while it starts (the JVM's start takes seconds) is held until it has
+    started, then the session is stopped (no JVM left behind) and the run ends with the signal's status (130,
+    143) and a summary saying that nothing was read."""
+    from avro_registry_sink.spark.job import STOP_EXIT_STATUS, _Stop, _stop_signals
+
+    stop = _Stop()
+    with _stop_signals(stop):
+        spark = _job_session(options, stores)
+    if not stop.requested:
+        return spark
+    with contextlib.suppress(Exception):
+        spark.stop()
+    status = STOP_EXIT_STATUS.get(stop.signal or "", 1)
+    message = f"Stopped by {stop.signal} while Spark was starting: nothing was read, nothing committed."
+    summary = {"status": "stopped", "stop": {"signal": stop.signal, "exit_status": status, "outcome": "not-started",
+                                             "message": message}}
+    typer.echo(message if sys.stdout.isatty() else json.dumps(summary))
+    raise typer.Exit(status)
 
 
 def _warn_embedded_registry(cfg: SinkConfig) -> None:

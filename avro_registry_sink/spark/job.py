@@ -877,7 +877,9 @@ def _stop_signals(stop: _Stop) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # a signal the process was told to ignore (a background job of a shell script: SIGINT) stays ignored
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:

@@ -127,3 +127,34 @@ def test_the_stop_timeout_setting(tmp_path):
     toml.write_text("stop-timeout = -1\n")
     with pytest.raises(ConfigError, match="'stop-timeout': seconds"):
         load_config(config_file=toml, environ={})
+
+
+def test_a_signal_while_spark_starts_stops_the_session_and_exits_with_its_status(monkeypatch, capsys):
+    import typer
+
+    from avro_registry_sink import cli
+
+    stopped = []
+
+    def session(options, stores):  # the JVM's start, during which SIGTERM comes
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        return SimpleNamespace(stop=lambda: stopped.append(True))
+
+    monkeypatch.setattr(cli, "_job_session", session)
+    with pytest.raises(typer.Exit) as exited:
+        cli._session_or_stop(None, set())
+    assert exited.value.exit_code == 143 and stopped  # no JVM left behind
+    summary = __import__("json").loads(capsys.readouterr().out)
+    assert summary["status"] == "stopped" and summary["stop"]["outcome"] == "not-started"
+
+
+def test_an_ignored_sigint_stays_ignored():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job of a shell script
+    try:
+        stop = _Stop()
+        with _stop_signals(stop):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
