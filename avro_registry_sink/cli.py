@@ -1335,6 +1335,9 @@ def demo(
                 result = run_job(spark, options, registry=client, progress=make_progress("none" if quiet else progress))
             except AvroSinkError as exc:
                 raise fail(str(exc), code=1) from None
+            if result.stop:  # Ctrl-C: what was committed, not a comparison with what was not read
+                console.print(result.stop["message"], highlight=False)
+                raise typer.Exit(result.stop["exit_status"])
             by_topic: dict[str, _TopicOutput] = {}
             for record in read_file_sink(base / "output"):  # one pass, nothing kept but counts and the newest
                 by_topic.setdefault(record.topic, _TopicOutput()).add(record)
