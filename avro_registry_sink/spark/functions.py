@@ -18,7 +18,9 @@ DataFrame's own schema (``table="shop.orders", key=["id"]``); registers the key 
 ``partition-num`` when it is missing) and encodes with the job's own stage
 (:func:`~avro_registry_sink.spark.stage.encode_table`): the same bytes as ``avro-registry-sink run``.
 :func:`from_flat_avro` decodes each value with the schema whose id it carries, resolved to the version asked for
-(Avro schema resolution), so records of every version of a subject read back as one struct.
+(Avro schema resolution), so records of every version of a subject read back as one struct; with ``major=N``, in
+the shape of major ``N`` by the subject's migration rules, as Confluent's pinned clients read them
+(:mod:`avro_registry_sink.schema.follow`).
 """
 
 from __future__ import annotations
