@@ -42,3 +42,83 @@ def test_quick_encoder_section_writes_results(tmp_path: Path):
     assert "- machine (read at run time): " in text and " cores (" in text
     assert "columnar encoder / confluent-kafka AvroSerializer, per core, same rounds: **" in text
     assert "Columnar output equals the reference encoder's bytes on the first 2,000 rows: **True**" in text
+
+
+def _decoders(table):
+    import json as _json
+
+    import fastavro
+
+    from avro_registry_sink.config import EncodingOptions
+    from avro_registry_sink.schema.builder import derive_schemas
+
+    schemas = derive_schemas(table, EncodingOptions())
+    return fastavro.parse_schema(_json.loads(schemas.key_json)), fastavro.parse_schema(_json.loads(schemas.value_json))
+
+
+def _avro(schema, framed: bytes, schema_id: int):
+    import io
+
+    import fastavro
+
+    assert framed[:5] == b"\x00" + schema_id.to_bytes(4, "big")  # the Confluent frame, the table's own id
+    return fastavro.schemaless_reader(io.BytesIO(framed[5:]), schema)
+
+
+def test_ceiling_harness_turns_a_storage_tree_into_records_that_decode_to_its_rows(tmp_path: Path):
+    import csv
+    from decimal import Decimal
+
+    from avro_registry_sink.spark.sinks import read_file_sink
+    from bench.ceiling import PARTS, CeilingInput, default_ids, run_ceiling
+
+    tree = storage_tree(300, 2, cache=tmp_path, rows_per_file=100)  # 2 tables, 4 files over 2 workers
+    result = run_ceiling(CeilingInput.of_tree(tree), sink="file", target=str(tmp_path / "out"), partitions=3)
+    assert result.rows == result.records == 300
+    assert result.wall > 0 and all(result.cpu[p] > 0 for p in PARTS) and len(result.workers) == 2
+    ids = default_ids(tree.tables)
+    letters = {"I": b"c", "U": b"u", "D": b"d"}
+    records = list(read_file_sink(tmp_path / "out"))
+    assert len(records) == 300
+    for table in tree.tables:
+        key_schema, value_schema = _decoders(table)
+        key_id, value_id = ids[table.qualified_name]
+        expected = []
+        for path in sorted((tree.root / "bench" / table.table).rglob("CDC*.csv")):
+            with open(path, newline="", encoding="utf-8") as fh:
+                for row in csv.reader(fh):
+                    op, _, _, ts, *values = row
+                    v = dict(zip([c.name for c in table.columns], values, strict=True))
+                    counter = int(v["counter"])
+                    image = {"id": int(v["id"]), "qty": int(v["qty"]), "customer_id": int(v["customer_id"]),
+                             "status": int(v["status"]), "counter": counter - 2**64 if counter >= 2**63 else counter,
+                             "amount": Decimal(v["amount"]), "name": v["name"], "email": v["email"],
+                             "created_at": v["created_at"], "note": None if v["note"] == "\\N" else v["note"],
+                             "score": float(v["score"]), "region": int(v["region"])}
+                    expected.append((int(v["id"]), letters[op], int(ts), None if op == "D" else image))
+        got = [(_avro(key_schema, r.key, key_id)["id"], dict(r.headers)["op"], int(dict(r.headers)["commit_ts"]),
+                None if r.value is None else _avro(value_schema, r.value, value_id))
+               for r in records if r.topic == f"bench_{table.table}"]
+        assert got == expected
+        assert {r.partition for r in records if r.topic == f"bench_{table.table}"} <= {0, 1, 2}
+
+
+def test_ceiling_harness_reads_a_canal_json_storage_tree(tmp_path: Path):
+    import json
+
+    from avro_registry_sink.spark.sinks import read_file_sink
+    from bench.ceiling import CeilingInput, canal_tree, default_ids, run_ceiling
+
+    tree = canal_tree(200, 2, cache=tmp_path, rows_per_file=60)
+    result = run_ceiling(CeilingInput.of_tree(tree, "storage-canal-json"), sink="file", target=str(tmp_path / "out"))
+    assert result.records == 200
+    records = list(read_file_sink(tmp_path / "out"))
+    ids = default_ids(tree.tables)
+    for table in tree.tables:
+        key_schema, _ = _decoders(table)
+        messages = [json.loads(line) for path in sorted((tree.root / "bench" / table.table).rglob("CDC*.json"))
+                    for line in path.read_text(encoding="utf-8").splitlines()]
+        got = [(_avro(key_schema, r.key, ids[table.qualified_name][0])["id"], dict(r.headers)["op"])
+               for r in records if r.topic == f"bench_{table.table}"]
+        assert got == [(int(m["data"][0]["id"]), {"INSERT": b"c", "UPDATE": b"u", "DELETE": b"d"}[m["type"]])
+                       for m in messages]
