@@ -178,6 +178,7 @@ class _Output:
         self.sink = sink
         self.target = target
         self.records = 0
+        self.failed: list[str] = []
         self.producer: Any = None
         if sink == "kafka":
             from confluent_kafka import Producer
@@ -224,13 +225,18 @@ class _Output:
         entries = headers.flatten()
         names, texts = entries.field("key").to_pylist(), entries.field("value").to_pylist()
         offsets = headers.offsets.to_numpy().tolist()
-        produce, poll = self.producer.produce, self.producer.poll
+        produce, poll, failed = self.producer.produce, self.producer.poll, self.failed
+
+        def done(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failed.append(str(err))
+
         for i in range(len(keys)):
             a, b = offsets[i], offsets[i + 1]
             while True:
                 try:
                     produce(topics[i], value=values[i], key=keys[i], partition=partitions[i],
-                            headers=list(zip(names[a:b], texts[a:b], strict=True)))
+                            headers=list(zip(names[a:b], texts[a:b], strict=True)), on_delivery=done)
                     break
                 except BufferError:
                     poll(0.05)
@@ -240,8 +246,9 @@ class _Output:
     def close(self) -> None:
         if self.producer is not None:
             left = self.producer.flush(300)
-            if left:
-                raise RuntimeError(f"{left} records not delivered to {self.target} within 300 s")
+            if left or self.failed:
+                raise RuntimeError(f"{left} records not delivered to {self.target} within 300 s, {len(self.failed)} "
+                                   f"refused (first: {self.failed[:1]})")
 
 
 def _storage_batches(spec: dict[str, Any], clock: _Clock, stages: list[Any]) -> Iterator[tuple[pa.RecordBatch, int]]:
@@ -468,3 +475,144 @@ def canal_tree(rows: int, tables: int = 1, *, cache: Path | None = None, rows_pe
     defs = tuple(reference_table(schema="bench", name=f"t{i:03d}").model_copy(update={"version": info["version"]})
                  for i in range(tables))
     return CanalTree(root, rows, defs, info["files"], info["bytes"], info["seconds"] if messages is not None else 0.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# The section: the harness alone, every input, part by part
+
+
+def prepared_input(kind: str, rows: int, tables: int, bootstrap: str | None, topic: str) -> CeilingInput:
+    """The input of one configuration: a cached storage tree, or a topic filled with generated messages
+    (3 partitions, as the changelog section's)."""
+    from bench.tree import storage_tree
+
+    if kind == "storage-csv":
+        return CeilingInput.of_tree(storage_tree(rows, tables))
+    if kind == "storage-canal-json":
+        return CeilingInput.of_tree(canal_tree(rows, tables), kind)
+    from bench.changelog import canal_messages, debezium_messages, produce
+
+    if bootstrap is None:
+        raise ValueError(f"the {kind} input needs a broker (KAFKA_BOOTSTRAP)")
+    messages = (canal_messages if kind == "canal-json-topic" else debezium_messages)(rows, tables)
+    produce(bootstrap, topic, messages.texts, 3)
+    return CeilingInput.of_topic(kind, bootstrap, topic, messages.tables, len(messages))
+
+
+def bench_ceiling(ctx: Any) -> Any:
+    """The ceiling harness on each input and sink, rounds with the load average read before each."""
+    import statistics
+    import tempfile
+    import uuid
+
+    from bench.endtoend import _Kafka, _partitions, kafka_bootstrap
+    from bench.harness import Section
+
+    section = Section("Ceiling: the same input into the same records with no Spark (two processes, part by part)")
+    opts = ctx.options
+    rows = opts.get("ceiling_rows") or (20_000 if ctx.quick else 10**6)
+    configs = opts.get("ceiling_configs") or [(rows, 1, kind) for kind in INPUTS]
+    sinks = opts.get("ceiling_sinks") or ["file", "kafka"]
+    rounds = opts.get("e2e_rounds") or ctx.repeats
+    bootstrap = kafka_bootstrap()
+    kafka = _Kafka(bootstrap) if bootstrap else None
+    partitions = _partitions()
+    work = Path(tempfile.mkdtemp(prefix="bench-ceiling-"))
+    tag = uuid.uuid4().hex[:6]
+    lines = ["| rows | tables | input | sink | rows/s (median, min-max) | CPU µs/row: read / parse / encode / write / "
+             "other threads / setup | CPU µs/row total | one core's rows/s: read / parse / encode / write | "
+             "records | load average (1 min) before each round |", "|---|---|---|---|---|---|---|---|---|---|"]
+    skipped = []
+    try:
+        for number, (n, tables, kind) in enumerate(configs):
+            if kind not in INPUTS:
+                raise ValueError(f"unknown ceiling input {kind!r}; choose from {', '.join(INPUTS)}")
+            if kind.endswith("topic") and kafka is None:
+                skipped.append(f"{n:,} x {tables} {kind} (no broker at KAFKA_BOOTSTRAP)")
+                continue
+            source = prepared_input(kind, n, tables, bootstrap, f"bceil{tag}_{number}")
+            for sink in sinks:
+                if sink == "kafka" and kafka is None:
+                    skipped.append(f"{n:,} x {tables} {kind} to Kafka (no broker at KAFKA_BOOTSTRAP)")
+                    continue
+                results, loads = [], []
+                for round_ in range(rounds + 1):  # a warm-up round first (page cache, broker, topic creation)
+                    prefix = f"cout{tag}{number}{sink[0]}{round_}_"
+                    if sink == "kafka":
+                        assert kafka is not None
+                        kafka.create([_topic(t, prefix) for t in source.tables], partitions)
+                    load = os.getloadavg()[0]
+                    result = run_ceiling(source, sink=sink, target=str(work / "out") if sink == "file" else bootstrap or "",
+                                         partitions=partitions, prefix=prefix)
+                    if sink == "kafka":
+                        assert kafka is not None
+                        delivered = sum(kafka.records(_topic(t, prefix)) for t in source.tables)
+                        kafka.delete_prefixed(prefix)
+                        if delivered != result.records:
+                            raise RuntimeError(f"ceiling {kind} -> Kafka: {delivered} records in the topics, "
+                                               f"{result.records} produced")
+                    if result.records != source.rows:
+                        raise RuntimeError(f"ceiling {kind} -> {sink}: {result.records} records for {source.rows} rows")
+                    if round_:
+                        results.append(result)
+                        loads.append(load)
+                    print(f"ceiling {kind} {n:,}x{tables} -> {sink} round {round_}: {summary_line(result)}; "
+                          f"load {load:.2f}", flush=True)
+                rates = [r.rows_per_s for r in results]
+                med = {p: statistics.median(r.cpu_us_per_row(p) for r in results) for p in PARTS}
+                other = statistics.median(r.background_cpu / r.rows * 1e6 for r in results)
+                setup = statistics.median(r.setup_cpu / r.rows * 1e6 for r in results)
+                total = statistics.median(r.cpu_us_per_row() for r in results)
+                core = " / ".join(f"{statistics.median(r.part_rows_per_s(p) for r in results):,.0f}" for p in PARTS)
+                lines.append(
+                    f"| {n:,} | {tables} | {kind} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-"
+                    f"{max(rates):,.0f}) | " + " / ".join(f"{med[p]:,.2f}" for p in PARTS)
+                    + f" / {other:,.2f} / {setup:,.2f} | {total:,.2f} | {core} | {results[-1].records:,} | "
+                    + ", ".join(f"{x:.2f}" for x in loads) + " |")
+                print(lines[-1], flush=True)
+                ctx.summary.append(f"ceiling {kind}, {n:,} rows x {tables} tables -> {sink}: "
+                                   f"**{statistics.median(rates):,.0f} rows/s**, {total:,.1f} CPU µs per row")
+            if kind.endswith("topic") and kafka is not None:
+                kafka.delete_prefixed(f"bceil{tag}_{number}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if kafka is not None:
+            kafka.delete_prefixed(f"bceil{tag}")
+    section.lines = [
+        *lines, "",
+        f"{rounds} timed round(s) per row after a warm-up round; two worker processes (fork), each with its share of "
+        "the data files (round robin) or of the source topic's 3 partitions. Rows/s = input rows / wall seconds of "
+        "the whole harness (workers' start to the last flush). CPU µs/row per part is the workers' main threads' CPU "
+        "in that part (`time.thread_time`), summed over both workers; other threads = librdkafka's and Arrow's "
+        "threads; one core's rows/s = rows / the part's CPU seconds. Output: the file sink's JSON lines, or Kafka "
+        f"topics of {partitions} partitions created per round (idempotent producer, `acks=all`), records counted "
+        "from the topics' watermarks.",
+        *([f"Not run: {'; '.join(skipped)}."] if skipped else []),
+    ]
+    return section
+
+
+def same_records(mine: Mapping[tuple[str, int], list[Any]], theirs: Mapping[tuple[str, int], list[Any]], *,
+                 ordered: bool = True) -> tuple[bool, int, str]:
+    """Whether two outputs (``(topic, partition) -> [(key, value, headers), ...]``) hold the same records per
+    partition, in the same order (``ordered``) or as multisets (two workers interleave a topic's input
+    partitions otherwise than the job's order by partition and offset)."""
+    rows = sum(len(v) for v in mine.values())
+    if set(mine) != set(theirs):
+        return False, rows, f"topics/partitions differ: {sorted(mine)[:3]} vs {sorted(theirs)[:3]}"
+    for k in sorted(mine):
+        a, b = (mine[k], theirs[k]) if ordered else (sorted(mine[k], key=repr), sorted(theirs[k], key=repr))
+        if a != b:
+            first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+            return False, rows, f"{k}: {len(a)} vs {len(b)} records, first difference at {first}"
+    return True, rows, ""
+
+
+def file_records(path: Path | str) -> dict[tuple[str, int], list[Any]]:
+    """A file sink directory's records per (topic, partition): ``(key, value, headers)`` in write order."""
+    from avro_registry_sink.spark.sinks import read_file_sink
+
+    out: dict[tuple[str, int], list[Any]] = {}
+    for r in read_file_sink(path):
+        out.setdefault((r.topic, r.partition), []).append((r.key, r.value, r.headers))
+    return out

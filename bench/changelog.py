@@ -431,6 +431,36 @@ def _same_output(bootstrap: str, product_topics: list[str], anchor_topics: list[
     return True, rows, ""
 
 
+def _same_records_kafka(bootstrap: str, mine: list[str], theirs: list[str]) -> tuple[bool, int, str]:
+    """Whether two sets of topics hold the same records (key, value, headers) per partition, in any order."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from bench.ceiling import same_records
+
+    def records(topics: list[str]) -> dict[tuple[str, int], list[Any]]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-ceiling-check-{time.time_ns()}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        out: dict[tuple[str, int], list[Any]] = {}
+        try:
+            ends = {}
+            for topic in topics:
+                for p in consumer.list_topics(topic, timeout=30).topics[topic].partitions:
+                    ends[(topic, p)] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    out[(topic.split("_", 2)[2], p)] = []
+            consumer.assign([TopicPartition(t, p, 0) for t, p in ends])
+            deadline = time.time() + 120
+            while sum(len(v) for v in out.values()) < sum(ends.values()) and time.time() < deadline:
+                for msg in consumer.consume(10000, 1.0):
+                    if msg.error() is None:
+                        headers = tuple(msg.headers() or ())
+                        out[(msg.topic().split("_", 2)[2], msg.partition())].append((msg.key(), msg.value(), headers))
+            return out
+        finally:
+            consumer.close()
+
+    return same_records(records(mine), records(theirs), ordered=False)
+
+
 def bench_changelog(ctx: Any) -> Any:
     """The product on a changelog topic against the plain Spark job, same topic, same session, same rounds."""
     import contextlib
@@ -463,10 +493,12 @@ def bench_changelog(ctx: Any) -> Any:
     work = Path(tempfile.mkdtemp(prefix="bench-changelog-"))
     tag = uuid.uuid4().hex[:6]
     lines = ["| messages | tables | format | plain Spark job msgs/s (median, min-max) | product msgs/s (median, min-max) | "
-             "product / plain per round (median, min-max) | target | meets target | CPU s per 1M msgs: plain / product | "
-             "peak RSS: plain / product |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "product / plain per round (median, min-max) | target | meets target | CPU s per 1M msgs: plain / product "
+             "/ ceiling | peak RSS: plain / product | ceiling msgs/s (median, min-max) | product / ceiling per round | "
+             "ceiling CPU µs/msg: read / parse / encode / write |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     checks = []
+    ceiling_checks: list[tuple[bool, int, str]] = []
     try:
         for number, (n, tables, fmt) in enumerate(configs):
             make = canal_messages if fmt == "canal-json" else debezium_messages
@@ -507,6 +539,22 @@ def bench_changelog(ctx: Any) -> Any:
                             "prefix": rule.split("{")[0], "rows": int(result.get("rows", 0))})
                 return len(messages)
 
+            def ceiling(fmt: str = fmt, source: str = source, messages: Messages = messages, log: list = log,
+                        counter: dict[str, int] = counter, number: int = number) -> int:
+                from bench.anchor import register_tables
+                from bench.ceiling import CeilingInput, run_ceiling
+
+                counter["n"] += 1
+                rule = f"c{tag}{number}_{counter['n']}_" + "{schema}_{table}"
+                kafka.create([rule.format(schema=t.schema_name, table=t.table) for t in messages.tables], partitions)
+                ids = register_tables(registry_url, messages.tables, rule)
+                result = run_ceiling(CeilingInput.of_topic(f"{fmt}-topic", bootstrap, source, messages.tables,
+                                                           len(messages)),
+                                     ids, sink="kafka", target=bootstrap, partitions=partitions, prefix=rule.split("{")[0])
+                log.append({"name": "ceiling", "cpu": result.cpu_total, "rss": 0, "prefix": rule.split("{")[0],
+                            "rows": result.records, "result": result})
+                return len(messages)
+
             def between(_name: str, log: list = log, number: int = number, messages: Messages = messages,
                         n: int = n) -> None:
                 if len(log) >= 2 and log[-1]["name"] == "product" and len(checks) <= number:
@@ -517,18 +565,34 @@ def bench_changelog(ctx: Any) -> Any:
                     checks.append(_same_output(bootstrap, [f"{prefixes['product']}bench_{t}" for t in topics],
                                                [f"{prefixes['plain']}bench_{t}" for t in topics],
                                                None if n <= 200_000 else 30_000))
-                if len(log) >= 2 and log[-1]["name"] == "product":
-                    for entry in log[-2:]:
+                if log and log[-1]["name"] == "ceiling":
+                    if len(ceiling_checks) <= number and n <= 200_000:
+                        # the ceiling's records against the product's, per partition as multisets (its two
+                        # workers interleave the source partitions otherwise than the job's order)
+                        prefixes = {e["name"]: e["prefix"] for e in log[-3:]}
+                        ceiling_checks.append(_same_records_kafka(
+                            bootstrap, [f"{prefixes['ceiling']}bench_{t.table}" for t in messages.tables],
+                            [f"{prefixes['product']}bench_{t.table}" for t in messages.tables]))
+                    for entry in log[-3:]:
                         kafka.delete_prefixed(entry["prefix"])
 
             # a warm-up pair before the first configuration (JIT, Python workers, Kafka clients)
-            timings = interleaved({"plain": anchor, "product": product}, rounds, warmup=number == 0, between=between)
-            plain_t, product_t = timings["plain"], timings["product"]
+            timings = interleaved({"plain": anchor, "product": product, "ceiling": ceiling}, rounds,
+                                  warmup=number == 0, between=between)
+            plain_t, product_t, ceiling_t = timings["plain"], timings["product"], timings["ceiling"]
             ratios = per_round_ratios(product_t, n, plain_t, n)
             med = statistics.median(ratios) if ratios else float("nan")
             meets = med >= 1.5 if n >= 10**6 else None
-            timed_log = log[2:] if number == 0 else log
-            cpu = {k: statistics.median([e["cpu"] for e in timed_log if e["name"] == k] or [0]) for k in ("plain", "product")}
+            timed_log = log[3:] if number == 0 else log
+            cpu = {k: statistics.median([e["cpu"] for e in timed_log if e["name"] == k] or [0])
+                   for k in ("plain", "product", "ceiling")}
+            vs_ceiling = per_round_ratios(product_t, n, ceiling_t, n)
+            ceiling_runs = [e["result"] for e in timed_log if e["name"] == "ceiling"]
+            ceiling_parts = " / ".join(f"{statistics.median(r.cpu_us_per_row(p) for r in ceiling_runs):,.2f}"
+                                       for p in ("read", "parse", "encode", "write"))
+            ceiling_rows = sorted({e["rows"] for e in log if e["name"] == "ceiling"})
+            if ceiling_rows != [n]:
+                ceiling_parts += f" (**ceiling wrote {ceiling_rows} records**)"
             rss = {k: max([e["rss"] for e in timed_log if e["name"] == k] or [0]) for k in ("plain", "product")}
             delivered = sorted({e["rows"] for e in log if e["name"] == "product"})
             a_row, p_row = Row.of(plain_t, n), Row.of(product_t, n)
@@ -536,8 +600,10 @@ def bench_changelog(ctx: Any) -> Any:
                 f"| {n:,} | {tables} | {fmt} | {a_row.rows_per_s:,.0f} ({a_row.spread or '-'}) | "
                 f"{p_row.rows_per_s:,.0f} ({p_row.spread or '-'}) | {fmt_ratio(ratios)} | "
                 f"{'>= 1.5x' if n >= 10**6 else ''} | {'' if meets is None else ('yes' if meets else '**no**')} | "
-                f"{cpu['plain'] / n * 1e6:,.0f} / {cpu['product'] / n * 1e6:,.0f} | "
-                f"{rss['plain'] / 2**30:,.2f} / {rss['product'] / 2**30:,.2f} GiB |")
+                f"{cpu['plain'] / n * 1e6:,.0f} / {cpu['product'] / n * 1e6:,.0f} / {cpu['ceiling'] / n * 1e6:,.0f} | "
+                f"{rss['plain'] / 2**30:,.2f} / {rss['product'] / 2**30:,.2f} GiB | "
+                f"{Row.of(ceiling_t, n).rows_per_s:,.0f} ({Row.of(ceiling_t, n).spread or '-'}) | "
+                f"{fmt_ratio(vs_ceiling, '%')} | {ceiling_parts} |")
             print(lines[-1], f"(generated and produced in {gen:,.0f} s; product rows {delivered})", flush=True)
             verdicts.append((f"{n:,} msgs, {tables} tables, {fmt}", med, meets))
             with contextlib.suppress(Exception):
@@ -548,10 +614,14 @@ def bench_changelog(ctx: Any) -> Any:
             kafka.delete_prefixed(f"bcl{tag}")
     check_text = "; ".join(
         f"{c[0]}" + (f" ({c[1]:,} records)" if c[0] else f" ({c[2]})") for c in checks)
+    ceiling_text = "; ".join(f"{c[0]}" + (f" ({c[1]:,} records)" if c[0] else f" ({c[2]})") for c in ceiling_checks)
     section.lines = [
+        f"Ceiling harness vs product, same records per partition byte for byte, headers included, in any order "
+        f"(first round of each configuration up to 200,000 messages): **{ceiling_text or 'not checked'}**.", "",
         f"Same records per partition, same order, byte for byte (product vs plain job, first round of each "
         f"configuration; every record up to 200,000 messages, else the first 30,000 of each partition of the first three topics): **{check_text}**.", "", *lines, "",
-        f"{rounds} timed round(s) per configuration (a warm-up pair before the first), plain job then product in each round; "
+        f"{rounds} timed round(s) per configuration (a warm-up round before the first), plain job, product, then the "
+        "ceiling harness (:mod:`bench.ceiling`, no Spark, two processes over the source partitions) in each round; "
         "msgs/s = messages in the topic / wall seconds of the run (the product: the CLI command, `--tables` given, "
         "session start excluded; both register in one registry, so the schema ids match; the plain job: registration, read, `from_json`, casts, `to_avro`, header, partition, "
         "order, write). Source topic: 3 partitions; output topics of "

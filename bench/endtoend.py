@@ -165,9 +165,10 @@ class _Kafka:
 
 def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, registry_url: str,
                     kafka: _Kafka | None, log: list[dict[str, Any]],
-                    deliveries: tuple[str, ...] = ("at-least-once",)) -> dict[str, Callable[[], Any]]:
+                    deliveries: tuple[str, ...] = ("at-least-once",), ceiling: bool = False) -> dict[str, Callable[[], Any]]:
     """The candidates of one configuration as argument-less callables (each run writes a log entry): the anchor,
-    and the product once per delivery of ``deliveries`` (Kafka; files are exactly once anyway)."""
+    the product once per delivery of ``deliveries`` (Kafka; files are exactly once anyway), and with ``ceiling``
+    the ceiling harness (:mod:`bench.ceiling`: no Spark, two processes)."""
     from bench.anchor import anchor_job
 
     partitions = _partitions()
@@ -221,14 +222,39 @@ def _run_candidates(spark: SparkSession, tree: Tree, sink: str, work: Path, regi
                     "result": result, "start": start, "end": time.time(), "error": error})
         return rows
 
+    def ceiling_run() -> int:
+        from bench.anchor import register_tables
+        from bench.ceiling import CeilingInput, run_ceiling
+
+        place = fresh("ceiling")
+        prefix = f"c{counter['n']}_"
+        start = time.time()
+        # registered as the anchor registers (same registry, same schemas: the job's ids)
+        ids = register_tables(registry_url, tree.tables, prefix + TOPIC_RULE)
+        if sink == "file":
+            result = run_ceiling(CeilingInput.of_tree(tree), ids, sink="file", target=str(place / "out"),
+                                 partitions=partitions)
+        else:
+            assert kafka is not None
+            kafka.create([prefix + TOPIC_RULE.format(schema=t.schema_name, table=t.table) for t in tree.tables],
+                         partitions)
+            result = run_ceiling(CeilingInput.of_tree(tree), ids, sink="kafka", target=kafka.bootstrap,
+                                 partitions=partitions, prefix=prefix)
+        log.append({"name": "ceiling", "cpu": result.cpu_total, "rows": result.records, "place": place,
+                    "prefix": prefix, "result": result, "start": start, "end": time.time()})
+        return result.records
+
     out: dict[str, Callable[[], Any]] = {"pure-JVM anchor": anchor}
     for delivery in deliveries:
         out[PRODUCT if delivery == "at-least-once" else f"{PRODUCT} --delivery {delivery}"] = \
             (lambda d=delivery: product(d))
+    if ceiling:
+        out[CEILING] = ceiling_run
     return out
 
 
 PRODUCT = "product run --available-now"
+CEILING = "ceiling (no Spark)"
 EXACTLY_ONCE = f"{PRODUCT} --delivery exactly-once"
 
 
@@ -289,7 +315,8 @@ def bench_end_to_end(ctx: Context) -> Section:
     work = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     table_lines = ["| rows | tables | sink | anchor rows/s (median, min-max) | product rows/s (median, min-max) | "
                    "product / anchor per round (median, min-max) | target | meets target | CPU s per 1M rows: "
-                   "anchor / product |", "|---|---|---|---|---|---|---|---|---|"]
+                   "anchor / product / ceiling | ceiling rows/s (median, min-max) | product / ceiling per round | "
+                   "ceiling CPU µs/row: read / parse / encode / write |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     verdicts: list[tuple[str, float, bool | None]] = []
     breakdown = ["| rows | tables | sink | product: wall, then the share of each Spark stage kind | "
                  "anchor: wall, then the share of each Spark stage kind |", "|---|---|---|---|---|"]
@@ -302,13 +329,20 @@ def bench_end_to_end(ctx: Context) -> Section:
         # warm-up (JIT, Ivy, Python workers) and the byte check, on a small tree of two tables, to files
         small = storage_tree(min(20_000, min(sizes)), 2)
         log: list[dict[str, Any]] = []
-        warm = _run_candidates(spark, small, "file", work, registry_url, None, log)
+        warm = _run_candidates(spark, small, "file", work, registry_url, None, log, ceiling=True)
         warm["pure-JVM anchor"]()
         warm["product run --available-now"]()
+        warm[CEILING]()
         try:
             same, compared, why = same_bytes(log[1]["place"] / "out", log[0]["place"] / "out")
         except Exception as exc:  # noqa: BLE001 - e.g. the product run failed: no output
             same, compared, why = False, 0, f"{type(exc).__name__}: {exc}; product run error: {log[1].get('error')}"
+        try:
+            from bench.ceiling import file_records, same_records
+
+            ceiling_same = same_records(file_records(log[2]["place"] / "out"), file_records(log[1]["place"] / "out"))
+        except Exception as exc:  # noqa: BLE001 - reported
+            ceiling_same = (False, 0, f"{type(exc).__name__}: {exc}")
         product_rows = log[1]["rows"]
         for entry in log:
             shutil.rmtree(entry["place"], ignore_errors=True)
@@ -316,6 +350,10 @@ def bench_end_to_end(ctx: Context) -> Section:
             f"Same records, same per-partition order, byte for byte (anchor vs product, {small.rows:,} rows, "
             f"{len(small.tables)} tables, file sink): **{same}** ({compared:,} records" + (f"; {why}" if why else "")
             + f"; the product reported {product_rows:,} rows).")
+        section.lines.append(
+            f"Same records, same per-partition order, byte for byte (ceiling harness vs product, same tree, file "
+            f"sink, headers included): **{ceiling_same[0]}** ({ceiling_same[1]:,} records"
+            + (f"; {ceiling_same[2]}" if ceiling_same[2] else "") + ").")
         configs = opts.get("e2e_configs") or [(r, t, k) for r in sizes for t in table_counts for k in sinks]
         for rows, tables, sink in configs:
             label = f"{rows:,} rows, {tables} tables, {sink}"
@@ -329,14 +367,23 @@ def bench_end_to_end(ctx: Context) -> Section:
                 generated.append(f"{rows:,} rows x {tables} tables: {tree.files} files, {tree.bytes / 1e9:,.2f} GB "
                                  f"in {tree.seconds:,.0f} s")
             log = []
-            candidates = _run_candidates(spark, tree, sink, work, registry_url, kafka, log)
+            candidates = _run_candidates(spark, tree, sink, work, registry_url, kafka, log, ceiling=True)
             timings = interleaved(candidates, rounds, warmup=False,
                                   between=lambda _name, lg=log: _cleanup(lg, kafka))
             anchor_t, product_t = timings["pure-JVM anchor"], timings["product run --available-now"]
             ratios = per_round_ratios(product_t, rows, anchor_t, rows)
             med = statistics.median(ratios) if ratios else float("nan")
             meets = med >= 1.0 if rows >= 10**6 else None
-            cpu = {name: statistics.median([e["cpu"] for e in log if e["name"] == name]) for name in ("anchor", "product")}
+            cpu = {name: statistics.median([e["cpu"] for e in log if e["name"] == name]) for name in
+                   ("anchor", "product", "ceiling")}
+            ceiling_t = timings[CEILING]
+            vs_ceiling = per_round_ratios(product_t, rows, ceiling_t, rows)
+            ceiling_runs = [e["result"] for e in log if e["name"] == "ceiling"]
+            ceiling_parts = " / ".join(f"{statistics.median(r.cpu_us_per_row(p) for r in ceiling_runs):,.2f}"
+                                       for p in ("read", "parse", "encode", "write"))
+            if {e["rows"] for e in log if e["name"] == "ceiling"} != {rows}:
+                ceiling_parts += " (**ceiling wrote " + str(sorted({e["rows"] for e in log if e["name"] == "ceiling"})) \
+                    + " records**)"
             delivered = {e["rows"] for e in log if e["name"] == "product"}
             failures = [e["error"] for e in log if e.get("error")]
             note = "" if delivered == {rows} else f" (product delivered {sorted(delivered)} rows)"
@@ -352,7 +399,9 @@ def bench_end_to_end(ctx: Context) -> Section:
                 f"| {rows:,} | {tables} | {sink} | {a_row.rows_per_s:,.0f} ({a_row.spread or '-'}) | "
                 f"{p_row.rows_per_s:,.0f} ({p_row.spread or '-'}){note} | {fmt_ratio(ratios)} | "
                 f"{'>= 1.0x' if rows >= 10**6 else ''} | {'' if meets is None else ('yes' if meets else '**no**')} | "
-                f"{cpu['anchor'] / rows * 1e6:,.0f} / {cpu['product'] / rows * 1e6:,.0f} |")
+                f"{cpu['anchor'] / rows * 1e6:,.0f} / {cpu['product'] / rows * 1e6:,.0f} / "
+                f"{cpu['ceiling'] / rows * 1e6:,.0f} | {Row.of(ceiling_t, rows).rows_per_s:,.0f} "
+                f"({Row.of(ceiling_t, rows).spread or '-'}) | {fmt_ratio(vs_ceiling, '%')} | {ceiling_parts} |")
             verdicts.append((label, med, meets))
             print(table_lines[-1], flush=True)
     finally:
@@ -373,7 +422,9 @@ def bench_end_to_end(ctx: Context) -> Section:
     section.lines = [
         *section.lines, "", *table_lines, "",
         *([f"Not run (the run's deadline passed first): {'; '.join(not_run)}.", ""] if not_run else []),
-        f"{rounds} round(s) per configuration, anchor then product in each round (after one warm-up pair); "
+        f"{rounds} round(s) per configuration, anchor, product, then the ceiling harness in each round (after one "
+        "warm-up round); the ceiling's CPU is its two workers' (main threads by part, librdkafka's and Arrow's threads, "
+        "setup), the registration in the bench process aside; "
         "rows/s = rows in the tree / wall seconds of the whole run (the product: the CLI command, session start "
         "excluded: the session exists; the anchor: registration, read, encode, sort, write). CPU seconds are the "
         "process tree's (driver JVM with the executors, Python workers) over the run. Kafka: one broker on this "

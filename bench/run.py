@@ -23,6 +23,9 @@ returning a :class:`~bench.harness.Section`):
 * ``eos``: ``run --delivery exactly-once`` against the default at-least-once run and the pure-JVM anchor, the
   three in the same rounds (Kafka only; ``--e2e-configs``/``--e2e-rounds`` as for ``e2e``).
 * ``big``: a 5x10^7-row tree through the CLI with default settings; peak memory per million rows.
+* ``ceiling``: the same inputs into the same records with no Spark (:mod:`bench.ceiling`: two processes, read ->
+  the product's parse -> columnar encode -> librdkafka or the file sink's lines), rows/s and CPU µs per row per
+  part; the ``e2e`` and ``changelog`` sections run it as a third contender in their rounds.
 
 Each comparison runs its candidates one after the other within every round, and reports medians, the
 fastest and slowest round, and ratios taken round by round. The machine (CPU model, cores, memory) is
@@ -54,6 +57,7 @@ from avro_registry_sink.encoder import EncodingPlan, RowEncoder, writer_schema
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import TableDef
+from bench.ceiling import bench_ceiling
 from bench.changelog import bench_changelog
 from bench.data import generate, plan_for, reference_table
 from bench.endtoend import bench_big, bench_end_to_end, bench_exactly_once, bench_session
@@ -634,6 +638,7 @@ SECTIONS: dict[str, Callable[[Context], Section]] = {
     "eos": bench_exactly_once,
     "big": bench_big,
     "changelog": bench_changelog,
+    "ceiling": bench_ceiling,
 }
 
 
@@ -694,6 +699,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="end-to-end configurations in this order, ROWSxTABLES:SINK, e.g. 1e6x1:file,5e6x100:kafka")
     parser.add_argument("--changelog-configs", default=None,
                         help="changelog configurations, MESSAGESxTABLES:FORMAT, e.g. 1e6x1:canal-json,1e6x100:debezium-json")
+    parser.add_argument("--ceiling-configs", default=None,
+                        help="ceiling harness configurations, ROWSxTABLES:INPUT, e.g. 1e5x1:storage-csv,1e5x1:canal-json-topic "
+                             "(inputs: storage-csv, storage-canal-json, canal-json-topic, debezium-json-topic)")
+    parser.add_argument("--ceiling-sinks", default=None, help="ceiling harness outputs: file,kafka (default both)")
     parser.add_argument("--e2e-rounds", type=int, default=None, help="end-to-end rounds per configuration (default 1)")
     parser.add_argument("--deadline", default=None, help="UTC HH:MM after which no new end-to-end configuration starts")
     parser.add_argument("--big-rows", type=float, default=None, help="rows of the big backlog (default 5e7; quick 2e5)")
@@ -705,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
                "e2e_sinks": args.e2e_sinks.split(",") if args.e2e_sinks else None, "e2e_rounds": args.e2e_rounds,
                "e2e_configs": _configs(args.e2e_configs),
                "changelog_configs": _configs(args.changelog_configs),
+               "ceiling_configs": _configs(args.ceiling_configs),
+               "ceiling_sinks": args.ceiling_sinks.split(",") if args.ceiling_sinks else None,
                "deadline": _deadline(args.deadline),
                "big_rows": int(args.big_rows) if args.big_rows else None, "big_timeout": args.big_timeout}
     ctx = Context(rows=rows, quick=args.quick, repeats=args.rounds or (2 if args.quick else 5), options=options)
