@@ -565,7 +565,7 @@ def bench_ceiling(ctx: Any) -> Any:
                 total = statistics.median(r.cpu_us_per_row() for r in results)
                 core = " / ".join(f"{statistics.median(r.part_rows_per_s(p) for r in results):,.0f}" for p in PARTS)
                 lines.append(
-                    f"| {n:,} | {tables} | {kind} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-"
+                    f"| {n:,} | {tables} | {kind} | {sink} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-"
                     f"{max(rates):,.0f}) | " + " / ".join(f"{med[p]:,.2f}" for p in PARTS)
                     + f" / {other:,.2f} / {setup:,.2f} | {total:,.2f} | {core} | {results[-1].records:,} | "
                     + ", ".join(f"{x:.2f}" for x in loads) + " |")
