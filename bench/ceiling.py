@@ -449,16 +449,19 @@ def canal_tree(rows: int, tables: int = 1, *, cache: Path | None = None, rows_pe
         version = int(messages.commit_ts.min()) if rows else 1
         defs = tuple(t.model_copy(update={"version": version}) for t in messages.tables)
         files = size = 0
-        texts = messages.texts.combine_chunks() if isinstance(messages.texts, pa.ChunkedArray) else messages.texts
+        # (over 2 GiB of text the messages come in chunks: filtered chunk by chunk, combined a file at a time)
+        texts = messages.texts if isinstance(messages.texts, pa.ChunkedArray) else pa.chunked_array([messages.texts])
         for number, table in enumerate(defs):
             write_table_schema_file(table, temp)
             directory = temp / table.schema_name / table.table / str(version) / time.strftime("%Y-%m-%d", time.gmtime())
             (directory / "meta").mkdir(parents=True, exist_ok=True)
-            mine = texts.filter(pa.array(messages.table_index == number))
+            mine = texts.filter(pa.chunked_array([messages.table_index[a: a + len(c)] == number for a, c in
+                                                  zip(np.cumsum([0] + [len(c) for c in texts.chunks]), texts.chunks,
+                                                      strict=False)]))
             last = data_file_name(1, "json")
             for file_no, start in enumerate(range(0, len(mine), rows_per_file), start=1):
                 last = data_file_name(file_no, "json")
-                lines = pc.binary_join_element_wise(mine.slice(start, rows_per_file), "\r\n", "")
+                lines = pc.binary_join_element_wise(mine.slice(start, rows_per_file).combine_chunks(), "\r\n", "")
                 size += _write_file(directory / last, lines)
                 files += 1
             (directory / "meta" / "CDC.index").write_text(last + "\n", encoding="utf-8")
