@@ -175,16 +175,16 @@ class HistoryRecorder:
     ``source_of(table)`` says where a table version came from: ``(source, detail, ddl)``. Registry lookups made
     here (the version and the compatibility level of a new registration) are for the record only: a failure leaves
     them ``None``. With ``defer`` they may wait: :meth:`complete_later` makes them in a thread of their own while
-    the batch is written (three calls a subject: its level, its versions and the version holding the schema, whose
-    metadata gives the major under ``--on-incompatible new-major``; 600 for a first batch of 100 tables); every
-    other method waits for it first.
+    the batch is written (two calls for a new subject, 400 for a first batch of 100 tables; with ``majors`` (runs
+    under ``--on-incompatible new-major``) a third, the version holding the schema, whose metadata gives the
+    major); every other method waits for it first.
     A subject's record is completed before that subject registers again (the manager's ``on_registering``), so
     the versions it reads are those its registration left.
     """
 
     def __init__(self, journal: HistoryJournal | None, registry: Any,
                  source_of: Callable[[Any], tuple[str, str | None, str | None]] | None = None, *,
-                 defer: bool = False) -> None:
+                 defer: bool = False, majors: bool = True) -> None:
         self.journal = journal
         self.registry = registry
         self.source_of = source_of or (lambda table: ("unknown", None, None))
@@ -193,6 +193,7 @@ class HistoryRecorder:
         self._incomplete: list[HistoryRecord] = []  # registered, versions and level not read yet
         self._completing: threading.Thread | None = None
         self._defer = defer  # the owner calls registering() before each registration (see above)
+        self._majors = majors  # versions may carry a major (--on-incompatible new-major): read a new subject's too
 
     @property
     def pending(self) -> list[HistoryRecord]:
@@ -274,6 +275,11 @@ class HistoryRecorder:
             versions = []
         if refused:
             record.previous_version = versions[-1] if versions else None
+            return
+        if not self._majors and len(versions) == 1:  # a new subject: its one live version is the one just registered
+            record.version = versions[0]
+            record.previous_version = None
+            record.verdict = "new subject" if record.version == 1 else "compatible"
             return
         found: Any = None
         try:

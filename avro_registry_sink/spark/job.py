@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import SinkConfig, parse_trigger_interval
+from avro_registry_sink.config import OnIncompatible, SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.formats import format_for_file
@@ -386,7 +386,8 @@ class _BatchProcessor:
         else:
             self.sources = TableSources(None, options.tables, changelog=True)
             self.batches = ChangelogBatches(options, manager, self.side, self.sources, self._topics)
-        self.history = HistoryRecorder(HistoryJournal(self.state), registry, self.sources, defer=True)  # <checkpoint>/history/
+        self.history = HistoryRecorder(HistoryJournal(self.state), registry, self.sources, defer=True,  # <checkpoint>/history/
+                                       majors=manager.on_incompatible is OnIncompatible.NEW_MAJOR)
         manager.on_register, manager.on_refused = self.history.registered, self.history.refused
         manager.on_registering = self.history.registering
         manager.on_routed = self._topics_ahead
