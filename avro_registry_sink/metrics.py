@@ -29,7 +29,8 @@ from prometheus_client.core import GaugeMetricFamily
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.progress import BatchReport
 
-__all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "commit_ts_seconds", "interval_seconds", "serve_metrics"]
+__all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "KafkaEndOffsets", "commit_ts_seconds", "interval_seconds",
+           "serve_metrics"]
 
 NAMESPACE = "avro_sink"
 
@@ -103,6 +104,69 @@ class _LagCollector:
         yield resolved_lag
 
 
+class KafkaEndOffsets:
+    """The end offsets (high watermarks) of a Kafka source's partitions, asked of the broker when Prometheus scrapes:
+    one metadata request and one watermark request a partition, bounded by the topics' partitions (never by rows).
+    ``conf``: confluent-kafka consumer settings with ``bootstrap.servers``."""
+
+    def __init__(self, topics: Iterable[str], conf: Mapping[str, Any], *, timeout: float = 2.0) -> None:
+        self.topics = tuple(topics)
+        self._conf = {**conf, "group.id": "avro-registry-sink-metrics", "enable.auto.commit": False}
+        self._timeout = timeout
+        self._consumer: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): end offset}``; raises the client's error when the broker does not answer."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        with self._lock:
+            if self._consumer is None:
+                self._consumer = Consumer(self._conf)
+            meta = self._consumer.list_topics(timeout=self._timeout)
+            out = {}
+            for topic in self.topics:
+                found = meta.topics.get(topic)
+                for partition in sorted(found.partitions if found is not None else ()):
+                    _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                                      timeout=self._timeout)
+                    out[(topic, partition)] = int(high)
+            return out
+
+    def close(self) -> None:
+        """Close the consumer (the run ended)."""
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+
+class _BacklogCollector:
+    """Input backlog at scrape time: a Kafka source's end offsets minus the last committed batch's end offsets."""
+
+    def __init__(self, metrics: JobMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        backlog = GaugeMetricFamily(f"{NAMESPACE}_input_backlog_messages",
+                                    "Kafka source: messages past the last committed batch's end offset, per source "
+                                    "topic and partition (at scrape time).", labels=["topic", "partition"])
+        end_offsets, errors = self._metrics.end_offsets, self._metrics.backlog_errors
+        if end_offsets is not None:
+            try:
+                ends = end_offsets()
+            except Exception:  # noqa: BLE001 - an unreachable broker: no series this scrape, counted
+                errors.inc()
+                ends = {}
+            with self._metrics.lock:
+                committed = dict(self._metrics.source_offsets)
+            for (topic, partition), end in sorted(ends.items()):
+                # before the first committed batch: everything from the partition's start (an upper bound)
+                done = committed.get((topic, partition), 0)
+                backlog.add_metric([topic, str(partition)], max(0, end - done))
+        yield backlog
+
+
 class JobMetrics:
     """The metrics of one run of the job (see the module docs); thread-safe."""
 
@@ -113,6 +177,8 @@ class JobMetrics:
         self.resolved_ts: dict[str, int] = {}
         self.newest_commit_ts = 0
         self.newest_per_topic: dict[str, int] = {}
+        self.source_offsets: dict[tuple[str, int], int] = {}  # the last committed batch's end offset a partition
+        self.end_offsets: Callable[[], Mapping[tuple[str, int], int]] | None = None  # a Kafka source's, at scrape
         self._batch_started: float | None = None
         self._registry_seconds = 0.0  # registry time of the batch running
         r, n = self.registry, NAMESPACE
@@ -150,6 +216,10 @@ class JobMetrics:
                                     "refused by the batch's verdict).", ["op"], registry=r)
         self.missing_files = Counter(f"{n}_missing_files", "Storage data files gone before they were read.",
                                      registry=r)
+        self.held_files = Gauge(f"{n}_held_files", "Storage data files held after the last committed batch (their "
+                                "schema file missing or broken): retried with every batch.", registry=r)
+        self.backlog_errors = Counter(f"{n}_input_backlog_errors", "Scrapes whose Kafka source end offsets could not "
+                                      "be read (no backlog series then; counted from the next scrape on).", registry=r)
         self.state = Gauge(f"{n}_job_state", "The job's state: 0 waiting for the next trigger, 1 running a batch, "
                            "2 failed, 3 stopped.", registry=r)
         self.last_batch = Gauge(f"{n}_last_batch_id", "Id of the last committed micro-batch.", registry=r)
@@ -165,6 +235,7 @@ class JobMetrics:
         self.last_error_time = Gauge(f"{n}_last_error_timestamp_seconds", "When the last error happened "
                                      "(Unix seconds).", registry=r)
         self.registry.register(_LagCollector(self))  # type: ignore[arg-type]
+        self.registry.register(_BacklogCollector(self))  # type: ignore[arg-type]
 
     # -- the job's calls ---------------------------------------------------------------------------------
 
@@ -235,6 +306,18 @@ class JobMetrics:
             self.last_commit_ts.set(commit_ts_seconds(newest_ts))
         self.state.set(JOB_STATES["waiting"])
 
+    def committed_offsets(self, offsets: Mapping[str, Mapping[str, int]]) -> None:
+        """A Kafka source's end offsets of the last committed batch (``{topic: {partition: offset}}``, as Spark's
+        checkpoint writes them): the backlog is counted from there."""
+        with self.lock:
+            for topic, parts in offsets.items():
+                for partition, offset in parts.items():
+                    self.source_offsets[(str(topic), int(partition))] = int(offset)
+
+    def held(self, count: int) -> None:
+        """Storage data files held after the last committed batch."""
+        self.held_files.set(count)
+
     def slices(self, statuses: Mapping[str, int]) -> None:
         """Exactly once: a batch's transactional slices by status (``committed``, ``committed-before``,
         ``refused``)."""
@@ -258,6 +341,9 @@ class JobMetrics:
         if error is not None:
             self._error(error)
         self.state.set(JOB_STATES["failed" if error is not None else "stopped"])
+        close = getattr(self.end_offsets, "close", None)
+        if close is not None:
+            close()
 
     def registry_request(self, op: str, seconds: float, error: BaseException | None = None) -> None:
         """One schema registry request (the registry client's ``observer``): ``error`` is the request's

@@ -615,11 +615,24 @@ class _BatchProcessor:
                 self._slices_to_metrics(batch_id)
                 self.metrics.batch(report, topics=self._batch_topics, dead_letters=errors + missing, phases=phases,
                                    tables=topic_tables)
+                self._backlog_to_metrics(batch_id)
             self.progress.batch(report, self.totals)
         finally:
             for df in cleanup:
                 with contextlib.suppress(Exception):
                     df.unpersist()
+
+    def _backlog_to_metrics(self, batch_id: int) -> None:
+        """The backlog's reference points after a committed batch: a Kafka source's end offsets of the batch (line 3
+        of Spark's ``spark/offsets/<batch id>``, written before the batch ran), a storage source's held files."""
+        assert self.metrics is not None
+        held = getattr(self.batches, "_held_files", None)
+        if held is not None:
+            self.metrics.held(len(held))
+        if self.options.source.is_kafka:
+            with contextlib.suppress(Exception):  # informative only: a batch is never failed by its metrics
+                lines = [x for x in self.state.read_text(f"spark/offsets/{batch_id}").splitlines() if x.strip()]
+                self.metrics.committed_offsets(json.loads(lines[2]))
 
     def _slices_to_metrics(self, batch_id: int) -> None:
         """Exactly once: the batch's transactional slices by outcome (committed, committed-before: a rerun found
@@ -1191,6 +1204,13 @@ def run_job(
 
             metrics.start(0.0 if options.available_now else
                           interval_seconds(parse_trigger_interval(options.trigger_interval)))
+            if options.source.is_kafka:  # the backlog: the source's end offsets, asked when Prometheus scrapes
+                from avro_registry_sink.kafka_client import client_conf
+                from avro_registry_sink.metrics import KafkaEndOffsets
+
+                conf = client_conf(",".join(options.source.brokers), options.source.kafka, "consumer")
+                conf.pop("logger", None)
+                metrics.end_offsets = KafkaEndOffsets(options.source.topics, conf)
         error: BaseException | None = None
         stopped = False  # stopped on purpose (a signal, timeout, until): an interrupted batch is no failure
         query = None

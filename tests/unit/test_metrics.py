@@ -102,6 +102,48 @@ def test_state_follows_the_batches_and_a_failure_keeps_its_class():
     assert samples(metrics)["avro_sink_job_state", ()] == JOB_STATES["stopped"]
 
 
+def test_kafka_backlog_is_the_end_offsets_at_scrape_time_minus_the_committed_batchs_per_partition():
+    ends = {("src", 0): 10, ("src", 1): 4}
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.end_offsets = lambda: dict(ends)
+    backlog = "avro_sink_input_backlog_messages"
+    got = samples(metrics)
+    # before a committed batch: everything from the partition's start
+    assert got[backlog, (("partition", "0"), ("topic", "src"))] == 10
+    assert got[backlog, (("partition", "1"), ("topic", "src"))] == 4
+    metrics.committed_offsets({"src": {"0": 7, "1": 4}})  # as spark/offsets/<batch> writes them
+    ends[("src", 0)] = 12  # produced while the job waits: seen at the next scrape, before any batch
+    got = samples(metrics)
+    assert got[backlog, (("partition", "0"), ("topic", "src"))] == 5
+    assert got[backlog, (("partition", "1"), ("topic", "src"))] == 0
+    metrics.committed_offsets({"src": {"0": 12}})
+    assert samples(metrics)[backlog, (("partition", "0"), ("topic", "src"))] == 0
+
+
+def test_an_unreachable_broker_leaves_no_backlog_series_and_counts_the_scrape():
+    metrics = JobMetrics(clock=lambda: NOW)
+
+    def down() -> dict[tuple[str, int], int]:
+        raise RuntimeError("broker down")
+
+    metrics.end_offsets = down
+    got = samples(metrics)
+    assert not [k for k in got if k[0] == "avro_sink_input_backlog_messages"]
+    assert samples(metrics)["avro_sink_input_backlog_errors_total", ()] == 1  # the scrape before's failure
+    assert not [k for k in samples(JobMetrics()) if k[0] == "avro_sink_input_backlog_messages"]  # no Kafka source
+
+
+def test_held_files_are_a_gauge_and_vanished_files_a_counter():
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.held(3)
+    metrics.batch(BatchReport(batch_id=1, missing_files=["a/b/CDC1.csv", "a/b/CDC2.csv"]))
+    metrics.held(1)
+    metrics.batch(BatchReport(batch_id=2, missing_files=["a/b/CDC3.csv"]))
+    got = samples(metrics)
+    assert got["avro_sink_held_files", ()] == 1
+    assert got["avro_sink_missing_files_total", ()] == 3
+
+
 def test_metrics_live_in_their_own_registry():
     JobMetrics()
     JobMetrics()  # a second job in the process: no duplicate-timeseries error from a shared registry
