@@ -322,7 +322,10 @@ def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None,
             return (f"$contains($v, {_NUMBER_TEXT}) and $abs($number($trim($v))) < {bound} ? $number($trim($v)) : "
                     f"{_out(dst, column, 'is not a ' + dst.sql)}", "from string")
         if d == "string" and src.decimal is not None:
-            return "$string($v)", "to string"
+            # MySQL prints a DECIMAL with all its scale's digits (12.3400, not 12.34)
+            scale = src.decimal[1]
+            picture = "0." + "0" * scale if scale else "0"
+            return f'$formatNumber($v, "{picture}")', "to string (with the column's scale)"
         return None, f"{src.sql} cannot be turned into {dst.sql} by a rule"
     if s == d and s != "other":
         return "$v", "same type"

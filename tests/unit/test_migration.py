@@ -410,3 +410,18 @@ def test_widening_an_unsigned_int_to_bigint_checks_the_range_going_down():
     assert down(plan, {"id": 1, "c": 12}) == {"id": 1, "c": 12}
     with pytest.raises(Exception, match="column c: -1 is out of range for INT UNSIGNED"):
         down(plan, {"id": 1, "c": -1})
+
+
+def test_decimal_to_string_keeps_the_scale_as_mysql_prints_it() -> None:
+    import jsonata
+
+    def record(name: str, kind: object) -> dict[str, object]:
+        return {"type": "record", "name": "t", "fields": [{"name": name, "type": kind}]}
+
+    money = {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 4,
+             "connect.parameters": {"tidb_type": "DECIMAL"}}
+    text = {"type": "string", "connect.parameters": {"tidb_type": "TEXT"}}
+    plan = plan_migration(record("p", money), record("p", text))
+    assert plan.upgrade is not None
+    assert [jsonata.Jsonata(plan.upgrade).evaluate({"p": v})["p"] for v in (12.34, -1.5, 0)] == [
+        "12.3400", "-1.5000", "0.0000"]
