@@ -39,6 +39,8 @@ JOB_STATES = {"waiting": 0, "running": 1, "failed": 2, "stopped": 3}
 
 #: Batch and phase durations: a micro-batch takes from tens of milliseconds (a few rows) to minutes (a backlog).
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+#: The registry client's operations the job sends (their error counters are exported at 0 from the start).
+_REGISTRY_OPS = ("get_latest_with_metadata", "get_schema", "get_version", "get_versions", "lookup", "register")
 _REGISTRY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -234,6 +236,11 @@ class JobMetrics:
                                 ["error_class"], registry=r)
         self.last_error_time = Gauge(f"{n}_last_error_timestamp_seconds", "When the last error happened "
                                      "(Unix seconds).", registry=r)
+        # Counters alerted on with increase() exist at 0 from the start: a series born at its first error has no
+        # earlier sample, and Prometheus's increase() would never see that first outage.
+        for op in _REGISTRY_OPS:
+            self.registry_errors.labels(op=op)
+        self.transactions.labels(op="aborted")
         self.registry.register(_LagCollector(self))  # type: ignore[arg-type]
         self.registry.register(_BacklogCollector(self))  # type: ignore[arg-type]
 

@@ -5,9 +5,12 @@
   each alert firing on the series that should raise it (and not before its ``for:``).
 * A continuous run of the job on a small canal-json topic of the real broker, its metrics served on a loopback port
   that Prometheus scrapes every second: through Prometheus's HTTP API, the rows delivered equal the records a
-  consumer reads from the sink topics, the dead letters equal the rows of the dead-letter files (and ``status``
-  reads the same numbers from the stopped job's checkpoint); once the job is stopped, compose/'s ``AvroSinkDown`` rule (its ``for:`` shortened to 2 s here) fires in Prometheus's own rule
-  evaluation.
+  consumer reads from the sink topics, the dead letters equal the rows of the dead-letter files; the input backlog
+  rises while a batch is held by a failpoint with messages produced behind it, and falls to 0 once it commits;
+  stopping the registry the job uses shows as registry errors (``AvroSinkRegistryErrors`` fires) while the batch
+  waits, which commits once the registry is back (``status`` then reads the same numbers from the job's
+  checkpoint); once the job is gone, compose/'s ``AvroSinkDown`` rule (its ``for:`` shortened to 2 s here) fires in
+  Prometheus's own rule evaluation.
 
 Only a machine without apt-get (and without the package) skips these tests.
 """
@@ -152,7 +155,7 @@ class _Prometheus:
 @pytest.mark.kafka
 @pytest.mark.spark
 @pytest.mark.filterwarnings("ignore::FutureWarning")
-def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, spark, tmp_path):
+def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, spark, tmp_path, monkeypatch):
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -195,7 +198,7 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         "scrape_configs": [{"job_name": "avro-registry-sink", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
     }))
     prometheus = _Prometheus(tmp_path / "prometheus.yml", tmp_path / "prometheus")
-    registry = EmbeddedRegistry()
+    registry = EmbeddedRegistry(str(tmp_path / "registry.db"))  # its data kept across the outage's restart
     url = registry.start()
     stop, outcome = threading.Event(), {}
     checkpoint = tmp_path / "checkpoint"
@@ -233,12 +236,63 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         assert prometheus.value("sum(avro_sink_bytes_out_total)") > 0
         assert prometheus.value('up{job="avro-registry-sink"}') == 1
         assert not prometheus.firing("AvroSinkDown")
+        backlog = "sum(avro_sink_input_backlog_messages)"
+        assert prometheus.wait_value(backlog, 0) == 0  # every source message is in a committed batch
+
+        # The backlog: messages produced while the next batch is held (a failpoint pausing it after its inputs are
+        # known) count until that batch commits, then the backlog falls back to 0.
+        from avro_registry_sink import failpoints
+
+        counts = tmp_path / "failpoints"
+        counts.mkdir()
+        monkeypatch.setenv(failpoints.COUNTS_ENV, str(counts))
+        monkeypatch.setenv(failpoints.PAUSE_ENV, "4")
+        monkeypatch.setenv(failpoints.ENV, "job.after-side-read=pause@1")
+        again = [(p, m) for p, _, m in canal_messages(manifest, partitions=2) if '"isDdl": false' in m][:6]
+        for partition, message in again:
+            producer.produce(source_topic, value=message.encode(), partition=partition)
+        producer.flush(30)
+        deadline = time.monotonic() + 30
+        while not (counts / "job.after-side-read.paused").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (counts / "job.after-side-read.paused").exists(), outcome  # the batch of the new messages is held
+        assert prometheus.wait_value(backlog, len(again), timeout=3) == len(again)
+        assert prometheus.wait_value(backlog, 0) == 0  # the held batch committed
+        monkeypatch.delenv(failpoints.ENV)
+        delivered = prometheus.wait_value("sum(avro_sink_rows_delivered_total)", total + len(again))
+        assert delivered == total + len(again)
+        assert prometheus.value("avro_sink_held_files") == 0  # a Kafka source holds no files
+
+        # A registry outage: the registry the job uses stops; a new table's first message needs the registry, whose
+        # requests fail (counted after the client's retries) while the job retries the batch; the registry comes
+        # back on its port with its data and the batch commits.
+        assert prometheus.value("sum(avro_sink_registry_errors_total)") == 0
+        port_of_registry = int(url.rsplit(":", 1)[1])
+        registry.stop()
+        create, insert = (next(m for _, _, m in canal_messages(manifest, partitions=1)
+                               if '"table": "orders"' in m and f'"isDdl": {ddl}' in m) for ddl in ("true", "false"))
+        for message in (create.replace("`orders`", "`outage`"), insert):
+            producer.produce(source_topic, value=message.replace('"table": "orders"', '"table": "outage"').encode(),
+                             partition=0)
+        producer.flush(30)
+        deadline = time.monotonic() + 30
+        while not prometheus.firing("AvroSinkRegistryErrors") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert prometheus.firing("AvroSinkRegistryErrors"), outcome
+        assert prometheus.value("sum(avro_sink_registry_errors_total)") >= 1
+        assert prometheus.value("avro_sink_job_state") == 1  # the batch waits for the registry, not failed
+        registry.port = port_of_registry
+        registry.start()
+        delivered = prometheus.wait_value("sum(avro_sink_rows_delivered_total)", delivered + 1)
+        assert delivered == total + len(again) + 1, outcome
+        assert prometheus.value('sum(avro_sink_rows_delivered_total{table="shop.outage"})') == 1
+
+        status = read_status(checkpoint)  # the running job's checkpoint says the same, without Spark
+        assert (status.verdict, status.rows, status.dead_lettered) == ("healthy", delivered, dead)
+        assert sum(t["rows"] for t in status.tables.values()) == delivered
         stop.set()
         thread.join(60)
         assert "error" not in outcome, outcome["error"]
-        status = read_status(checkpoint)  # the stopped job's checkpoint says the same, without Spark
-        assert (status.verdict, status.rows, status.dead_lettered) == ("healthy", delivered, dead)
-        assert sum(t["rows"] for t in status.tables.values()) == delivered
         server.shutdown()  # the job's process would be gone: nothing answers on its port any more
         server.server_close()
         deadline = time.monotonic() + 20
