@@ -50,7 +50,7 @@ def promtool() -> str:
 def test_promtool_checks_the_rules_and_the_config_of_compose(promtool):
     rules = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True)
     assert rules.returncode == 0, rules.stdout + rules.stderr
-    assert "SUCCESS: 8 rules found" in rules.stdout
+    assert "SUCCESS: 9 rules found" in rules.stdout
     config = subprocess.run([promtool, "check", "config", str(RULES.parent / "prometheus.yml")],
                             capture_output=True, text=True)
     assert config.returncode == 0, config.stdout + config.stderr
@@ -68,6 +68,9 @@ def test_each_alert_fires_on_its_series(promtool, tmp_path):
             {"series": f'avro_sink_transactions_total{{{job},op="aborted"}}', "values": "0 0 0 0 2"},
             {"series": f"avro_sink_commit_ts_lag_seconds{{{job}}}", "values": "10 700x10"},
             {"series": f"avro_sink_job_state{{{job}}}", "values": "0 1 2"},
+            {"series": f'avro_sink_input_backlog_messages{{{job},topic="busy",partition="0"}}', "values": "0+100x20"},
+            {"series": f'avro_sink_input_backlog_messages{{{job},topic="busy",partition="1"}}', "values": "5x20"},
+            {"series": f'avro_sink_input_backlog_messages{{{job},topic="calm",partition="0"}}', "values": "50x20"},
         ],
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "AvroSinkDown", "exp_alerts": []},  # not for a minute yet
@@ -86,6 +89,12 @@ def test_each_alert_fires_on_its_series(promtool, tmp_path):
                              "exp_annotations": _annotations("AvroSinkDeadLettersGrowing", table="shop.orders")}]},
             {"eval_time": "3m", "alertname": "AvroSinkTransactionsAborted", "exp_alerts": []},
             {"eval_time": "5m", "alertname": "AvroSinkCommitLagHigh", "exp_alerts": []},  # for: 5m
+            {"eval_time": "5m", "alertname": "AvroSinkBacklogGrowing", "exp_alerts": []},  # for: 10m
+            # a backlog that grows fires; one that stays put (a steady lag behind the source) does not
+            {"eval_time": "15m", "alertname": "AvroSinkBacklogGrowing",
+             "exp_alerts": [{"exp_labels": {"severity": "warning", "job": "avro-registry-sink",
+                                            "instance": "driver:9464", "topic": "busy"},
+                             "exp_annotations": _annotations("AvroSinkBacklogGrowing", topic="busy")}]},
         ],
     }]}
     (tmp_path / "alerts_test.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
