@@ -70,7 +70,8 @@ __all__ = [
 
 #: Per-table counts of a report, in the order they are shown.
 COUNTS = ("expected", "delivered", "dead_lettered", "missing", "duplicated", "unexpected", "out_of_order",
-          "unknown_schema_id", "undecodable", "wrong_schema_id", "value_mismatch", "wrong_partition", "misfiled")
+          "unknown_schema_id", "undecodable", "wrong_schema_id", "value_mismatch", "header_mismatch", "wrong_partition",
+          "misfiled")
 #: The counts that must be zero for a run to reconcile.
 DISCREPANCIES = COUNTS[3:]
 #: Other per-table figures: input the run has not delivered yet, by design.
@@ -350,7 +351,8 @@ def _schema_id(column: str) -> Column:
 def _shape(df: DataFrame) -> DataFrame:
     """``topic, partition, key, value, ts, pos, ...`` -> the compared columns: ``kbody`` (the key without its
     frame; an unframed key as it is), ``ksid``/``vsid`` (schema ids; ``-1`` unframed, ``vsid`` null for a
-    tombstone), ``vdig`` (a digest of the value's Avro body, null for a tombstone)."""
+    tombstone), ``vdig`` (a digest of the value's Avro body, null for a tombstone), ``hdrs`` (every header the
+    record carries, in its order, as :func:`_headers_text` reads it back)."""
     from pyspark.sql import functions as F
 
     key_ok, value_ok = _framed("key"), _framed("value")
@@ -362,7 +364,45 @@ def _shape(df: DataFrame) -> DataFrame:
         .alias("vsid"),
         F.when(F.col("value").isNull(), F.lit(None)).when(value_ok, F.xxhash64(_body("value")))
         .otherwise(F.xxhash64(F.col("value"), F.lit("unframed"))).alias("vdig"),
+        (F.expr(f"concat_ws('{_HEADER_SEP}', transform(headers, h -> concat(h.key, '=', coalesce(hex(h.value), '-'))))")
+         if "headers" in df.columns else F.lit(None).cast("string")).alias("hdrs"),
     )
+
+
+#: Separates the headers in the compared ``hdrs`` text (a header key holds no control character).
+_HEADER_SEP = "\\u0001"
+
+
+def _headers_text(hdrs: str | None) -> list[tuple[str, str | None]]:
+    """``hdrs`` (see :func:`_shape`) -> ``[(key, value as text or None), ...]``, in the record's order."""
+    out: list[tuple[str, str | None]] = []
+    for part in (hdrs or "").split("\x01"):
+        if not part:
+            continue
+        key, _, value = part.rpartition("=")
+        out.append((key, None if value == "-" else bytes.fromhex(value).decode("utf-8", "backslashreplace")))
+    return out
+
+
+def header_differences(expected: str | None, delivered: str | None) -> list[dict[str, Any]]:
+    """The headers whose values differ between an expected and a delivered record, one entry per header name
+    (``header``, ``expected``, ``found``; a header one side lacks is ``None`` there). A header a record carries
+    twice is compared occurrence by occurrence."""
+    def by_name(hdrs: str | None) -> dict[str, list[str | None]]:
+        out: dict[str, list[str | None]] = {}
+        for key, value in _headers_text(hdrs):
+            out.setdefault(key, []).append(value)
+        return out
+
+    want, got = by_name(expected), by_name(delivered)
+    names = [*want, *(k for k in got if k not in want)]
+    diffs = []
+    for name in names:
+        a, b = want.get(name, []), got.get(name, [])
+        if a != b:
+            diffs.append({"header": name, "expected": a[0] if len(a) == 1 else (a or None),
+                          "found": b[0] if len(b) == 1 else (b or None)})
+    return diffs
 
 
 def _position(x: Column, y: Column, z: Column) -> Column:
@@ -493,7 +533,7 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
         line = F.col("order_line").bitwiseAND(F.lit(_LINE_MASK))
         position = F.shiftleft(rank, 40).bitwiseOR(line)
         return encoded.filter("error IS NULL").select(
-            "topic", "partition", "key", "value", F.col("commit_ts").alias("ts"),
+            "topic", "partition", "key", "value", "headers", F.col("commit_ts").alias("ts"),
             _position(F.col("order_version"), F.lit(""), position),  # the position orders the files itself
             position.alias("at"))
 
@@ -617,7 +657,7 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
             "source", F.lit(None).cast("bigint").alias("order_version"), "order_file", "order_line", "error")
         encoded = _encode_parsed(parsed.unionByName(errors), stage_plans, output)
         return encoded.filter("error IS NULL").select(
-            "topic", "partition", "key", "value", F.col("commit_ts").alias("ts"),
+            "topic", "partition", "key", "value", "headers", F.col("commit_ts").alias("ts"),
             _position(F.col("order_version"), F.col("order_file"), F.col("order_line")), F.col("source").alias("at"))
 
     out.records = records(raw, StageOutput(out.tally))
@@ -636,7 +676,7 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
         peeked = peek_changelog(messages, spec.kind)
         encoded = _encode_parsed(parse_changelog(peeked, spec.kind, history), stage_plans, None)
         return encoded.filter("error IS NULL").select(
-            "topic", "partition", "key", "value", F.col("commit_ts").alias("ts"),
+            "topic", "partition", "key", "value", "headers", F.col("commit_ts").alias("ts"),
             _position(F.col("order_version"), F.col("order_file"), F.col("order_line")), F.col("source").alias("at"))
 
     def dead_lettered(letters: DeadLetters) -> Any:
@@ -751,7 +791,8 @@ class Delivered:
 
 
 #: One line of the file sink, as :mod:`~avro_registry_sink.spark.file_lines` writes it.
-_LINE_SCHEMA = "topic STRING, partition INT, key STRING, value STRING, commit_ts BIGINT, batch BIGINT"
+_LINE_SCHEMA = ("topic STRING, partition INT, key STRING, value STRING, "
+                "headers ARRAY<STRUCT<key: STRING, value: STRING>>, commit_ts BIGINT, batch BIGINT")
 
 
 def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_batch: int | None) -> Delivered:
@@ -809,6 +850,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
             F.coalesce(F.col("r.topic"), F.col("ftopic")).alias("topic"),
             F.coalesce(F.col("r.partition"), F.lit(-1)).alias("partition"),
             F.unhex("r.key").alias("key"), F.unhex("r.value").alias("value"),
+            F.expr("transform(r.headers, h -> named_struct('key', h.key, 'value', unhex(h.value)))").alias("headers"),
             F.coalesce(F.col("r.commit_ts"), F.lit(-1)).alias("ts"),
             _position(F.col("fbatch"), F.lit(""), F.shiftleft(F.col("fpart").cast("long"), 32) + F.col("line") + 1),
             ((F.col("r.batch") != F.col("fbatch")) | (F.col("r.topic") != F.col("ftopic"))
@@ -853,7 +895,7 @@ def delivered_kafka(spark: SparkSession, options: JobOptions, topics: Iterable[s
         ts = F.expr("cast(decode(filter(headers, h -> h.key = 'commit_ts')[0].value, 'UTF-8') as bigint)")
         return df.select(
             F.coalesce(F.element_at(mapping, F.col("topic")), F.col("topic")).alias("topic"),
-            "partition", "key", "value", F.coalesce(ts, F.lit(-1)).alias("ts"),
+            "partition", "key", "value", "headers", F.coalesce(ts, F.lit(-1)).alias("ts"),
             _position(F.col("partition"), F.lit(""), F.col("offset")),
             F.lit(False).alias("misfiled"))
 
@@ -890,7 +932,7 @@ _GROUP = ("kbody", "topic", "ts")
 _KEY = ("kbody", "topic")
 #: Per (topic, key, commit ts) group: the counts a pair of expected and delivered records can show.
 _GROUP_COUNTS = ("missing", "duplicated", "unexpected", "misfiled", "wrong_schema_id", "value_mismatch",
-                 "wrong_partition")
+                 "header_mismatch", "wrong_partition")
 _SUMMED = ("expected", "delivered", *_GROUP_COUNTS, "out_of_order", SOURCE_ORDER)
 #: Settings of the reconciliation's Spark plan (see :func:`_compared`), restored afterwards.
 _PLAN_CONF = {"spark.sql.execution.replaceHashWithSortAgg": "true"}
@@ -900,7 +942,7 @@ def _sides(expected: DataFrame | None, delivered: DataFrame | None, spark: Spark
     """Both sides' records in one DataFrame (``side`` 0: expected, 1: delivered), in the compared shape."""
     from pyspark.sql import functions as F
 
-    columns = ["topic", "kbody", "ts", "side", "pos", "partition", "ksid", "vsid", "vdig", "misfiled"]
+    columns = ["topic", "kbody", "ts", "side", "pos", "partition", "ksid", "vsid", "vdig", "hdrs", "misfiled"]
     parts = []
     for side, df in ((0, expected), (1, delivered)):
         if df is None:
@@ -909,11 +951,11 @@ def _sides(expected: DataFrame | None, delivered: DataFrame | None, spark: Spark
         misfiled = F.col("misfiled") if "misfiled" in df.columns else F.lit(False)
         parts.append(shaped.select("topic", "kbody", F.col("ts").cast("long").alias("ts"), F.lit(side).alias("side"),
                                    "pos", F.col("partition").cast("int").alias("partition"), "ksid", "vsid", "vdig",
-                                   misfiled.alias("misfiled")))
+                                   "hdrs", misfiled.alias("misfiled")))
     if not parts:
         return spark.createDataFrame([], "topic string, kbody binary, ts bigint, side int, pos struct<x: bigint, "
                                          "y: string, z: bigint>, partition int, ksid bigint, vsid bigint, "
-                                         "vdig bigint, misfiled boolean").select(*columns)
+                                         "vdig bigint, hdrs string, misfiled boolean").select(*columns)
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
@@ -935,7 +977,7 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
 
     n = max(int(conf_value(spark, "spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
     both = _sides(expected, delivered, spark).repartition(n, *_KEY).sortWithinPartitions(*_GROUP, "side", "pos")
-    item = F.struct("pos", F.col("partition").alias("part"), "ksid", "vsid", "vdig")
+    item = F.struct("pos", F.col("partition").alias("part"), "ksid", "vsid", "vdig", "hdrs")
     groups = both.groupBy(*_GROUP).agg(
         F.sum(1 - F.col("side")).alias("ne"), F.sum("side").alias("nd"),
         F.collect_list(F.when(F.col("side") == 0, item)).alias("erecs"),
@@ -946,7 +988,7 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
     pairs = F.expr(
         "zip_with(slice(erecs, 1, least(ne, nd)), slice(drecs, 1, least(ne, nd)), (x, y) -> named_struct("
         "'sid', x.ksid <> y.ksid OR (x.vsid IS NOT NULL AND y.vsid IS NOT NULL AND x.vsid <> y.vsid), "
-        "'val', NOT (x.vdig <=> y.vdig), 'part', x.part <> y.part))")
+        "'val', NOT (x.vdig <=> y.vdig), 'hdr', NOT (x.hdrs <=> y.hdrs), 'part', x.part <> y.part))")
     counted = groups.select(
         *_GROUP, ne.alias("expected"), nd.alias("delivered"), m.alias("matched"), (ne - m).alias("missing"),
         F.when(ne > 0, nd - m).otherwise(0).alias("duplicated"), F.when(ne == 0, nd).otherwise(0).alias("unexpected"),
@@ -954,6 +996,7 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
     counted = counted.select(
         "*", F.size(F.filter("pairs", lambda p: p["sid"])).alias("wrong_schema_id"),
         F.size(F.filter("pairs", lambda p: p["val"])).alias("value_mismatch"),
+        F.size(F.filter("pairs", lambda p: p["hdr"])).alias("header_mismatch"),
         F.size(F.filter("pairs", lambda p: p["part"])).alias("wrong_partition"))
     bad = F.lit(False)
     for name in _GROUP_COUNTS:
@@ -1281,6 +1324,11 @@ def _second_look(spark: SparkSession, report: VerifyReport, compared: DataFrame,
         bad.unpersist()
 
 
+def _offset(location: str | None) -> int | None:
+    """The record's offset in its Kafka partition (``topic/partition@offset``); ``None`` for a file sink's line."""
+    return int(location.rpartition("@")[2]) if location and "@" in location else None
+
+
 def _pos_key(pos: Any) -> str:
     return json.dumps(pos.asDict() if hasattr(pos, "asDict") else dict(pos), sort_keys=True)
 
@@ -1366,6 +1414,9 @@ def _samples(report: VerifyReport, rows: list[Any], delivered: Delivered, expect
                     kinds.append("value_mismatch")
                 if x["part"] != y["part"]:
                     kinds.append("wrong_partition")
+                for diff in header_differences(x["hdrs"], y["hdrs"]):
+                    report.samples.append({"kind": "header_mismatch", **base, "source": at_source(x),
+                                           "sink": at_sink(y), "offset": _offset(at_sink(y)), **diff})
                 for kind in kinds:
                     entry = {"kind": kind, **base, "source": at_source(x), "sink": at_sink(y),
                              "expected": {"partition": x["part"], "key_schema_id": x["ksid"],
@@ -1451,6 +1502,7 @@ _SAID = {"missing": ("missing", "missing"), "duplicated": ("duplicated", "duplic
          "undecodable": ("undecodable", "undecodable"),
          "wrong_schema_id": ("with a wrong schema id", "with a wrong schema id"),
          "value_mismatch": ("value differs", "values differ"),
+         "header_mismatch": ("header differs", "headers differ"),
          "wrong_partition": ("in the wrong partition", "in the wrong partition"),
          "misfiled": ("misfiled", "misfiled")}
 

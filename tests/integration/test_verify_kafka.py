@@ -26,7 +26,7 @@ from avro_registry_sink.sources.demo import DemoManifest, generate_demo
 from avro_registry_sink.spark.verify import DISCREPANCIES
 from tests.support.job import canal_messages, stamp_in_order
 from tests.support.servers import ensure_kafka
-from tests.support.tamper import copy_topic
+from tests.support.tamper import copy_topic, read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -123,6 +123,7 @@ FAULTS = {
     "decimal": {"value_mismatch": 1},
     "wrong_schema_id": {"wrong_schema_id": 1, "undecodable": 1},
     "unknown_schema_id": {"unknown_schema_id": 1},
+    "op_header": {"header_mismatch": 1},  # an insert's op header made d, its value kept
 }
 
 
@@ -144,6 +145,12 @@ def test_a_fault_in_a_copy_of_a_topic_is_found(run, kind):
     if kind == "decimal":
         sample = next(s for s in report["samples"] if s["kind"] == "value_mismatch")
         assert sample["differs"] == ["amount"] and sample["sink"].startswith(copy + "/")
+    if kind == "op_header":
+        sample = next(s for s in report["samples"] if s["kind"] == "header_mismatch")
+        assert (sample["header"], sample["expected"], sample["found"]) == ("op", "c", "d")
+        partition = int(sample["sink"].removeprefix(copy + "/").partition("@")[0])
+        record = next(r for r in read_topic(run.bootstrap, copy)[partition] if r["offset"] == sample["offset"])
+        assert ("op", b"d") in record["headers"]  # the offset is the tampered record's
 
 
 def test_a_canal_json_topic_source_reconciles_and_a_drop_is_found(spark, bootstrap, registry_url, tmp_path):

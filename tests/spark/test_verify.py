@@ -1,6 +1,7 @@
 """``avro-registry-sink verify`` on the file sink: a clean run reconciles (exit 0, every discrepancy count zero);
 each fault injected into the sink's output (a record dropped, duplicated, two changes of one key swapped, a
-DECIMAL off by one unit in the last place, a wrong or unknown schema id) is found with its exact count (exit 1).
+DECIMAL off by one unit in the last place, a wrong or unknown schema id, a header the source does not give) is
+found with its exact count (exit 1).
 The file sink's promise is checked the same way: staged batches are not visible, a batch published but not
 committed is not compared, a batch rerun after a crash replaces its files (no duplicates).
 """
@@ -97,6 +98,8 @@ FAULTS = {
     "decimal": {"value_mismatch": 1},
     "wrong_schema_id": {"wrong_schema_id": 1, "undecodable": 1},  # the key's schema: known, and leaves bytes over
     "unknown_schema_id": {"unknown_schema_id": 1},
+    # the line's own commit_ts field unchanged (an op header made d: tests/integration/test_verify_kafka.py)
+    "commit_ts_header": {"header_mismatch": 1},
 }
 
 
@@ -104,7 +107,7 @@ FAULTS = {
 def test_a_fault_injected_into_the_file_sink_is_found(run, tmp_path, kind):
     out = tmp_path / "out"
     shutil.copytree(run.base / "out", out)
-    tamper_file_sink(out, "shop_orders", kind, run.client)
+    tampered = tamper_file_sink(out, "shop_orders", kind, run.client)
     changed = {}
     if kind == "decimal":  # the tampered line, as written
         changed = next({**r, "value": bytes.fromhex(r["value"])} for p in sorted((out / "shop_orders").glob("*.jsonl"))
@@ -132,6 +135,14 @@ def test_a_fault_injected_into_the_file_sink_is_found(run, tmp_path, kind):
         file, _, line = sample["sink"].rpartition(":")  # the sink location is the very line
         record = json.loads((out / file).read_text().splitlines()[int(line) - 1])
         assert record["value"] == changed["value"].hex()
+    if kind.endswith("_header"):
+        name = kind.removesuffix("_header")
+        sample = next(s for s in report["samples"] if s["kind"] == "header_mismatch")
+        assert sample["header"] == name and sample["table"] == "shop.orders", sample
+        assert sample["offset"] is None and sample["sink"].startswith("shop_orders/batch-")  # a file: its line
+        found = "d" if name == "op" else str(tampered["commit_ts"] + 1)
+        assert (sample["expected"], sample["found"]) == ({"op": "c", "commit_ts": str(tampered["commit_ts"])}[name],
+                                                         found)
 
 
 def test_a_swap_within_one_file_is_out_of_order(run, tmp_path):

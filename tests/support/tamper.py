@@ -1,5 +1,6 @@
 """Injected faults for the ``verify`` tests: a sink's output with one record dropped, duplicated, a pair of one
-key's records swapped, a DECIMAL off by one unit in the last place, or a wrong schema id.
+key's records swapped, a DECIMAL off by one unit in the last place, a wrong schema id, or an insert's ``op``
+header made ``d`` or its ``commit_ts`` header one more.
 
 Records are dicts (``partition``, ``key``, ``value`` as bytes or ``None``, ``commit_ts``, ...) in sequences
 (the file sink: one per file; Kafka: one per partition), in their order. :func:`tamper` changes them in
@@ -17,7 +18,8 @@ from typing import Any
 
 import fastavro
 
-KINDS = ("drop", "duplicate", "swap", "decimal", "wrong_schema_id", "unknown_schema_id")
+KINDS = ("drop", "duplicate", "swap", "decimal", "wrong_schema_id", "unknown_schema_id", "op_header",
+         "commit_ts_header")
 
 #: A schema id no registry in the tests holds.
 UNKNOWN_ID = 987_654
@@ -75,7 +77,23 @@ def tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decima
         sid = _sid(r["key"]) if kind == "wrong_schema_id" else UNKNOWN_ID  # a key schema: known, wrong
         sequences[s][i] = {**r, "value": _reframe(r["value"], sid)}
         return r
+    if kind in ("op_header", "commit_ts_header"):  # an insert's op header made a delete; its commit ts header + 1
+        name = "op" if kind == "op_header" else "commit_ts"
+        for s, i, r in values:
+            headers = [_header(h) for h in r.get("headers") or []]
+            if ("op", b"c") not in headers:
+                continue
+            new = [(k, (b"d" if name == "op" else str(int(v) + 1).encode()) if k == name else v) for k, v in headers]
+            file_sink = any(isinstance(h, dict) for h in r["headers"])
+            sequences[s][i] = {**r, "headers": [{"key": k, "value": v.hex()} for k, v in new] if file_sink else new}
+            return r
+        raise AssertionError("no insert with an op header")
     raise ValueError(kind)
+
+
+def _header(h: Any) -> tuple[str, bytes]:
+    """A header as ``(key, value)``: a file sink line's ``{"key", "value" in hex}`` or a Kafka ``(key, bytes)``."""
+    return (h["key"], bytes.fromhex(h["value"])) if isinstance(h, dict) else (h[0], bytes(h[1]))
 
 
 # --------------------------------------------------------------------------------------------------
