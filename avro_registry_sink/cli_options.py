@@ -16,6 +16,7 @@ from typing import Annotated, Any, get_type_hints
 import typer
 
 from avro_registry_sink.config import SinkConfig, load_config
+from avro_registry_sink.routing import build_router
 
 __all__ = [
     "BigintOpt",
@@ -123,13 +124,6 @@ def option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return wrapper
-
-
-def build_router(config: SinkConfig, topic_rule: str | None):
-    """The job's topic router for ``config`` and ``--topic-rule`` (Spark's modules imported only when called)."""
-    from avro_registry_sink.spark.job import build_router as job_router
-
-    return job_router(config, topic_rule)
 
 
 def read_tables(ddl: Path):

@@ -23,8 +23,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from avro_registry_sink.config import DispatchRule, PartitionStrategy, SubjectNaming
+from avro_registry_sink.config import DispatchRule, PartitionStrategy, SinkConfig, SubjectNaming
 from avro_registry_sink.errors import RoutingError
+from avro_registry_sink.model import DEFAULT_TOPIC_RULE
 from avro_registry_sink.table_filter import TableFilter
 
 _TOPIC_CHARS = re.compile(r"[^A-Za-z0-9._\-]")
@@ -271,6 +272,17 @@ class TopicRouter:
 
 # --------------------------------------------------------------------------------------------------
 # Partition dispatch (seed 003): deterministic across processes (CRC-32, not Python's hash()).
+
+
+def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
+    """The router of a run: ``topic_rule`` first, else the config's dispatchers and default topic.
+
+    The default topic (the sink URI's, else :data:`DEFAULT_TOPIC_RULE`) is TiCDC's default rule: it names the
+    topic of a table no dispatcher rule matches and of one matched by a rule without ``topic`` (a
+    partition-only rule: its ``partition`` applies, the topic comes from the default)."""
+    return TopicRouter(config.dispatchers, default_topic=config.default_topic or DEFAULT_TOPIC_RULE,
+                       topic_rule=topic_rule, subject_naming=config.subject_naming,
+                       case_sensitive=config.case_sensitive)
 
 
 def _crc(parts: Iterable[Any]) -> int:

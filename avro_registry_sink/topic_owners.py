@@ -4,7 +4,7 @@ The router refuses a second table for a topic or subject only among the tables i
 run's router starts empty: a table that appears in a later run (a new table in a storage tree, or one
 that first shows up in a changelog) could take the topic of a table delivered by an earlier run. So the
 job records, per topic, the table routed there and its subjects in the checkpoint's per-batch side state
-(``state/owners/<batch id>.json``, :mod:`~avro_registry_sink.spark.side_state`), written after a batch's
+(``state/owners/<batch id>.json``, :mod:`~avro_registry_sink.side_state`), written after a batch's
 output is written (a batch that fails records nothing), and claims them in the router before its first
 batch (:meth:`~avro_registry_sink.routing.TopicRouter.claim`).
 
@@ -28,7 +28,7 @@ from avro_registry_sink.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.routing import Route, TopicRouter
-    from avro_registry_sink.spark.side_state import SideState
+    from avro_registry_sink.side_state import SideState
 
 __all__ = ["STATE_NAME", "TopicOwners"]
 
@@ -39,7 +39,7 @@ _VERSION = 1
 
 class TopicOwners:
     """The topic owners of one checkpoint, kept in its per-batch side state (``owners``, see
-    :mod:`~avro_registry_sink.spark.side_state`)."""
+    :mod:`~avro_registry_sink.side_state`)."""
 
     def __init__(self, side: SideState) -> None:
         self._side = side

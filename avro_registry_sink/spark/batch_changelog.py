@@ -29,12 +29,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.history.journal import TableSources
     from avro_registry_sink.manager import SchemaManager, TablePlan
     from avro_registry_sink.progress import BatchReport
+    from avro_registry_sink.side_state import SideState
     from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.side_state import SideState
 
 __all__ = ["ChangelogBatches"]
 
-#: Side state of the checkpoint, per batch (:mod:`~avro_registry_sink.spark.side_state`): the changelog's
+#: Side state of the checkpoint, per batch (:mod:`~avro_registry_sink.side_state`): the changelog's
 #: table versions.
 _TABLES = "tables"
 

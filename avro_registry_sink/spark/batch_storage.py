@@ -24,14 +24,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
     from avro_registry_sink.manager import SchemaManager, TablePlan
+    from avro_registry_sink.side_state import SideState
     from avro_registry_sink.sources.storage import StorageLayout
     from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.side_state import SideState
     from avro_registry_sink.storage_fs import StoreFS
 
 __all__ = ["StorageBatches", "csv_explicit", "is_update_half"]
 
-#: Side state of the checkpoint, per batch (:mod:`~avro_registry_sink.spark.side_state`): the newest file
+#: Side state of the checkpoint, per batch (:mod:`~avro_registry_sink.side_state`): the newest file
 #: number per storage data directory (see ``_late_files``), data files waiting for their schema file (see
 #: ``_hold``).
 _FILE_NUMBERS = "numbers"

@@ -41,7 +41,7 @@ __all__ = ["SIDE_FILES", "STATE_FILES", "check_checkpoint_files", "checkpoint_fa
 SIDE_FILES: dict[str, str] = {
     "job.json": "delete it: the next run records the --source it is given there again (give the same one as before)",
 }
-#: The job's side state (:mod:`~avro_registry_sink.spark.side_state`; the newest ``state/<name>/<batch>.json``, or
+#: The job's side state (:mod:`~avro_registry_sink.side_state`; the newest ``state/<name>/<batch>.json``, or
 #: the file of an earlier release) and what to do when the one a restart reads is damaged.
 STATE_FILES: dict[str, str] = {
     "tables": "restore it from a backup, or delete it: the state of the batch before it is used, and table versions "
@@ -305,7 +305,7 @@ def _source_offset(state: StoreFS, offsets: dict[int, str], index: str) -> int:
 
 def _state_file(state: StoreFS, name: str) -> str:
     """The side state file of ``name`` a restart reads: the newest per-batch file, else an earlier release's."""
-    from avro_registry_sink.spark.side_state import LEGACY_FILES
+    from avro_registry_sink.side_state import LEGACY_FILES
 
     batches = sorted(p for p in state.list_files(f"state/{name}") if re.fullmatch(r"\d{10}\.json", p.rpartition("/")[2]))
     return batches[-1] if batches else LEGACY_FILES[name]

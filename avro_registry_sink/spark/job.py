@@ -28,7 +28,7 @@ stay on the driver.
 
 Checkpoint directory layout: ``spark/`` (the query's offsets and commits), ``state/`` (held files, file
 numbers, changelog table versions, the table of each topic and subject: one file per batch, current once
-the batch commits, see :mod:`~avro_registry_sink.spark.side_state`), ``dead-letter/``, ``job.json`` (the
+the batch commits, see :mod:`~avro_registry_sink.side_state`), ``dead-letter/``, ``job.json`` (the
 source it belongs to: a checkpoint is not reused for another source).
 
 >>> # from avro_registry_sink.spark.job import JobOptions, run_job
@@ -55,15 +55,15 @@ from avro_registry_sink.formats import format_for_file
 from avro_registry_sink.logs import CURRENT_BATCH
 from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
 from avro_registry_sink.model import (
-    DEFAULT_TOPIC_RULE,
     PlanKey,
     RefusalReason,
     refusal_reason,
 )
 from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing import TopicRouter, build_router
 from avro_registry_sink.selection import TableSelection
+from avro_registry_sink.side_state import SideState
 from avro_registry_sink.spark import checkpoint_files
 from avro_registry_sink.spark.batch_changelog import ChangelogBatches
 from avro_registry_sink.spark.batch_storage import StorageBatches
@@ -71,7 +71,6 @@ from avro_registry_sink.spark.job_errors import JobFailed, SparkResourceError
 from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.packages import ivy_dir, kafka_package
 from avro_registry_sink.spark.session import conf_value, master_of
-from avro_registry_sink.spark.side_state import SideState
 from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
 from avro_registry_sink.spark.sources import changelog_stream
 from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
@@ -89,7 +88,6 @@ __all__ = [
     "JobOptions",
     "JobResult",
     "StopRequested",
-    "build_router",
     "build_sink",
     "check_checkpoint",
     "check_kafka",
@@ -245,17 +243,6 @@ def _sink_location(config: SinkConfig) -> StorageURI | None:
     if config.scheme == "kafka" or not config.path:
         return None
     return parse_storage_uri(str(config.path), option="sink-uri")
-
-
-def build_router(config: SinkConfig, topic_rule: str | None) -> TopicRouter:
-    """The router of a run: ``topic_rule`` first, else the config's dispatchers and default topic.
-
-    The default topic (the sink URI's, else :data:`DEFAULT_TOPIC_RULE`) is TiCDC's default rule: it names the
-    topic of a table no dispatcher rule matches and of one matched by a rule without ``topic`` (a
-    partition-only rule: its ``partition`` applies, the topic comes from the default)."""
-    return TopicRouter(config.dispatchers, default_topic=config.default_topic or DEFAULT_TOPIC_RULE,
-                       topic_rule=topic_rule, subject_naming=config.subject_naming,
-                       case_sensitive=config.case_sensitive)
 
 
 def _records(encoded: DataFrame) -> DataFrame:

@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 from avro_registry_sink.model import REPLAY_BATCH_BASE
 from avro_registry_sink.progress import JobTotals, NullProgress, ProgressReporter
-from avro_registry_sink.spark.side_state import LEGACY_FILES, SideState
+from avro_registry_sink.side_state import LEGACY_FILES, SideState
 from avro_registry_sink.spark.sources import parse_source
 from avro_registry_sink.spark.storage_source import STREAM_DDL
 
@@ -191,8 +191,9 @@ def replay_dead_letters(
     ``sink`` and ``router`` default as in :func:`~avro_registry_sink.spark.job.run_job`.
     """
     from avro_registry_sink.errors import ConfigError
+    from avro_registry_sink.routing import build_router
     from avro_registry_sink.spark.batch_storage import StorageBatches
-    from avro_registry_sink.spark.job import _batch_processor, _registry_for, _sink_for, build_router, check_checkpoint
+    from avro_registry_sink.spark.job import _batch_processor, _registry_for, _sink_for, check_checkpoint
 
     if not check_checkpoint(options):  # and it is this very source's
         raise ConfigError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the checkpoint (or the same "

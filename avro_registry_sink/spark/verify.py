@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
 from avro_registry_sink.model import REPLAY_BATCH_BASE
-from avro_registry_sink.spark.side_state import SideState
+from avro_registry_sink.side_state import SideState
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -439,8 +439,8 @@ class Expected:
 
 def _plans_for(options: JobOptions, registry: Any, tables: Iterable[Any]) -> tuple[dict[Any, Any], list[str]]:
     from avro_registry_sink.manager import SchemaManager
+    from avro_registry_sink.routing import build_router
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.job import build_router
 
     lookup = _LookupOnly(registry)
     manager = SchemaManager(lookup, build_router(options.sink, options.topic_rule), options.sink.encoding,

@@ -39,7 +39,7 @@ def _decode(schema_json: str, framed: bytes) -> dict[str, Any]:
 
 def side_state(checkpoint, name: str) -> Any:
     """The job's newest side state ``name`` (``held``, ``numbers``, ``tables``) in a local checkpoint."""
-    from avro_registry_sink.spark.side_state import SideState
+    from avro_registry_sink.side_state import SideState
     from avro_registry_sink.storage_fs import parse_storage_uri
 
     return SideState(parse_storage_uri(str(checkpoint)).filesystem()).latest(name)

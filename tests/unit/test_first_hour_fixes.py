@@ -19,8 +19,8 @@ from avro_registry_sink.errors import RegistryUnavailable
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.redact import redact_text
 from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.routing import build_router
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import build_router
 from avro_registry_sink.tabledef.ddl import parse_ddl
 
 runner = CliRunner()

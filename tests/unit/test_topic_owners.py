@@ -8,7 +8,7 @@ import pytest
 
 from avro_registry_sink.errors import ConfigError, RoutingError
 from avro_registry_sink.routing import TopicRouter
-from avro_registry_sink.spark.side_state import SideState
+from avro_registry_sink.side_state import SideState
 from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
 from avro_registry_sink.topic_owners import TopicOwners
 
