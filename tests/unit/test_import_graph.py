@@ -1,9 +1,13 @@
 """The package's imports form no cycle: each module's imports of the package's own modules (at the top or in a
-function, ``TYPE_CHECKING`` blocks aside) make a graph without a loop, so data flows one way."""
+function, ``TYPE_CHECKING`` blocks aside) make a graph without a loop, so data flows one way. And none runs
+upward across the layers of docs/architecture.md: no module below the Spark wing (``spark/``) imports from it
+or from the command line (``cli``, ``cli_options``, ``history/commands``), type-only imports included, and
+the Spark wing imports from the command line only where :data:`DESIGNED_UPWARD` says."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import avro_registry_sink
@@ -17,13 +21,18 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The package's modules ``path`` imports, outside ``if TYPE_CHECKING:`` blocks."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _imports(path: Path, modules: set[str], *, type_checking: bool = False) -> set[str]:
+    """The package's modules ``path`` imports, outside ``if TYPE_CHECKING:`` blocks unless ``type_checking``."""
+    return _imports_of(path.read_text(encoding="utf-8"), path, frozenset(modules), type_checking=type_checking)
+
+
+@functools.cache  # each module read once for the tests of this file
+def _imports_of(text: str, path: Path, modules: frozenset[str], *, type_checking: bool = False) -> set[str]:
+    tree = ast.parse(text)
     name = _module_name(path)
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not type_checking and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -92,3 +101,51 @@ def test_the_package_has_no_import_cycle():
 
 def test_a_cycle_is_found():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+#: The command line: the top layer.
+CLI = frozenset({f"{PACKAGE}.cli", f"{PACKAGE}.cli_options", f"{PACKAGE}.history.commands"})
+SPARK = f"{PACKAGE}.spark"
+#: Imports that run upward by design, each with its reason.
+DESIGNED_UPWARD = {
+    # spark-submit's entry point on a cluster runs the command line itself
+    (f"{PACKAGE}.spark.submit", f"{PACKAGE}.cli"),
+}
+
+
+def _layer(module: str) -> int:
+    """0: below the Spark wing (table definition to encoder), 1: the Spark wing, 2: the command line."""
+    if module in CLI:
+        return 2
+    return 1 if module == SPARK or module.startswith(SPARK + ".") else 0
+
+
+def _upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if _layer(b) > _layer(a) and (a, b) not in DESIGNED_UPWARD)
+
+
+def _graph(replace: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Every module's imports, ``TYPE_CHECKING`` blocks included; ``replace``: a module's text to read instead."""
+    paths = sorted(ROOT.rglob("*.py"))
+    modules = frozenset(_module_name(p) for p in paths)
+    texts = {_module_name(p): (replace or {}).get(_module_name(p)) or p.read_text(encoding="utf-8") for p in paths}
+    return {_module_name(p): _imports_of(texts[_module_name(p)], p, modules, type_checking=True) for p in paths}
+
+
+def test_no_import_runs_upward_across_the_layers():
+    graph = _graph()
+    assert f"{PACKAGE}.spark.job" in graph[f"{PACKAGE}.cli"]  # the graph was read
+    assert f"{PACKAGE}.cli" in graph[f"{PACKAGE}.spark.submit"]  # the designed one is there, and allowed
+    assert _upward(graph) == []
+
+
+def test_an_upward_import_put_back_is_found():
+    owners = (ROOT / "topic_owners.py").read_text(encoding="utf-8")
+    graph = _graph({
+        f"{PACKAGE}.topic_owners": owners + "\nif TYPE_CHECKING:\n    from avro_registry_sink.spark.job import JobOptions\n",
+        f"{PACKAGE}.routing": (ROOT / "routing.py").read_text(encoding="utf-8")
+        + "\n\ndef _late():\n    from avro_registry_sink.cli_options import load_config\n",
+    })
+    assert _upward(graph) == [(f"{PACKAGE}.routing", f"{PACKAGE}.cli_options"),
+                              (f"{PACKAGE}.topic_owners", f"{PACKAGE}.spark.job")]
