@@ -23,6 +23,7 @@ from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import DemoManifest, generate_demo
 from avro_registry_sink.spark.verify import DISCREPANCIES
+from avro_registry_sink.status import read_status
 from tests.support.job import stamp_in_order
 from tests.support.tamper import tamper_file_sink
 
@@ -88,6 +89,13 @@ def test_a_clean_run_reconciles(run):
         counts = report["tables"][table]
         assert counts["expected"] == counts["delivered"] == _total(run.manifest, table), table
         assert counts["dead_lettered"] == counts["held_files"] == counts["unread"] == 0
+    # status, reading the checkpoint alone (no Spark), counts what verify counts on the same run
+    status = read_status(run.base / "checkpoint")
+    assert (status.verdict, status.last_batch) == ("healthy", report["committed_batch"])
+    assert {t: status.tables[t]["rows"] for t in TABLES} == {t: report["tables"][t]["delivered"] for t in TABLES}
+    assert status.rows == report["totals"]["delivered"]
+    assert status.dead_lettered == sum(report["tables"][t]["dead_lettered"] for t in TABLES) == 0
+    assert len(status.held_files) == sum(report["tables"][t]["held_files"] for t in TABLES) == 0
 
 
 #: What each fault must show in shop.orders (every other discrepancy count zero, other tables clean).
@@ -280,6 +288,9 @@ def test_dead_lettered_rows_are_counted_not_missing(spark, tmp_path, registry):
     assert report.ok, report.to_json()
     assert report.tables["shop.orders"]["dead_lettered"] == 1
     assert report.totals["expected"] == report.totals["delivered"] == len(manifest.all_events)
+    status = read_status(tmp_path / "checkpoint")  # status counts what verify counts on the same run
+    assert (status.rows, status.dead_lettered) == (report.totals["delivered"], report.totals["dead_lettered"])
+    assert {t: e["rows"] for t, e in status.tables.items()} == {t: c["delivered"] for t, c in report.tables.items()}
 
 
 def test_verify_refuses_a_checkpoint_no_run_wrote(tmp_path):
