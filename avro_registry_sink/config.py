@@ -64,6 +64,18 @@ class OnIncompatible(str, Enum):
     NEW_MAJOR = "new-major"
 
 
+class DeliveryMode(str, Enum):
+    """``delivery``: what a ``read_committed`` consumer of a Kafka sink sees of each source row.
+
+    ``at-least-once``: every row, a batch rerun after a failure writing its records again. ``exactly-once``: every
+    row once (Kafka transactions and commit tokens, :mod:`avro_registry_sink.delivery`). The file sink is exactly
+    once either way.
+    """
+
+    AT_LEAST_ONCE = "at-least-once"
+    EXACTLY_ONCE = "exactly-once"
+
+
 class PartitionStrategy(str, Enum):
     """Partition dispatch (TiCDC's MQ protocol): which rows land in the same partition.
 
@@ -197,7 +209,7 @@ class SinkConfig(BaseModel):
     on_incompatible: OnIncompatible = OnIncompatible.STOP
     #: ``delivery`` (``--delivery``, ``AVRO_SINK_DELIVERY``): ``at-least-once`` or ``exactly-once`` (Kafka
     #: transactions and commit tokens, :mod:`avro_registry_sink.delivery`); the file sink is exactly once either way.
-    delivery: str = "at-least-once"
+    delivery: DeliveryMode = DeliveryMode.AT_LEAST_ONCE
     #: ``control-topic``: the compacted topic of the commit tokens (exactly-once delivery).
     control_topic: str = "_avro_registry_sink_commits"
     #: ``transaction-timeout`` (seconds): the producers' ``transaction.timeout.ms`` (exactly-once delivery).
@@ -211,7 +223,7 @@ class SinkConfig(BaseModel):
 
 
 #: ``delivery``: what a ``read_committed`` consumer of a Kafka sink sees of each source row.
-DELIVERY_MODES = ("at-least-once", "exactly-once")
+DELIVERY_MODES = tuple(mode.value for mode in DeliveryMode)
 #: The broker's default ``transaction.max.timeout.ms`` (15 min): a longer ``transaction-timeout`` is refused by it.
 MAX_TRANSACTION_TIMEOUT = 900.0
 
@@ -639,18 +651,18 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     return config.model_copy(update=update)
 
 
-def parse_delivery(value: str) -> str:
+def parse_delivery(value: str) -> DeliveryMode:
     """``delivery``: one of :data:`DELIVERY_MODES` (case-sensitive, ``_`` taken for ``-``).
 
     >>> parse_delivery("exactly_once")
-    'exactly-once'
+    <DeliveryMode.EXACTLY_ONCE: 'exactly-once'>
     """
     text = value.strip().replace("_", "-")
     if text not in DELIVERY_MODES:
         raise ConfigError(f"Invalid value {value!r} for option 'delivery': valid values are "
                           + " or ".join(DELIVERY_MODES) + ".", option="delivery", value=value,
                           choices=list(DELIVERY_MODES))
-    return text
+    return DeliveryMode(text)
 
 
 def parse_metrics_port(value: Any) -> int:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from avro_registry_sink.config import DELIVERY_MODES
+from avro_registry_sink.config import DELIVERY_MODES, DeliveryMode
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger, refresh, wait_hosted
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
@@ -450,7 +450,7 @@ class KafkaSink:
         spark: SparkSession | None = None,
         admin_timeout: float = 30.0,
         max_message_bytes: int | None = None,
-        delivery: str = "at-least-once",
+        delivery: DeliveryMode | str = DeliveryMode.AT_LEAST_ONCE,
         control_topic: str = "_avro_registry_sink_commits",
         transaction_timeout: float = 60.0,
         checkpoint: StoreFS | None = None,
@@ -466,8 +466,9 @@ class KafkaSink:
         if delivery not in DELIVERY_MODES:
             raise ConfigError(f"Invalid delivery {delivery!r}: valid values are " + " or ".join(DELIVERY_MODES) + ".",
                               option="delivery", value=delivery)
+        delivery = DeliveryMode(delivery)
         slices_in_jvm: str | None = None  # exactly once: why the JVM slice writer is not used (None: it is)
-        if delivery == "exactly-once":
+        if delivery is DeliveryMode.EXACTLY_ONCE:
             if not kafka.is_idempotent:
                 raise ConfigError(
                     f"--delivery exactly-once needs required-acks=-1 (Kafka transactions need idempotent producers); "
@@ -499,7 +500,7 @@ class KafkaSink:
         self.description = f"kafka://{self.brokers} ({'Spark Kafka sink' if producer == 'spark' else 'confluent-kafka producer'})"
         self._admin: Any = None  # the driver's AdminClient, made by the first connect and kept for the run
         self.transactions: TransactionalWriter | None = None
-        if delivery == "exactly-once":
+        if delivery is DeliveryMode.EXACTLY_ONCE:
             from avro_registry_sink.delivery import TransactionalWriter
 
             jvm = None

@@ -47,6 +47,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from avro_registry_sink.config import DeliveryMode
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
 from avro_registry_sink.model import REPLAY_BATCH_BASE
 from avro_registry_sink.side_state import SideState
@@ -151,7 +152,7 @@ def run_delivery(options: JobOptions) -> tuple[str, str]:
         return "exactly-once", "the file sink publishes each batch once"
     if query_of(options.checkpoint_uri) is not None:
         return "exactly-once", f"the checkpoint's {STATE_FILE}"
-    given = " (not the exactly-once verify was given)" if options.sink.delivery == "exactly-once" else ""
+    given = " (not the exactly-once verify was given)" if options.sink.delivery == DeliveryMode.EXACTLY_ONCE else ""
     return "at-least-once", f"the checkpoint has no {STATE_FILE}{given}"
 
 
