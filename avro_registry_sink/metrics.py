@@ -107,40 +107,64 @@ class _LagCollector:
 
 
 class KafkaEndOffsets:
-    """The end offsets (high watermarks) of a Kafka source's partitions, asked of the broker when Prometheus scrapes:
-    one metadata request and one watermark request a partition, bounded by the topics' partitions (never by rows).
-    ``conf``: confluent-kafka consumer settings with ``bootstrap.servers``."""
+    """The end offsets (high watermarks) of a Kafka source's partitions, refreshed every ``refresh`` seconds by a
+    daemon thread: one metadata request and one watermark request a partition each time, bounded by the topics'
+    partitions (never by rows). A scrape reads the last refresh and never waits for the broker (a slow broker
+    would otherwise make the scrape time out and every series of the job vanish). ``conf``: confluent-kafka
+    consumer settings with ``bootstrap.servers``."""
 
-    def __init__(self, topics: Iterable[str], conf: Mapping[str, Any], *, timeout: float = 2.0) -> None:
+    def __init__(self, topics: Iterable[str], conf: Mapping[str, Any], *, refresh: float = 1.0,
+                 timeout: float = 5.0) -> None:
         self.topics = tuple(topics)
         self._conf = {**conf, "group.id": "avro-registry-sink-metrics", "enable.auto.commit": False}
-        self._timeout = timeout
-        self._consumer: Any = None
+        self._refresh, self._timeout = refresh, timeout
         self._lock = threading.Lock()
+        self._latest: dict[tuple[str, int], int] = {}
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __call__(self) -> dict[tuple[str, int], int]:
-        """``{(topic, partition): end offset}``; raises the client's error when the broker does not answer."""
+        """``{(topic, partition): end offset}`` of the last refresh (empty before the first); raises the last
+        refresh's error when the broker did not answer it."""
+        with self._lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name="metrics-end-offsets", daemon=True)
+                self._thread.start()
+            if self._error is not None:
+                raise self._error
+            return dict(self._latest)
+
+    def _run(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        with self._lock:
-            if self._consumer is None:
-                self._consumer = Consumer(self._conf)
-            meta = self._consumer.list_topics(timeout=self._timeout)
-            out = {}
-            for topic in self.topics:
-                found = meta.topics.get(topic)
-                for partition in sorted(found.partitions if found is not None else ()):
-                    _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                                      timeout=self._timeout)
-                    out[(topic, partition)] = int(high)
-            return out
+        consumer = Consumer(self._conf)
+        try:
+            while not self._stop.is_set():
+                try:
+                    meta = consumer.list_topics(timeout=self._timeout)
+                    out = {}
+                    for topic in self.topics:
+                        found = meta.topics.get(topic)
+                        for partition in sorted(found.partitions if found is not None else ()):
+                            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                                        timeout=self._timeout)
+                            out[(topic, partition)] = int(high)
+                    with self._lock:
+                        self._latest, self._error = out, None
+                except Exception as exc:  # noqa: BLE001 - reported by the next scrape
+                    with self._lock:
+                        self._error = exc
+                self._stop.wait(self._refresh)
+        finally:
+            consumer.close()
 
     def close(self) -> None:
-        """Close the consumer (the run ended)."""
-        with self._lock:
-            if self._consumer is not None:
-                self._consumer.close()
-                self._consumer = None
+        """Stop refreshing (the run ended)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(self._timeout * 2)
 
 
 class _BacklogCollector:

@@ -525,6 +525,7 @@ class _BatchProcessor:
             self._end_side(batch_id)
             if self.metrics is not None:
                 self.metrics.batch_empty()
+                self._backlog_to_metrics(batch_id)  # its messages (DDLs, filtered tables) are behind the job too
             return
         failpoint("job.after-side-read")
         self.batch_inputs = prepared.inputs

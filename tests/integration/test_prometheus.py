@@ -64,6 +64,8 @@ def test_each_alert_fires_on_its_series(promtool, tmp_path):
         "input_series": [
             {"series": f"up{{{job}}}", "values": "1 1 0 0 0"},
             {"series": f'avro_sink_dead_letters_total{{{job},table="shop.orders"}}', "values": "0 0 0 3 3"},
+            # a table's first dead letters: its series is born at its first count
+            {"series": f'avro_sink_dead_letters_total{{{job},table="shop.customers"}}', "values": "_ _ _ 2 2"},
             {"series": f'avro_sink_registry_errors_total{{{job},op="register"}}', "values": "0 0 1 1 1"},
             {"series": f'avro_sink_transactions_total{{{job},op="aborted"}}', "values": "0 0 0 0 2"},
             {"series": f"avro_sink_commit_ts_lag_seconds{{{job}}}", "values": "10 700x10"},
@@ -86,7 +88,10 @@ def test_each_alert_fires_on_its_series(promtool, tmp_path):
             {"eval_time": "4m", "alertname": "AvroSinkDeadLettersGrowing",
              "exp_alerts": [{"exp_labels": {"severity": "warning", "job": "avro-registry-sink",
                                             "instance": "driver:9464", "table": "shop.orders"},
-                             "exp_annotations": _annotations("AvroSinkDeadLettersGrowing", table="shop.orders")}]},
+                             "exp_annotations": _annotations("AvroSinkDeadLettersGrowing", table="shop.orders")},
+                            {"exp_labels": {"severity": "warning", "job": "avro-registry-sink",
+                                            "instance": "driver:9464", "table": "shop.customers"},
+                             "exp_annotations": _annotations("AvroSinkDeadLettersGrowing", table="shop.customers")}]},
             {"eval_time": "3m", "alertname": "AvroSinkTransactionsAborted", "exp_alerts": []},
             {"eval_time": "5m", "alertname": "AvroSinkCommitLagHigh", "exp_alerts": []},  # for: 5m
             {"eval_time": "5m", "alertname": "AvroSinkBacklogGrowing", "exp_alerts": []},  # for: 10m
@@ -241,6 +246,10 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         dead = sum(len(p.read_text().splitlines()) for p in (checkpoint / "dead-letter").glob("batch-*.jsonl"))
         assert dead == 1
         assert prometheus.wait_value("sum(avro_sink_dead_letters_total)", dead) == dead
+        deadline = time.monotonic() + 10  # the table's first dead letter: its series born at 1
+        while not prometheus.firing("AvroSinkDeadLettersGrowing") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert prometheus.firing("AvroSinkDeadLettersGrowing")
         assert prometheus.value("avro_sink_commit_ts_lag_seconds") > 0
         assert prometheus.value("sum(avro_sink_bytes_out_total)") > 0
         assert prometheus.value('up{job="avro-registry-sink"}') == 1
@@ -255,8 +264,8 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         counts = tmp_path / "failpoints"
         counts.mkdir()
         monkeypatch.setenv(failpoints.COUNTS_ENV, str(counts))
-        monkeypatch.setenv(failpoints.PAUSE_ENV, "2")
-        monkeypatch.setenv(failpoints.ENV, "job.after-side-read=pause@1")
+        monkeypatch.setenv(failpoints.PAUSE_ENV, "3")
+        monkeypatch.setenv(failpoints.ENV, "job.after-side-read=pause@1")  # longer than a refresh and a scrape
         again = [(p, m) for p, _, m in canal_messages(manifest, partitions=2) if '"isDdl": false' in m][:6]
         produced = time.monotonic()
         for partition, message in again:
@@ -266,10 +275,13 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         while not (counts / "job.after-side-read.paused").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert (counts / "job.after-side-read.paused").exists(), outcome  # the batch of the new messages is held
-        assert prometheus.wait_value(backlog, 0) == 0  # the held batch committed
         # the highest backlog Prometheus scraped since the messages were produced: all of them, while held
-        since = f"{int(time.monotonic() - produced) + 2}s"
-        assert prometheus.value(f"max_over_time({backlog}[{since}:500ms])") == len(again)
+        deadline, highest = time.monotonic() + 10, None
+        while highest != len(again) and time.monotonic() < deadline:
+            highest = prometheus.value(f"max_over_time({backlog}[{int(time.monotonic() - produced) + 2}s:500ms])")
+            time.sleep(0.3)
+        assert highest == len(again)
+        assert prometheus.wait_value(backlog, 0) == 0  # the held batch committed
         monkeypatch.delenv(failpoints.ENV)
         delivered = prometheus.wait_value("sum(avro_sink_rows_delivered_total)", total + len(again))
         assert delivered == total + len(again)
