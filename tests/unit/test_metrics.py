@@ -303,3 +303,45 @@ def test_the_tally_per_topic_equals_a_count_of_each_topics_rows(topics):
         want[name] = [len(rows), sum(value[i] is None for i in rows), int(max(ts[i] for i in rows)),
                       sum(len(key[i]) + len(value[i] or b"") for i in rows)]
     assert tally_of(batch)["topics"] == want
+
+
+@pytest.mark.kafka
+def test_kafka_end_offsets_are_refreshed_by_a_thread_and_a_scrape_reads_the_last_refresh():
+    import time
+    import uuid
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from avro_registry_sink.metrics import KafkaEndOffsets
+    from tests.support.servers import ensure_kafka
+
+    bootstrap = ensure_kafka()
+    topic = "m" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its futures resolve
+    for future in admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+
+    def produce(partition: int, n: int) -> None:
+        for _ in range(n):
+            producer.produce(topic, value=b"x", partition=partition)
+        producer.flush(30)
+
+    def wait_for(ends: KafkaEndOffsets, want: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        deadline, got = time.monotonic() + 15, {}
+        while got != want and time.monotonic() < deadline:
+            got = ends()
+            time.sleep(0.1)
+        return got
+
+    produce(0, 3)
+    produce(1, 1)
+    ends = KafkaEndOffsets([topic], {"bootstrap.servers": bootstrap}, refresh=0.2)
+    try:
+        assert wait_for(ends, {(topic, 0): 3, (topic, 1): 1}) == {(topic, 0): 3, (topic, 1): 1}
+        produce(1, 2)  # seen by a later refresh, without a batch
+        assert wait_for(ends, {(topic, 0): 3, (topic, 1): 3}) == {(topic, 0): 3, (topic, 1): 3}
+    finally:
+        ends.close()
+    assert ends._thread is not None and not ends._thread.is_alive()
