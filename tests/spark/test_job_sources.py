@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from avro_registry_sink.config import OnIncompatible
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.formats.canal_json import DdlEvent
 from avro_registry_sink.progress import (
@@ -171,7 +172,7 @@ def test_files_taken_out_of_order_are_reported(tmp_path):
     manifest = generate_demo(tmp_path / "in", rows_per_table=6)
     layout = StorageLayout(tmp_path / "in")
     orders = [f for f in manifest.data_files if f.startswith("shop/orders/")]
-    manager = SimpleNamespace()  # the processor hooks the history recorder onto it
+    manager = SimpleNamespace(on_incompatible=OnIncompatible.STOP)  # the processor hooks the history recorder onto it
     processor = _BatchProcessor(JobOptions(source=parse_source(str(tmp_path / "in")), checkpoint=tmp_path / "ck"),
                                 manager, None, None, None, None)  # type: ignore[arg-type]
     uri = f"file:{tmp_path / 'in'}/"
