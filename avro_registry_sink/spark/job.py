@@ -1222,7 +1222,7 @@ def run_job(
                         query.stop()
                         break
                 if not query.isActive and query.exception() is not None:
-                    query.awaitTermination(0)  # a query that failed before the loop first looked: raise its failure
+                    query.awaitTermination()  # a query that failed before the loop first looked: raise its failure
         except KeyboardInterrupt:  # not on the main thread: no handler of ours
             stopped = True
             if query is not None:
