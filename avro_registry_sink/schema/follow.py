@@ -35,6 +35,7 @@ from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
 from avro_registry_sink.errors import SourceError
+from avro_registry_sink.schema.migration import field_kind
 
 __all__ = ["FollowPlan", "MigrationStep", "RecordFollower", "RecordRefused", "RegisteredVersion", "plan_follow"]
 
@@ -184,16 +185,7 @@ class _Target:
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> _Target:
-        kind = spec.get("type")
-        nullable = False
-        if isinstance(kind, list):
-            branches = [b for b in kind if b != "null"]
-            nullable = len(branches) < len(kind)
-            kind = branches[0] if len(branches) == 1 else {"type": "other"}
-        if isinstance(kind, str):
-            kind = {"type": kind}
-        if not isinstance(kind, dict):
-            kind = {"type": "other"}
+        kind, nullable = field_kind(spec)
         if kind.get("logicalType") == "decimal":
             return cls(str(spec["name"]), "decimal", nullable, int(kind.get("precision", 10)),
                        int(kind.get("scale", 0)))

@@ -113,6 +113,22 @@ _IMPLICIT_TEXT = {"DATE": "0000-00-00", "DATETIME": "0000-00-00 00:00:00", "TIME
                   "TIME": "00:00:00", "JSON": "null"}
 
 
+def field_kind(field_json: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A flat record field's type as a dict (its one non-null branch; ``{"type": "other"}`` for anything else) and
+    whether it is nullable (``["null", T]``)."""
+    kind = field_json.get("type")
+    nullable = False
+    if isinstance(kind, list):
+        branches = [b for b in kind if b != "null"]
+        nullable = len(branches) < len(kind)
+        kind = branches[0] if len(branches) == 1 else {"type": "other"}
+    if isinstance(kind, str):
+        kind = {"type": kind}
+    if not isinstance(kind, dict):
+        kind = {"type": "other"}
+    return kind, nullable
+
+
 @dataclass(frozen=True)
 class FieldShape:
     """One field of a flat record: its base Avro type and what a rule needs to know about it."""
@@ -135,16 +151,7 @@ class FieldShape:
 
     @classmethod
     def parse(cls, field_json: Mapping[str, Any]) -> FieldShape:
-        kind = field_json.get("type")
-        nullable = False
-        if isinstance(kind, list):
-            branches = [b for b in kind if b != "null"]
-            nullable = len(branches) < len(kind)
-            kind = branches[0] if len(branches) == 1 else {"type": "other"}
-        if isinstance(kind, str):
-            kind = {"type": kind}
-        if not isinstance(kind, dict):
-            kind = {"type": "other"}
+        kind, nullable = field_kind(field_json)
         base = str(kind.get("type")) if kind.get("type") in ("int", "long", "float", "double", "string", "bytes",
                                                         "boolean") else "other"
         params = kind.get("connect.parameters") or {}
