@@ -28,7 +28,9 @@ from string                   integers when the text is one (``-12``, spaces aro
 NOT NULL added                the column's DEFAULT, else MySQL's implicit default (0, '', the first ENUM member,
                               '0000-00-00' ...) for old records; dropped again going down
 NULL -> NOT NULL              null becomes the DEFAULT, else the implicit default
-DECIMAL precision/scale       the value, guarded by the new integer digits; a smaller scale rounds
+DECIMAL precision/scale       the value, guarded by the new integer digits; a smaller scale rounds half away from
+                              zero on the decimal digits (exact up to 15 significant digits), guarded too
+text -> DECIMAL               the number rounded to the scale as MySQL does (``1.239`` is 1.24), else OUT
 dropped column                gone going up; going down the old column gets its default / null / implicit default
 dropped and re-added          values never carry over: each side gets the other's default
 key column added / dropped    impossible going up / down (a key holds only key columns: nothing to take it from)
@@ -293,6 +295,45 @@ def _round_half_away(expr: str) -> str:
     return f"($y := {expr}; $y >= 0 ? $floor($y + 0.5) : -$floor(-$y + 0.5))"
 
 
+def _unscaled_rounded(n: str, drop: int) -> str:
+    """The integer ``n`` (exact, under 2^53) with its last ``drop`` digits rounded off half away from zero, in
+    integer arithmetic (exact, where rounding the double ``n / 10^drop`` is not at a tie: 1.005 is 1.00499...)."""
+    q = 10**drop
+    return f"($a := $abs({n}); $r := $a % {q}; $m := ($a - $r) / {q} + ($r * 2 >= {q} ? 1 : 0); {n} < 0 ? -$m : $m)"
+
+
+def _decimal_rescaled(ss: int, ds: int) -> str:
+    """A DECIMAL of scale ``ss`` rounded to the smaller scale ``ds`` as MySQL does (half away from zero, on the
+    decimal digits). ``$v * 10^ss`` is within a tiny fraction of the unscaled integer for a value of at most 15
+    significant digits (its double, or one step off it), so ``$round`` gives that integer exactly; the rest is integer
+    arithmetic. A longer value comes out differently for neighbouring doubles, which a reader checking them refuses
+    (:mod:`avro_registry_sink.schema.follow`)."""
+    return f"($n := $round($v * {10**ss}); {_unscaled_rounded('$n', ss - ds)} / {10**ds})"
+
+
+#: A decimal text MySQL reads: sign, integer digits, fraction digits (an exponent form goes through a double).
+_DECIMAL_TEXT = r"/^\s*([-+]?)([0-9]*)\.?([0-9]*)\s*$/"
+
+
+def _text_to_decimal(dst: FieldShape, column: str) -> str:
+    """Text into a DECIMAL(p,s) as MySQL's ALTER reads it: the number rounded to the scale half away from zero
+    (``1.239`` is 1.24, a note, not an error), out of range or no number refused. The rounding is done on the
+    text's digits (the integer part and the first s+1 fraction digits, exact as an integer up to 15 digits); a text
+    with an exponent is read through a double."""
+    precision, scale = dst.decimal or (10, 0)
+    bound = 10 ** (precision - scale)
+    out_range = _out(dst, column, "is out of range for " + dst.sql)
+    digits = (f'$replace($g[1] & $substring($g[2] & "{"0" * (scale + 1)}", 0, {scale + 1}), /^0+/, "")')
+    exact = (f'($d := {digits}; $n := $d = "" ? 0 : $number($d); $m := {_unscaled_rounded("$n", 1)}; '
+             f'$x := ($g[0] = "-" ? -$m : $m) / {10**scale}; $length($d) > 15 ? '
+             f'{_out(dst, column, "has more digits than JSONata holds exactly (15)")} : '
+             f'$abs($x) < {bound} ? $x : {out_range})')
+    scaled = f"$number($trim($v)) * {10**scale}"
+    through_double = (f"($x := {_round_half_away(scaled)} / {10**scale}; $abs($x) < {bound} ? $x : {out_range})")
+    return (f'($g := $match($v, {_DECIMAL_TEXT}).groups; $exists($g) and ($g[1] & $g[2]) != "" ? {exact} : '
+            f'$contains($v, {_NUMBER_TEXT}) ? {through_double} : {_out(dst, column, "is not a " + dst.sql)})')
+
+
 def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None, str]:
     """JSONata turning ``$v`` (a non-null value of ``src``) into ``dst``; (None, why) when it cannot."""
     s, d = src.base, dst.base
@@ -307,8 +348,9 @@ def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None,
         (sp, ss), (dp, ds) = src.decimal, dst.decimal
         expr = "$v"
         if ds < ss:
-            expr = f"($m := $power(10, {ds}); {_round_half_away('$v * $m')} / $m)"
-        if dp - ds < sp - ss:
+            expr = _decimal_rescaled(ss, ds)
+        # fewer integer digits, or as many and a smaller scale (99.999 rounds to 100.00): the range is checked
+        if dp - ds < sp - ss or (ds < ss and dp - ds == sp - ss):
             bound = 10 ** (dp - ds)
             expr = f"($x := {expr}; $abs($x) < {bound} ? $x : {_out(dst, column, 'is out of range for ' + dst.sql)})"
         return expr, "decimal precision/scale"
@@ -325,9 +367,7 @@ def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None,
                 return _range_guard(expr, *rng, dst, column), "decimal to integer"
             return expr, "decimal to float"
         if s == "string" and dst.decimal is not None:
-            bound = 10 ** (dst.decimal[0] - dst.decimal[1])
-            return (f"$contains($v, {_NUMBER_TEXT}) and $abs($number($trim($v))) < {bound} ? $number($trim($v)) : "
-                    f"{_out(dst, column, 'is not a ' + dst.sql)}", "from string")
+            return _text_to_decimal(dst, column), "from string (rounded to the scale)"
         if d == "string" and src.decimal is not None:
             # MySQL prints a DECIMAL with all its scale's digits (12.3400, not 12.34)
             scale = src.decimal[1]

@@ -175,6 +175,29 @@ def test_decimal_precision_and_scale():
         up(plan, {"p": Decimal("12.25")})
 
 
+def test_decimal_rounding_is_mysqls_on_the_decimal_digits_and_its_carry_is_range_checked():
+    def record(kind: object) -> dict[str, object]:
+        return {"type": "record", "name": "t", "fields": [{"name": "p", "type": kind}]}
+
+    def dec(precision: int, scale: int) -> dict[str, object]:
+        return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+
+    plan = plan_migration(record(dec(12, 4)), record(dec(10, 2)))
+    # half away from zero on the decimal digits, where the doubles (1.00499..., -7.00499...) would round down
+    assert [up(plan, {"p": v})["p"] for v in (1.2345, 1.235, -7.005, 1.005, 0)] == [1.23, 1.24, -7.01, 1.01, 0]
+    with pytest.raises(Exception, match=r"column p: 99999999.9999 is out of range for DECIMAL\(10,2\)"):
+        up(plan, {"p": 99999999.9999})  # as many integer digits, but the carry makes nine: MySQL's error 1264
+    text = plan_migration(record({"type": "string", "connect.parameters": {"tidb_type": "VARCHAR"}}),
+                          record(dec(10, 2)))
+    # MySQL's ALTER reads text into a DECIMAL rounded to its scale (a note, not an error)
+    assert [up(text, {"p": v})["p"] for v in ("1.239", " -0.005 ", "7.5", "+4.444", ".5", "1e2")] == [
+        1.24, -0.01, 7.5, 4.44, 0.5, 100]
+    for bad, why in (("abc", "is not a DECIMAL"), ("99999999.995", "is out of range"),
+                     ("1234567890123456.5", "has more digits than JSONata holds exactly")):
+        with pytest.raises(Exception, match=f"column p: {bad} {why}"):
+            up(text, {"p": bad})
+
+
 def test_bytes_column_added_not_null_cannot_be_filled():
     plan = plan_for("ALTER TABLE t ADD COLUMN blob_col VARBINARY(4) NOT NULL")
     assert plan.upgrade is None and plan.downgrade is not None
