@@ -1,9 +1,14 @@
 """The breaking-DDL corpus (tests/support/evolution.py) class by class, without Spark: the schema manager under
 ``--on-incompatible new-major`` registers each class's versions in the (embedded) registry, the product's encoder
 writes its rows, and confluent-kafka-python's AvroDeserializers pinned to each major (its JSONata rule executor
-registered) read every record of every version; the values must equal the hand-written oracle (MySQL's). Under
-``stop`` every class the registry's level refuses stops, naming the registry's reasons. (The same corpus through the job and Kafka:
-``test_evolution_e2e.py``.)
+registered) read every record of every version, and so does the record follower ``from_flat_avro(major=N)`` runs
+in each Spark task (the same plan read from the registry, the same code, on the driver); the values must equal the
+hand-written oracle (MySQL's), or the record be refused as the oracle says (column, value, reason).
+confluent-kafka-python's documented limits: it refuses every record it must migrate that holds a DECIMAL or bytes
+value (its JSONata executor takes none), and a DECIMAL or BLOB value a rule makes comes out as the JSON number or
+text the rule gave (a float whose shortest text is the value, a str whose UTF-8 is the bytes). Under ``stop``
+every class the registry's level refuses stops, naming the registry's reasons. (The same corpus through the job
+and Kafka, and through ``from_flat_avro`` in Spark: ``test_evolution_e2e.py``.)
 """
 
 from __future__ import annotations
@@ -21,7 +26,19 @@ from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.routing import TopicRouter
-from tests.support.evolution import CORPUS, BreakingClass
+from avro_registry_sink.schema.follow import RecordFollower, RecordRefused
+from avro_registry_sink.spark.functions import follow_plan
+from tests.support.evolution import (
+    CORPUS,
+    BreakingClass,
+    Refused,
+    causes,
+    exact_kinds,
+    kinds,
+    python_refuses,
+    python_view,
+    writer_majors,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -57,29 +74,49 @@ def test_pinned_consumers_read_both_eras(registry, case):
     assert [m.new_major for m in majors] == list(range(2, case.last_major + 1)), case.name
     assert all(m.subject.endswith("-key" if case.breaks_key else "-value") for m in majors)
     topic = f"corpus_evo_{case.name}"
+    subject = f"{topic}-{'key' if case.breaks_key else 'value'}"
+    written = writer_majors(client, subject)
+    rows = {row["id"]: row for _, rows in case.eras() for row in rows}
     sr = SchemaRegistryClient({"url": url})
     field = MessageField.KEY if case.breaks_key else MessageField.VALUE
     ctx = SerializationContext(topic, field)
     for pin, want in case.pinned.items():
         reader = AvroDeserializer(sr, conf={"use.latest.with.metadata": {"major_version": str(pin)}})
-        seen = {}
+        follower = RecordFollower(follow_plan(client, subject, pin))
+        seen, followed = {}, {}
         for row_id, key, value in records:
             data = key if case.breaks_key else value
+            assert data is not None
             if case.breaks_key and row_id not in want:
                 with pytest.raises(Exception):  # noqa: B017 - UPGRADE impossible: no rule, and Avro resolution fails
                     reader(data, ctx)
+                with pytest.raises(RecordRefused, match=r"Avro schema resolution fails: No default value for field region"):
+                    follower.read(data)
                 continue
-            seen[row_id] = reader(data, ctx)
-        assert seen == want, f"{case.name}: consumer pinned to major {pin}"
+            expected = want[row_id]
+            if isinstance(expected, Refused):
+                with pytest.raises(RecordRefused) as refused:
+                    follower.read(data)
+                assert expected.matches(str(refused.value)), f"{case.name}, major {pin}: {refused.value}"
+            else:
+                followed[row_id] = follower.read(data)
+            if written[int.from_bytes(data[1:5], "big")] != pin and python_refuses(rows[row_id]):
+                with pytest.raises(Exception) as blocked:  # documented: jsonata-python takes no Decimal, no bytes
+                    reader(data, ctx)
+                assert "Unsupported type" in causes(blocked.value), f"{case.name}, major {pin}: {blocked.value}"
+            elif isinstance(expected, Refused):
+                with pytest.raises(Exception) as refused:
+                    reader(data, ctx)
+                assert expected.matches(causes(refused.value)), f"{case.name}, major {pin}: {refused.value}"
+            else:
+                seen[row_id] = python_view(reader(data, ctx), expected)
+        values = {k: v for k, v in want.items() if not isinstance(v, Refused)}
+        assert followed == values, f"{case.name}: from_flat_avro's follower pinned to major {pin}"
+        assert exact_kinds(followed) == exact_kinds(values), f"{case.name}: from_flat_avro, major {pin}"
+        python = {k: v for k, v in values.items() if k in seen}
+        assert seen == python, f"{case.name}: consumer pinned to major {pin}"
         if not case.breaks_key:  # the values compare equal; their kinds are the target's too
-            assert kinds(seen) == kinds(want), f"{case.name}: consumer pinned to major {pin}"
-
-
-def kinds(rows: dict[int, dict]) -> dict[int, dict[str, str]]:
-    """The kind of every value: JSONata numbers are JSON numbers, so an integral float comes out of a rule as an
-    int (4 for 4.0, equal to it): both are "number" here; strings, None, ... keep their type."""
-    return {k: {f: "number" if isinstance(v, (int, float)) else type(v).__name__ for f, v in r.items()}
-            for k, r in rows.items()}
+            assert kinds(seen) == kinds(python), f"{case.name}: consumer pinned to major {pin}"
 
 
 STOPPED = [c for c in CORPUS if c.registry_refuses]

@@ -6,7 +6,12 @@ registered).
   rows), run once with ``--on-incompatible new-major``; then a canal-json changelog file with the same changes.
   No batch stops, no subject is set to NONE, each class registers its new majors (one, or two for a class of three
   majors); consumers pinned to each major read every record of every version and see the oracle's values
-  (tests/support/evolution.py).
+  (tests/support/evolution.py), or fail the record as the oracle says (the column, the value, the reason; and
+  records holding a DECIMAL or bytes value that confluent-kafka-python must migrate: its executor refuses them).
+* The same records, as the job wrote them to Kafka, read by ``from_flat_avro(major=N)`` in Spark: one query per
+  major over every class's records (each class's column reads its topic's rows only), equal to the oracle to the
+  type (Decimal, bytes); the records the oracle refuses are refused by the follower that query runs (the same plan,
+  on the driver), one of them through Spark too.
 * The tree of the classes the registry's level refuses, with ``stop``: the job stops at the first breaking table
   version with the registry's reasons.
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
+from typing import Any
 
 import pytest
 
@@ -28,7 +34,18 @@ from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.spark.job import run_job
 from avro_registry_sink.spark.job_options import JobOptions
 from avro_registry_sink.spark.sources import parse_source
-from tests.support.evolution import CORPUS, canal_changelog, write_storage_tree
+from tests.support.evolution import (
+    CORPUS,
+    BreakingClass,
+    Refused,
+    canal_changelog,
+    causes,
+    exact_kinds,
+    python_refuses,
+    python_view,
+    row_majors,
+    write_storage_tree,
+)
 from tests.support.servers import ensure_kafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
@@ -66,17 +83,21 @@ def _options(source: str, tmp_path, bootstrap: str, url: str, prefix: str, polic
 def read_pinned(bootstrap: str, url: str, topics: list[str], expected: int, *, key_major: int | None,
                 value_major: int | None, timeout: float = 90.0) -> dict[str, list]:
     """Every record of ``topics`` through a DeserializingConsumer whose key and/or value deserializer is pinned to
-    a major version: ``{topic: [(key, value)]}``; a record that cannot be read is ``("error", message)``."""
+    a major version: ``{topic: [(key, value)]}``; a record that cannot be read is ``("error", (key, message))`` (the
+    key read unpinned when the value is pinned; the message with the exceptions it was raised from)."""
     from confluent_kafka import DeserializingConsumer
     from confluent_kafka.error import ConsumeError
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
 
     client = SchemaRegistryClient({"url": url})
 
     def deserializer(major: int | None) -> AvroDeserializer:
         conf = {} if major is None else {"use.latest.with.metadata": {"major_version": str(major)}}
         return AvroDeserializer(client, conf=conf)
+
+    unpinned = deserializer(None)
 
     consumer = DeserializingConsumer({
         "bootstrap.servers": bootstrap, "group.id": f"evo-{uuid.uuid4().hex}", "auto.offset.reset": "earliest",
@@ -93,7 +114,11 @@ def read_pinned(bootstrap: str, url: str, topics: list[str], expected: int, *, k
             except ConsumeError as exc:  # Key/ValueDeserializationError: the record is there, not readable
                 count += 1
                 idle_since = time.monotonic()
-                out[exc.kafka_message.topic()].append(("error", str(exc)))
+                raw = exc.kafka_message
+                key = None
+                if value_major is not None:  # which row: its key, read unpinned (a value class's key has one version)
+                    key = unpinned(raw.key(), SerializationContext(raw.topic(), MessageField.KEY))
+                out[raw.topic()].append(("error", (key, f"{exc} <- {causes(exc.exception)}")))
                 continue
             if msg is None:
                 if count >= expected and time.monotonic() - idle_since > 2.0:
@@ -108,20 +133,34 @@ def read_pinned(bootstrap: str, url: str, topics: list[str], expected: int, *, k
     return out
 
 
-def assert_corpus_read(bootstrap: str, url: str, prefix: str) -> None:
+def assert_corpus_read(bootstrap: str, url: str, client: Any, prefix: str) -> None:
     value_topics = {f"{prefix}_evo_{c.name}": c for c in VALUE_CLASSES}
     key_topics = {f"{prefix}_evo_{c.name}": c for c in KEY_CLASSES}
     key_rows = sum(c.row_count for c in KEY_CLASSES)
+    written = {topic: row_majors(case, client, f"{topic}-value") for topic, case in value_topics.items()}
     for major in sorted({m for c in CORPUS for m in c.pinned}):
         pinned = {topic: case for topic, case in value_topics.items() if major in case.pinned}
         records = read_pinned(bootstrap, url, list(pinned), sum(c.row_count for c in pinned.values()), key_major=None,
                               value_major=major)
         for topic, case in pinned.items():
-            got = records.get(topic, [])
-            assert all(r[0] != "error" for r in got), f"{case.name}, major {major}: {got}"
-            seen = {value["id"]: value for _, value in got}
-            want = case.pinned[major]
-            assert seen == want, f"{case.name}: consumer pinned to major {major}"
+            seen: dict[int, Any] = {}
+            failed: dict[int, str] = {}
+            for key, value in records.get(topic, []):
+                if key == "error":
+                    failed[value[0]["id"]] = value[1]
+                else:
+                    seen[value["id"]] = value
+            rows = {row["id"]: row for _, era in case.eras() for row in era}
+            for row_id, expected in case.pinned[major].items():
+                label = f"{case.name}, id {row_id}: consumer pinned to major {major}"
+                if written[topic][row_id] != major and python_refuses(rows[row_id]):
+                    assert "Unsupported type" in failed.pop(row_id), label  # documented: no Decimal, no bytes
+                elif isinstance(expected, Refused):
+                    assert expected.matches(failed.pop(row_id)), label
+                else:
+                    got = python_view(seen.pop(row_id), expected)
+                    assert got == expected, label
+            assert not seen and not failed, f"{case.name}, major {major}: records the oracle has not: {seen} {failed}"
         keyed = {topic: case for topic, case in key_topics.items() if major in case.pinned}
         if not keyed:
             continue
@@ -133,6 +172,88 @@ def assert_corpus_read(bootstrap: str, url: str, prefix: str) -> None:
             assert keys == want, f"{case.name}: key consumer pinned to major {major}"
             unreadable = case.row_count - len(want)
             assert sum(1 for r in got if r[0] == "error") == unreadable, case.name
+
+
+def raw_records(bootstrap: str, url: str, prefix: str) -> list[tuple[str, int, bytes, bytes]]:
+    """``(topic, id, key, value)`` of every record of the corpus's topics, the bytes as the job wrote them (the id
+    read from the key with its writer's schema)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    key_of = AvroDeserializer(SchemaRegistryClient({"url": url}))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"evo-raw-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([f"{prefix}_evo_{c.name}" for c in CORPUS])
+    out: list[tuple[str, int, bytes, bytes]] = []
+    expected, deadline = sum(c.row_count for c in CORPUS), time.monotonic() + 60
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            key = key_of(msg.key(), SerializationContext(msg.topic(), MessageField.KEY))
+            out.append((msg.topic(), key["id"], msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    assert len(out) == expected, f"{len(out)} of {expected} records"
+    return out
+
+
+def assert_from_flat_avro(spark: Any, client: Any, raw: list[tuple[str, int, bytes, bytes]], prefix: str) -> None:
+    """Every record read by ``from_flat_avro(major=N)``: one Spark query per major over all the classes' records
+    (a column per class, fed its topic's records whose oracle is a value; null elsewhere), equal to the oracle to the
+    type; each record the oracle refuses refused by the follower of the same plan (what the query's tasks run), the
+    first one through a Spark query too."""
+    from pyspark.sql import functions as F
+
+    from avro_registry_sink.schema.follow import RecordFollower, RecordRefused
+    from avro_registry_sink.spark.functions import follow_plan, from_flat_avro
+
+    df = spark.createDataFrame(raw, "topic STRING, id LONG, key BINARY, value BINARY").cache()
+    by_topic: dict[str, dict[int, tuple[bytes, bytes]]] = defaultdict(dict)
+    for topic, row_id, key, value in raw:
+        by_topic[topic][row_id] = (key, value)
+    through_spark: tuple[str, str, BreakingClass, Any] | None = None
+    for major in sorted({m for c in CORPUS for m in c.pinned}):
+        columns, wanted = [], {}
+        for case in (c for c in CORPUS if major in c.pinned):
+            topic, field = f"{prefix}_evo_{case.name}", "key" if case.breaks_key else "value"
+            subject, want = f"{topic}-{field}", case.pinned[major]
+            values = [i for i, v in want.items() if not isinstance(v, Refused)]
+            wanted[case.name] = {i: want[i] for i in values}
+            feed = F.when((F.col("topic") == topic) & F.col("id").isin(values), F.col(field))
+            columns.append(from_flat_avro(feed, registry=client, subject=subject, major=major).alias(case.name))
+            follower = RecordFollower(follow_plan(client, subject, major))
+            for row_id in sorted(set(by_topic[topic]) - set(values)):  # the oracle refuses them
+                data = by_topic[topic][row_id][0 if case.breaks_key else 1]
+                with pytest.raises(RecordRefused) as refused:
+                    follower.read(data)
+                expected = want.get(row_id)
+                if isinstance(expected, Refused):
+                    assert expected.matches(str(refused.value)), f"{case.name}, id {row_id}, major {major}"
+                    through_spark = through_spark or (subject, field, case, (major, row_id, data))
+                else:  # a key of the primary-key change: no rule, and Avro resolution cannot read it
+                    assert "Avro schema resolution fails" in str(refused.value), case.name
+        got: dict[str, dict[int, Any]] = defaultdict(dict)
+        for row in df.select("id", *columns).collect():
+            for name in wanted:
+                if row[name] is not None:
+                    got[name][row["id"]] = {k: bytes(v) if isinstance(v, bytearray) else v
+                                            for k, v in row[name].asDict().items()}
+        for name, want in wanted.items():
+            assert got[name] == want, f"{name}: from_flat_avro(major={major})"
+            assert exact_kinds(got[name]) == exact_kinds(want), f"{name}: from_flat_avro(major={major})"
+    assert through_spark is not None
+    subject, _, case, (major, row_id, data) = through_spark
+    expected = case.pinned[major][row_id]
+    with pytest.raises(Exception) as failed:
+        spark.createDataFrame([(data,)], "value BINARY").select(
+            from_flat_avro("value", registry=client, subject=subject, major=major)).collect()
+    assert expected.matches(str(failed.value)), str(failed.value)[-2000:]
+    df.unpersist()
 
 
 def assert_registry(client, prefix: str) -> None:
@@ -158,7 +279,8 @@ def test_corpus_from_a_storage_tree_with_new_major(spark, bootstrap, registry, t
     [pk] = [m for m in result.totals.new_majors if m["table"] == "evo.pk_change"]
     assert pk["rules"] == ["downgrade_2_to_1"] and pk["cannot_follow"]
     assert_registry(client, prefix)
-    assert_corpus_read(bootstrap, url, prefix)
+    assert_corpus_read(bootstrap, url, client, prefix)
+    assert_from_flat_avro(spark, client, raw_records(bootstrap, url, prefix), prefix)
     assert_history(tmp_path / f"checkpoint-{prefix}", result.totals.new_majors, url)
 
 
@@ -196,7 +318,8 @@ def test_corpus_from_a_canal_json_changelog_with_new_major(spark, bootstrap, reg
     assert result.totals.rows == rows and not result.bad_input
     assert sorted(m["table"] for m in result.totals.new_majors) == MAJORS
     assert_registry(client, prefix)
-    assert_corpus_read(bootstrap, url, prefix)
+    assert_corpus_read(bootstrap, url, client, prefix)
+    assert_from_flat_avro(spark, client, raw_records(bootstrap, url, prefix), prefix)
 
 
 def test_corpus_with_stop_stops_naming_the_reasons(spark, bootstrap, registry, tmp_path):

@@ -9,15 +9,25 @@ does not).
 
 Classes: the 15 first ones (one breaking change each); a DROP COLUMN BACKWARD accepts; a minor version then a major
 (the major's rules fill the column the minor added) and a major then a minor (the minor's own rules); three majors;
-temporal pairs (TiCDC writes DATE/DATETIME/TIMESTAMP/TIME as text, YEAR as an int); unsigned changes.
+every temporal pair among DATE/DATETIME/TIMESTAMP/TIME/YEAR/BIGINT/VARCHAR (TiCDC writes DATE/DATETIME/TIMESTAMP/TIME
+as text, YEAR as an int; the eight pairs MySQL converts both ways in one class of eight columns); unsigned changes;
+DECIMAL and BLOB tables.
+
+Where MySQL's ALTER refuses a value (strict mode) or takes one no record holds (TIME to DATE takes CURRENT_DATE),
+the oracle is :class:`Refused`: the reader must fail that record naming the column, the value and the reason.
+Every value was checked against MariaDB 10.11's ALTER (``scripts/mariadb.sh``, strict mode) where it agrees with
+the MySQL 8 manual (11.2.7 "Conversion Between Date and Time Types", 11.2.4 "The YEAR Type", 12.25 "Precision
+Math": DECIMAL rounds half away from zero); MySQL 8 itself is not run here (no package of it is reachable).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from avro_registry_sink.manager import TABLE_VERSION
 from avro_registry_sink.model import Op
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
@@ -31,22 +41,34 @@ T1 = T0 + (1_000 << 18)
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A record a reader pinned to a major must refuse: the failure names ``column``, ``value`` and ``reason``."""
+
+    column: str
+    value: str
+    reason: str
+
+    def matches(self, message: str) -> bool:
+        return f"column {self.column}" in message and self.value in message and self.reason in message
+
+
+@dataclass(frozen=True)
 class BreakingClass:
     name: str
     create: str  # the columns after ``id BIGINT`` (and keys), inside CREATE TABLE evo.<name> (...)
     ddl: tuple[str, ...]  # the breaking DDL(s), {t} standing for the table name
     rows_v1: tuple[dict[str, Any], ...]
     rows_v2: tuple[dict[str, Any], ...]
-    major1: dict[int, dict[str, Any]]  # id -> the row a consumer pinned to major 1 sees
-    major2: dict[int, dict[str, Any]]
+    major1: dict[int, Any]  # id -> the row a consumer pinned to major 1 sees (or Refused)
+    major2: dict[int, Any]
     breaks_key: bool = False
     what: str = ""
     rows_mid: tuple[dict[str, Any], ...] = ()  # rows of the version between two DDLs (a class with two)
-    major3: dict[int, dict[str, Any]] | None = None  # a class of three majors
+    major3: dict[int, Any] | None = None  # a class of three majors
     registry_refuses: bool = True  # False: BACKWARD accepts the change (only pinned consumers would break)
 
     @property
-    def pinned(self) -> dict[int, dict[int, dict[str, Any]]]:
+    def pinned(self) -> dict[int, dict[int, Any]]:
         """major -> (id -> the row a consumer pinned to that major sees)."""
         out = {1: self.major1, 2: self.major2}
         if self.major3 is not None:
@@ -301,6 +323,118 @@ CORPUS: tuple[BreakingClass, ...] = (
         major1=_by_id({"id": 1, "u": 4294967295}, {"id": 2, "u": 12}),
         major2=_by_id({"id": 1, "u": 4294967295}, {"id": 2, "u": 12}),
         registry_refuses=False, what="INT UNSIGNED to BIGINT (long to long; going down the range is checked)"),
+    # -- the other temporal pairs ---------------------------------------------------------------------------------
+    BreakingClass(
+        "temporal_pairs",
+        "id BIGINT PRIMARY KEY, a DATE NOT NULL, b DATE NOT NULL, c DATETIME NOT NULL, d DATETIME NOT NULL, "
+        "e DATETIME NOT NULL, f TIMESTAMP NOT NULL, g TIME NOT NULL, h YEAR NOT NULL",
+        ("ALTER TABLE {t} MODIFY a TIMESTAMP NOT NULL, MODIFY b BIGINT NOT NULL, MODIFY c TIMESTAMP NOT NULL, "
+         "MODIFY d BIGINT NOT NULL, MODIFY e VARCHAR(30) NOT NULL, MODIFY f VARCHAR(30) NOT NULL, "
+         "MODIFY g VARCHAR(20) NOT NULL, MODIFY h BIGINT NOT NULL",),
+        _rows({"id": 1, "a": "2024-01-02", "b": "2024-01-02", "c": "2024-01-02 03:04:05", "d": "2024-01-02 03:04:05",
+               "e": "2024-01-02 03:04:05", "f": "2024-01-02 03:04:05", "g": "-12:34:56", "h": 2024},
+              {"id": 2, "a": "1999-12-31", "b": "1999-12-31", "c": "1999-12-31 23:59:59", "d": "1999-12-31 23:59:59",
+               "e": "1999-12-31 23:59:59", "f": "1999-12-31 23:59:59", "g": "838:59:59", "h": 1999}),
+        _rows({"id": 3, "a": "2024-03-04 05:06:07", "b": 20240304, "c": "2030-01-01 00:00:00", "d": 20301231235959,
+               "e": "2024-5-6 7:08:09", "f": "20240506070809", "g": "1:2:3", "h": 69},
+              {"id": 4, "a": "2024-03-04 23:59:59", "b": 991231, "c": "2038-01-19 03:14:07", "d": 240102,
+               "e": "2024-05-06", "f": "2024-05-06 07:08:09", "g": "123456", "h": 0}),
+        major1=_by_id(
+            {"id": 1, "a": "2024-01-02", "b": "2024-01-02", "c": "2024-01-02 03:04:05", "d": "2024-01-02 03:04:05",
+             "e": "2024-01-02 03:04:05", "f": "2024-01-02 03:04:05", "g": "-12:34:56", "h": 2024},
+            {"id": 2, "a": "1999-12-31", "b": "1999-12-31", "c": "1999-12-31 23:59:59", "d": "1999-12-31 23:59:59",
+             "e": "1999-12-31 23:59:59", "f": "1999-12-31 23:59:59", "g": "838:59:59", "h": 1999},
+            {"id": 3, "a": "2024-03-04", "b": "2024-03-04", "c": "2030-01-01 00:00:00", "d": "2030-12-31 23:59:59",
+             "e": "2024-05-06 07:08:09", "f": "2024-05-06 07:08:09", "g": "01:02:03", "h": 2069},
+            {"id": 4, "a": "2024-03-04", "b": "1999-12-31", "c": "2038-01-19 03:14:07", "d": "2024-01-02 00:00:00",
+             "e": "2024-05-06 00:00:00", "f": "2024-05-06 07:08:09", "g": "12:34:56", "h": 0}),
+        major2=_by_id(
+            {"id": 1, "a": "2024-01-02 00:00:00", "b": 20240102, "c": "2024-01-02 03:04:05", "d": 20240102030405,
+             "e": "2024-01-02 03:04:05", "f": "2024-01-02 03:04:05", "g": "-12:34:56", "h": 2024},
+            {"id": 2, "a": "1999-12-31 00:00:00", "b": 19991231, "c": "1999-12-31 23:59:59", "d": 19991231235959,
+             "e": "1999-12-31 23:59:59", "f": "1999-12-31 23:59:59", "g": "838:59:59", "h": 1999},
+            {"id": 3, "a": "2024-03-04 05:06:07", "b": 20240304, "c": "2030-01-01 00:00:00", "d": 20301231235959,
+             "e": "2024-5-6 7:08:09", "f": "20240506070809", "g": "1:2:3", "h": 69},
+            {"id": 4, "a": "2024-03-04 23:59:59", "b": 991231, "c": "2038-01-19 03:14:07", "d": 240102,
+             "e": "2024-05-06", "f": "2024-05-06 07:08:09", "g": "123456", "h": 0}),
+        what="in one ALTER, the eight pairs MySQL converts both ways: DATE to TIMESTAMP and BIGINT, DATETIME to "
+             "TIMESTAMP, BIGINT and VARCHAR, TIMESTAMP to VARCHAR, TIME to VARCHAR, YEAR to BIGINT"),
+    *(BreakingClass(
+        f"{name}_to_time", f"id BIGINT PRIMARY KEY, v {kind} NOT NULL", ("ALTER TABLE {t} MODIFY v TIME NOT NULL",),
+        _rows({"id": 1, "v": old}), _rows({"id": 2, "v": new}),
+        major1={1: {"id": 1, "v": old},
+                2: Refused("v", new, "takes the date of the day the ALTER ran (CURRENT_DATE): no record holds it")},
+        major2=_by_id({"id": 1, "v": time}, {"id": 2, "v": new}), registry_refuses=False,
+        what=f"{kind} to TIME (the time part); back, MySQL takes the ALTER's date (CURRENT_DATE): refused")
+      for name, kind, old, time, new in (("date", "DATE", "2024-01-02", "00:00:00", "12:34:56"),
+                                         ("datetime", "DATETIME", "2024-01-02 03:04:05", "03:04:05", "-01:02:03"),
+                                         ("timestamp", "TIMESTAMP", "2024-01-02 03:04:05", "03:04:05", "23:59:59"))),
+    *(BreakingClass(
+        f"{name}_to_year", f"id BIGINT PRIMARY KEY, v {kind} NOT NULL", ("ALTER TABLE {t} MODIFY v YEAR NOT NULL",),
+        _rows({"id": 1, "v": old}), _rows({"id": 2, "v": 2024}),
+        major1={1: {"id": 1, "v": old}, 2: Refused("v", "2024", f"is refused by MySQL's ALTER (not a {kind})")},
+        major2={1: Refused("v", old, "is refused by MySQL's ALTER (not a YEAR)"), 2: {"id": 2, "v": 2024}},
+        what=f"{kind} to YEAR and back: MySQL's ALTER refuses both (error 1292 in MariaDB)")
+      for name, kind, old in (("date", "DATE", "2024-01-02"), ("datetime", "DATETIME", "2024-01-02 03:04:05"),
+                              ("timestamp", "TIMESTAMP", "2024-01-02 03:04:05"))),
+    BreakingClass(
+        "time_to_year", "id BIGINT PRIMARY KEY, t TIME NOT NULL", ("ALTER TABLE {t} MODIFY t YEAR NOT NULL",),
+        _rows({"id": 1, "t": "12:34:56"}), _rows({"id": 2, "t": 2024}, {"id": 3, "t": 0}, {"id": 4, "t": 1999}),
+        major1={1: {"id": 1, "t": "12:34:56"}, 2: {"id": 2, "t": "00:20:24"}, 3: {"id": 3, "t": "00:00:00"},
+                4: Refused("t", "1999", "is not a valid TIME")},
+        major2={1: Refused("t", "12:34:56", "is refused by MySQL's ALTER (not a YEAR)"), 2: {"id": 2, "t": 2024},
+                3: {"id": 3, "t": 0}, 4: {"id": 4, "t": 1999}},
+        what="TIME to YEAR (refused by MySQL's ALTER) and YEAR to TIME (the number as hhmmss: 2024 is 00:20:24)"),
+    # -- DECIMAL and BLOB tables ------------------------------------------------------------------------------------
+    BreakingClass(
+        "decimal_rescale", "id BIGINT PRIMARY KEY, amount DECIMAL(10,2) NOT NULL",
+        ("ALTER TABLE {t} MODIFY amount DECIMAL(12,4) NOT NULL",),
+        _rows({"id": 1, "amount": Decimal("12.30")}, {"id": 2, "amount": Decimal("-0.05")},
+              {"id": 3, "amount": Decimal("99999999.99")}),
+        _rows({"id": 4, "amount": Decimal("1.2345")}, {"id": 5, "amount": Decimal("1.2350")},
+              {"id": 6, "amount": Decimal("-7.0050")}, {"id": 7, "amount": Decimal("99999999.9999")}),
+        major1={1: {"id": 1, "amount": Decimal("12.30")}, 2: {"id": 2, "amount": Decimal("-0.05")},
+                3: {"id": 3, "amount": Decimal("99999999.99")}, 4: {"id": 4, "amount": Decimal("1.23")},
+                5: {"id": 5, "amount": Decimal("1.24")}, 6: {"id": 6, "amount": Decimal("-7.01")},
+                7: Refused("amount", "99999999.9999", "is out of range for DECIMAL(10,2)")},
+        major2=_by_id({"id": 1, "amount": Decimal("12.3000")}, {"id": 2, "amount": Decimal("-0.0500")},
+                      {"id": 3, "amount": Decimal("99999999.9900")}, {"id": 4, "amount": Decimal("1.2345")},
+                      {"id": 5, "amount": Decimal("1.2350")}, {"id": 6, "amount": Decimal("-7.0050")},
+                      {"id": 7, "amount": Decimal("99999999.9999")}),
+        registry_refuses=False,
+        what="DECIMAL(10,2) to DECIMAL(12,4): a new scale (readers decode with the writer's scale); back, rounded "
+             "half away from zero, out of range refused (error 1264)"),
+    BreakingClass(
+        "decimal_to_string", "id BIGINT PRIMARY KEY, price DECIMAL(10,2) NOT NULL",
+        ("ALTER TABLE {t} MODIFY price VARCHAR(20) NOT NULL",),
+        _rows({"id": 1, "price": Decimal("12.30")}, {"id": 2, "price": Decimal("-0.05")},
+              {"id": 3, "price": Decimal("0.00")}),
+        _rows({"id": 4, "price": "7.5"}, {"id": 5, "price": " -3 "}, {"id": 6, "price": "abc"},
+              {"id": 7, "price": "1.239"}),
+        major1={1: {"id": 1, "price": Decimal("12.30")}, 2: {"id": 2, "price": Decimal("-0.05")},
+                3: {"id": 3, "price": Decimal("0.00")}, 4: {"id": 4, "price": Decimal("7.50")},
+                5: {"id": 5, "price": Decimal("-3.00")}, 6: Refused("price", "abc", "is not a DECIMAL(10,2)"),
+                7: {"id": 7, "price": Decimal("1.24")}},
+        major2=_by_id({"id": 1, "price": "12.30"}, {"id": 2, "price": "-0.05"}, {"id": 3, "price": "0.00"},
+                      {"id": 4, "price": "7.5"}, {"id": 5, "price": " -3 "}, {"id": 6, "price": "abc"},
+                      {"id": 7, "price": "1.239"}),
+        registry_refuses=False,  # bytes to string: Avro resolution reads it (as UTF-8 text: wrong for a decimal)
+        what="DECIMAL(10,2) to VARCHAR (printed with the column's scale, 12.30); back, the text read as a number and "
+             "rounded to the scale (1.239 is 1.24, a note in MySQL), text that is no number refused (error 1292)"),
+    BreakingClass(
+        "blob_to_text", "id BIGINT PRIMARY KEY, doc BLOB, a INT NOT NULL",
+        ("ALTER TABLE {t} MODIFY doc TEXT, MODIFY a VARCHAR(20) NOT NULL",),
+        _rows({"id": 1, "doc": b"hello", "a": 5}, {"id": 2, "doc": "h\u00e9llo".encode(), "a": -7},
+              {"id": 3, "doc": None, "a": 0}, {"id": 5, "doc": b"\xff\xfe", "a": 1}),
+        _rows({"id": 4, "doc": "na\u00efve \u2603", "a": "8"}, {"id": 6, "doc": None, "a": "9"}),
+        major1=_by_id({"id": 1, "doc": b"hello", "a": 5}, {"id": 2, "doc": "h\u00e9llo".encode(), "a": -7},
+                      {"id": 3, "doc": None, "a": 0}, {"id": 5, "doc": b"\xff\xfe", "a": 1},
+                      {"id": 4, "doc": "na\u00efve \u2603".encode(), "a": 8}, {"id": 6, "doc": None, "a": 9}),
+        major2={1: {"id": 1, "doc": "hello", "a": "5"}, 2: {"id": 2, "doc": "h\u00e9llo", "a": "-7"},
+                3: {"id": 3, "doc": None, "a": "0"}, 5: Refused("doc", "b'\\xff\\xfe'", "is not UTF-8 text"),
+                4: {"id": 4, "doc": "na\u00efve \u2603", "a": "8"}, 6: {"id": 6, "doc": None, "a": "9"}},
+        what="a BLOB table: BLOB to TEXT (the bytes read as utf8mb4; bytes that are no UTF-8 refused, error 1366) "
+             "and INT to VARCHAR in one ALTER; back, the text's UTF-8 bytes"),
 )
 
 
@@ -337,3 +471,72 @@ def canal_changelog(corpus: tuple[BreakingClass, ...] = CORPUS) -> list[str]:
             lines += [canal_dml(table, Op.INSERT, table.version + ((j + 1) << 18) // 8, None, row)
                       for j, row in enumerate(rows.get(table.version, ()))]
     return lines
+
+
+# -- reading the records back: what the readers give, against the oracle -------------------------------------------
+
+
+def writer_majors(client: Any, subject: str) -> dict[int, int]:
+    """schema id -> the major of the version that registered it."""
+    out: dict[int, int] = {}
+    for number in client.get_versions(subject):
+        got = client.get_version(subject, number)
+        out.setdefault(got.id, int(got.properties["major_version"]))
+    return out
+
+
+def python_refuses(row: dict[str, Any]) -> bool:
+    """confluent-kafka-python's JSONata executor refuses a record holding a Decimal or bytes value, whatever the
+    rule does with it (documented: docs/python-api.md)."""
+    return any(isinstance(v, (Decimal, bytes)) for v in row.values())
+
+
+def python_view(got: dict[str, Any], want: dict[str, Any]) -> dict[str, Any]:
+    """``got`` with the values a rule gave as JSON turned into the oracle's type where that is exact: a float or int
+    for a DECIMAL (its shortest text is the value: 7.5 for 7.50), a str for bytes (its UTF-8). Anything else is
+    left as it came, to compare."""
+    out = dict(got)
+    for name, value in got.items():
+        expected = want.get(name)
+        if isinstance(expected, Decimal) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = Decimal(repr(value)) if Decimal(repr(value)) == expected else value
+        elif isinstance(expected, bytes) and isinstance(value, str):
+            out[name] = value.encode("utf-8") if value.encode("utf-8") == expected else value
+    return out
+
+
+def causes(exc: BaseException | None) -> str:
+    """The messages of ``exc`` and of the exceptions it was raised from (the client wraps its executor's)."""
+    out = []
+    while exc is not None:
+        out.append(f"{type(exc).__name__}: {exc}")
+        exc = exc.__cause__ or exc.__context__
+    return " <- ".join(out)
+
+
+def kinds(rows: dict[int, dict]) -> dict[int, dict[str, str]]:
+    """The kind of every value: JSONata numbers are JSON numbers, so an integral float comes out of a rule as an
+    int (4 for 4.0, equal to it): both are "number" here; strings, None, ... keep their type."""
+    return {k: {f: "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
+                for f, v in r.items()} for k, r in rows.items()}
+
+
+def exact_kinds(rows: dict[int, dict]) -> dict[int, dict[str, str]]:
+    """The type of every value (int and float both "number": the oracle writes 7 for a DOUBLE's 7.0): the follower
+    converts a rule's output into the reader's types, so a DECIMAL is a Decimal and a BLOB bytes."""
+    return {k: {f: "number" if type(v) in (int, float) else type(v).__name__ for f, v in r.items()}
+            for k, r in rows.items()}
+
+
+def row_majors(case: BreakingClass, client: Any, subject: str) -> dict[int, int]:
+    """id -> the major each row of ``case`` was written as (its table version's, from the registry's metadata)."""
+    by_version: dict[int, int] = {}
+    for number in client.get_versions(subject):
+        got = client.get_version(subject, number)
+        by_version[int(got.properties[TABLE_VERSION])] = int(got.properties["major_version"])
+    out: dict[int, int] = {}
+    for table, rows in case.eras():
+        # a table version whose schema an earlier version holds (nothing changed for this subject) has no version
+        major = by_version.get(table.version) or by_version[max(v for v in by_version if v <= table.version)]
+        out.update({row["id"]: major for row in rows})
+    return out
