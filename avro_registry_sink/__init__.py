@@ -2,8 +2,8 @@
 
 The data flows one way: table definition (:mod:`.table`, :mod:`.tabledef`) -> type mapping
 (:mod:`.typemap`) -> schemas (:mod:`.schema`) -> registry (:mod:`.registry`) -> schema manager
-(:mod:`.manager`) -> encoders (:mod:`.encoder`, :mod:`.columnar`) -> Spark stage (:mod:`.spark.stage`)
--> job and CLI (:mod:`.spark.job`, :mod:`.cli`).
+(:mod:`.manager`) -> encoders (:mod:`.encoder`, :mod:`.columnar`) -> Spark stage (:mod:`.spark.stages.stage`)
+-> job and CLI (:mod:`.spark.driver.job`, :mod:`.cli`).
 
 The names below are imported on first use (PEP 562): importing one module of the package (as Spark's Python
 workers do, for a data source or an encode stage) costs only what that module needs, not the whole API.

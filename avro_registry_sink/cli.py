@@ -120,7 +120,7 @@ def _main(
     if verbose:
         import os
 
-        from avro_registry_sink.spark.jvm_output import VERBOSE_ENV
+        from avro_registry_sink.spark.runtime.jvm_output import VERBOSE_ENV
 
         os.environ[VERBOSE_ENV] = "1"
 
@@ -145,14 +145,14 @@ def _check_registry_file(config) -> None:
 def _check_state(options, *, replay: bool = False) -> None:
     """Damaged state found before Spark starts (exit 2): the checkpoint files a run (or a replay) reads, then the
     embedded registry's SQLite file."""
-    from avro_registry_sink.spark.checkpoint_files import check_checkpoint_files
+    from avro_registry_sink.spark.driver.checkpoint_files import check_checkpoint_files
 
     if replay:  # a replay reads the dead letters and the changelog's tables; Spark's logs are the run's
         check_checkpoint_files(options.checkpoint_uri, spark=False, side_files=("job.json", "tables"))
         if options.checkpoint_uri.is_local:
             from pathlib import Path
 
-            from avro_registry_sink.spark.replay import pending_records
+            from avro_registry_sink.spark.audit.replay import pending_records
 
             pending_records(Path(options.checkpoint_uri.path))  # a damaged dead-letter file: CheckpointError
     else:
@@ -281,8 +281,8 @@ def encode(
     from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_SCHEMA, Op
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.plan import StagePlan
-    from avro_registry_sink.spark.stage import encode_change_batch
+    from avro_registry_sink.spark.stages.plan import StagePlan
+    from avro_registry_sink.spark.stages.stage import encode_change_batch
 
     try:
         cfg = ticdc.sink_config(registry)
@@ -613,7 +613,7 @@ def registry_serve(
 
 
 # --------------------------------------------------------------------------------------------------
-# run / demo: the streaming job (avro_registry_sink.spark.job)
+# run / demo: the streaming job (avro_registry_sink.spark.driver.job)
 
 SourceOpt = Annotated[str, typer.Option("--source", help="A TiCDC storage sink: a directory, storage:///dir, or TiCDC's storage URI (s3://bucket/prefix?endpoint=...&access-key=...&secret-access-key=..., gcs://, azure://) or a Hadoop URI (s3a://, gs://, abfss://, hdfs://); canal-json+kafka://host:port/topic, canal-json+file:///dir (or +s3://...), debezium-json+kafka://..., debezium-json+file:///dir.")]
 CheckpointOpt = Annotated[str | None, typer.Option("--checkpoint", help="Checkpoint directory or storage URI (s3://bucket/prefix?endpoint=..., hdfs://...); default: under the state dir, one per source and sink.")]
@@ -647,8 +647,8 @@ class _JobArgs(TiCDCArgs):
         URI, missing credentials, an unreachable store) before Spark starts."""
         from avro_registry_sink.config import default_state_dir, settings_from_mapping
         from avro_registry_sink.redact import remember
-        from avro_registry_sink.spark.job_options import JobOptions
-        from avro_registry_sink.spark.sources import parse_source
+        from avro_registry_sink.spark.driver.job_options import JobOptions
+        from avro_registry_sink.spark.sources.sources import parse_source
 
         state = self.state_dir or default_state_dir()
         cfg = self.sink_config(self.registry)
@@ -779,13 +779,18 @@ def _check_locations(spec, checkpoint: str | None, cfg: SinkConfig) -> set[str]:
 def _job_session(options, stores: set[str]):
     """The job's SparkSession (Kafka connector when a side is Kafka, the Hadoop connectors of ``stores``);
     exit 2 when the session lacks a store's connector (spark-submit without --packages)."""
-    from avro_registry_sink.spark.job import job_session
-    from avro_registry_sink.spark.session import hadoop_version, master_of, missing_store_classes, store_packages
+    from avro_registry_sink.spark.driver.job import job_session
+    from avro_registry_sink.spark.runtime.session import (
+        hadoop_version,
+        master_of,
+        missing_store_classes,
+        store_packages,
+    )
 
     # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink or the JVM slice writer of exactly once
     spark_sink = options.sink.scheme == "kafka" and options.kafka_producer != "confluent"
     spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
-    from avro_registry_sink.spark.submit_env import worker_python_problem
+    from avro_registry_sink.spark.runtime.submit_env import worker_python_problem
 
     problem = worker_python_problem(master_of(spark), spark.sparkContext.pythonExec)
     if problem:  # else every batch fails at its first Python stage, blamed on whatever it was writing to
@@ -799,7 +804,7 @@ def _job_session(options, stores: set[str]):
 
 
 def _size(option: str, text: str | None) -> int | None:
-    from avro_registry_sink.spark.session import memory_bytes
+    from avro_registry_sink.spark.runtime.session import memory_bytes
 
     if text is None:
         return None
@@ -924,7 +929,7 @@ def run(
     from rich.console import Console
 
     from avro_registry_sink.progress import make_progress
-    from avro_registry_sink.spark.job import check_checkpoint, run_job
+    from avro_registry_sink.spark.driver.job import check_checkpoint, run_job
 
     try:
         options = job.job_options(
@@ -989,7 +994,7 @@ def _session_or_stop(options, stores: set[str]):
     """The job's session; a SIGINT or SIGTERM while it starts (the JVM's start takes seconds) is held until it has
     started, then the session is stopped (no JVM left behind) and the run ends with the signal's status (130,
     143) and a summary saying that nothing was read."""
-    from avro_registry_sink.spark.job import STOP_EXIT_STATUS, _Stop, _stop_signals
+    from avro_registry_sink.spark.driver.job import STOP_EXIT_STATUS, _Stop, _stop_signals
 
     stop = _Stop()
     with _stop_signals(stop):
@@ -1105,8 +1110,8 @@ def replay(
     failed, 2 for bad options and for a damaged, unreadable or locked checkpoint file or registry file.
     """
     from avro_registry_sink.progress import make_progress
-    from avro_registry_sink.spark.job import check_checkpoint
-    from avro_registry_sink.spark.replay import replay_dead_letters
+    from avro_registry_sink.spark.audit.replay import replay_dead_letters
+    from avro_registry_sink.spark.driver.job import check_checkpoint
 
     try:
         options = job.job_options()
@@ -1154,8 +1159,8 @@ def verify(
     """
     from rich.console import Console
 
-    from avro_registry_sink.spark.job import check_checkpoint
-    from avro_registry_sink.spark.verify import VerifyError, parse_read_topics, print_report, verify_run
+    from avro_registry_sink.spark.audit.verify import VerifyError, parse_read_topics, print_report, verify_run
+    from avro_registry_sink.spark.driver.job import check_checkpoint
 
     try:
         options = job.job_options()
@@ -1290,10 +1295,10 @@ def demo(
     from avro_registry_sink.progress import make_progress
     from avro_registry_sink.registry.connect import connect
     from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
-    from avro_registry_sink.spark.job import job_session, run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sinks import read_file_sink
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import job_session, run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     console = Console() if sys.stdout.isatty() else Console(width=160)  # a pipe or log file: do not wrap at 80
     if to_kafka is not None:
@@ -1428,7 +1433,7 @@ def spark_submit(ctx: typer.Context) -> None:
     import os
     import subprocess
 
-    from avro_registry_sink.spark.submit_env import spark_submit_args, spark_submit_env
+    from avro_registry_sink.spark.runtime.submit_env import spark_submit_args, spark_submit_env
 
     command, env = spark_submit_env(os.environ)
     try:
@@ -1448,9 +1453,9 @@ def package(
 
     Prints the spark-submit command line (packages pinned to this Spark's and Hadoop's versions).
     """
-    from avro_registry_sink.spark.package import build_executor_env
-    from avro_registry_sink.spark.packages import kafka_package
-    from avro_registry_sink.spark.session import store_packages
+    from avro_registry_sink.spark.runtime.package import build_executor_env
+    from avro_registry_sink.spark.runtime.packages import kafka_package
+    from avro_registry_sink.spark.runtime.session import store_packages
 
     try:
         archive = build_executor_env(out)

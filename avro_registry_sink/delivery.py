@@ -25,7 +25,7 @@ become visible together, to ``read_committed`` consumers, or not at all. Then:
   partitions' last stable offset never waits for ``transaction.timeout.ms`` (the stall that Flink's
   lingering transactions cause, FLINK-40626).
 * **Two writers.** :func:`slice_writer` writes a slice with confluent-kafka in a Python worker; the Spark
-  layer's JVM writer (:mod:`avro_registry_sink.spark.jvm_writer`, given to :class:`TransactionalWriter` as
+  layer's JVM writer (:mod:`avro_registry_sink.spark.sinks.jvm_writer`, given to :class:`TransactionalWriter` as
   ``jvm``) writes it with the Kafka client in the executors' JVM, by the same protocol, ids and tokens.
 * **A verdict is given before anything commits.** A misconfiguration found while encoding (CSV settings
   contradicted by a file, ENUM members missing) reaches every slice holding a partition of the table's
@@ -683,7 +683,7 @@ def _inputs_json(newest: Mapping[tuple[str, str], int]) -> dict[str, dict[str, i
 
 
 class TransactionalWriter:
-    """Exactly-once writes of a :class:`~avro_registry_sink.spark.sinks.KafkaSink` (driver side).
+    """Exactly-once writes of a :class:`~avro_registry_sink.spark.sinks.sinks.KafkaSink` (driver side).
 
     ``producer_conf``: the librdkafka producer settings of the sink (no ``transactional.id``); ``store``: the
     checkpoint (``delivery.json``: the query id and the writer ids used); ``input_chars``: how a record's

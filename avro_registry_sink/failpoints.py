@@ -14,7 +14,7 @@ once, not once per retried task's fresh worker). ``@/path`` instead
 of a spec reads the spec from that file at every pass, so a test can change the points of a running Spark
 (whose Python workers keep the environment they started with); the counts start again when it changes.
 Unset (always, outside tests), :func:`failpoint` costs one dictionary look-up. The JVM slice writer of
-exactly-once delivery (``spark/java/TransactionalSliceWriter.java``) passes the same ``eos.*`` points of
+exactly-once delivery (``spark/sinks/java/TransactionalSliceWriter.java``) passes the same ``eos.*`` points of
 :data:`WORKER_POINTS` with the same variables and actions (``kill`` there is its JVM's); it also reads them as
 Java system properties of the same names, which a test can set in a running local session's JVM.
 

@@ -95,7 +95,7 @@ def _side(store: StoreFS, name: str, last: int | None) -> Any:
 
 def _pending_dead_letters(checkpoint: str) -> tuple[int, int]:
     """(rows dead-lettered by the job's batches, records no replay delivered yet) of a local checkpoint: what
-    :func:`avro_registry_sink.spark.replay.pending_records` counts (the newest record per ``id``, less the ids of
+    :func:`avro_registry_sink.spark.audit.replay.pending_records` counts (the newest record per ``id``, less the ids of
     ``replayed/replay-*.json``), read here without importing Spark (a test checks that both agree)."""
     directory = Path(checkpoint) / "dead-letter"
     if not directory.is_dir():

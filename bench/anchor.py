@@ -42,7 +42,7 @@ _SIGNED_LIMIT = "9223372036854775808"
 
 def avro_package() -> str:
     """``spark-avro`` for the running Spark (the same version rule as the Kafka connector's)."""
-    from avro_registry_sink.spark.packages import avro_package as package
+    from avro_registry_sink.spark.runtime.packages import avro_package as package
 
     return package()
 

@@ -7,11 +7,11 @@ the input's files or Kafka partitions, and in each::
     parse   the product's vectorized readers: ``formats.csv.read_columns`` (pyarrow.csv, then the typed
             columns) or ``formats.changelog_arrow.canal_rows`` / ``debezium_rows`` (pyarrow.json, the
             compiled debezium scanner) -- the calls the job's Spark stages make
-    encode  the product's stage without Spark: ``spark.stage.stage_for(plan).encode`` (the columnar encoder,
+    encode  the product's stage without Spark: ``spark.stages.stage.stage_for(plan).encode`` (the columnar encoder,
             TiCDC's partition dispatch, the ``op``/``commit_ts`` headers)
     write   librdkafka's producer (idempotent, ``acks=all``, the product's producer batching) or the file
-            sink's JSON lines (``spark.file_lines.lines_of``), one file per (topic, input file or partition)
-            named as the file sink names them, so :func:`~avro_registry_sink.spark.sinks.read_file_sink` reads them
+            sink's JSON lines (``spark.stages.file_lines.lines_of``), one file per (topic, input file or partition)
+            named as the file sink names them, so :func:`~avro_registry_sink.spark.sinks.sinks.read_file_sink` reads them
 
 Each part's CPU time is the worker's main thread's (``time.thread_time``) around it; librdkafka's own threads
 (fetch, produce, I/O) and Arrow's thread pool are reported apart as ``other threads`` (the process's CPU time
@@ -138,7 +138,7 @@ def _stage_plan(table: TableDef, ids: tuple[int, int], partitions: int, prefix: 
     from avro_registry_sink.encoder import EncodingPlan
     from avro_registry_sink.routing import Route
     from avro_registry_sink.schema.builder import derive_schemas
-    from avro_registry_sink.spark.plan import StagePlan
+    from avro_registry_sink.spark.stages.plan import StagePlan
 
     topic = _topic(table, prefix)
     encoding = EncodingPlan.from_schemas(derive_schemas(table, EncodingOptions()), *ids)
@@ -183,7 +183,7 @@ class _Output:
         if sink == "kafka":
             from confluent_kafka import Producer
 
-            from avro_registry_sink.spark.sinks import ORDERED_PRODUCER
+            from avro_registry_sink.spark.sinks.sinks import ORDERED_PRODUCER
 
             # as the product's confluent path: required-acks=-1 makes it idempotent, acks=all
             self.producer = Producer({"bootstrap.servers": target, "enable.idempotence": True, "acks": "all",
@@ -203,7 +203,7 @@ class _Output:
             self._produce(records)
 
     def _lines(self, records: pa.RecordBatch, part: int) -> None:
-        from avro_registry_sink.spark.file_lines import lines_of
+        from avro_registry_sink.spark.stages.file_lines import lines_of
 
         topics = records.column("topic")
         names = pc.unique(topics).to_pylist()
@@ -255,7 +255,7 @@ def _storage_batches(spec: dict[str, Any], clock: _Clock, stages: list[Any]) -> 
     """Records of each of the worker's data files, with the file's number within its table."""
     from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
     from avro_registry_sink.formats.csv import read_columns
-    from avro_registry_sink.spark.sources import _file_lines
+    from avro_registry_sink.spark.sources.sources import _file_lines
     from bench.tree import CSV_OPTIONS
 
     tables: tuple[TableDef, ...] = spec["tables"]
@@ -336,7 +336,7 @@ def _topic_batches(spec: dict[str, Any], clock: _Clock, stages: list[Any]) -> It
 
 def _worker(spec: dict[str, Any]) -> dict[str, Any]:
     """One worker's share, end to end; its clock."""
-    from avro_registry_sink.spark.stage import _TableStage
+    from avro_registry_sink.spark.stages.stage import _TableStage
 
     wall = time.perf_counter()
     process_cpu, thread_cpu = time.process_time(), time.thread_time()
@@ -613,7 +613,7 @@ def same_records(mine: Mapping[tuple[str, int], list[Any]], theirs: Mapping[tupl
 
 def file_records(path: Path | str) -> dict[tuple[str, int], list[Any]]:
     """A file sink directory's records per (topic, partition): ``(key, value, headers)`` in write order."""
-    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
 
     out: dict[tuple[str, int], list[Any]] = {}
     for r in read_file_sink(path):

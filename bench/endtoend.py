@@ -69,9 +69,9 @@ EVENT_DIR = Path(tempfile.gettempdir()) / f"bench-spark-events-{os.getpid()}"
 def bench_session() -> SparkSession:
     """The session the product's CLI would build (``job_session``), with the Kafka and Avro packages and
     Spark's event log on (stage times for the "where the time goes" table)."""
-    from avro_registry_sink.spark.packages import ivy_dir as _ivy_dir
-    from avro_registry_sink.spark.packages import kafka_package
-    from avro_registry_sink.spark.session import local_session
+    from avro_registry_sink.spark.runtime.packages import ivy_dir as _ivy_dir
+    from avro_registry_sink.spark.runtime.packages import kafka_package
+    from avro_registry_sink.spark.runtime.session import local_session
     from bench.anchor import avro_package
 
     EVENT_DIR.mkdir(parents=True, exist_ok=True)
@@ -268,7 +268,7 @@ def _cleanup(log: list[dict[str, Any]], kafka: _Kafka | None, keep: bool = False
 
 def same_bytes(product_out: Path, anchor_out: Path) -> tuple[bool, int, str]:
     """Whether both file outputs hold the same records in the same per-partition order; rows compared."""
-    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
 
     def strip(topic: str) -> str:  # the anchor's topics carry a run prefix
         return topic.split("_", 1)[1] if topic.startswith("a") and topic[1:].split("_", 1)[0].isdigit() else topic

@@ -69,9 +69,9 @@ def _register_major_2(url: str, table: TableDef, topic_rule: str) -> None:
 
 def bench_throughput(spark: Any, rows: int, rounds: int, bootstrap: str | None, work: Path) -> dict[str, Any]:
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.spark.job import run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
     from bench.tree import CSV_OPTIONS, storage_tree
 
     tree = storage_tree(rows, 1)
@@ -172,9 +172,9 @@ class _Counter:
 
 def bench_breaking_change(spark: Any, breaks: int, batch_rows: int, bootstrap: str, work: Path) -> dict[str, Any]:
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.spark.job import run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     root = work / "live-tree"
     prefix = "evl" + uuid.uuid4().hex[:6]
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=("throughput", "change"), default=None)
     parser.add_argument("--out", default=str(RESULTS), help="results file, or - to print only")
     args = parser.parse_args(argv)
-    from avro_registry_sink.spark.job import job_session
+    from avro_registry_sink.spark.driver.job import job_session
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP")
     load_start = os.getloadavg()[0]

@@ -73,7 +73,7 @@ def bench(rows: int, rounds: int, partitions: int) -> dict[str, Any]:
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
     from avro_registry_sink.spark.functions import from_flat_avro
-    from avro_registry_sink.spark.session import local_session
+    from avro_registry_sink.spark.runtime.session import local_session
 
     spark = local_session(master="local[2]", **{"spark.sql.shuffle.partitions": "2"})
     with EmbeddedRegistry() as server, RegistryClient(RegistryConfig(urls=(server.url,))) as client:

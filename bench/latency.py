@@ -168,9 +168,9 @@ def run_product(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: f
     from avro_registry_sink.config import RegistryConfig, parse_sink_uri
     from avro_registry_sink.progress import NullProgress
     from avro_registry_sink.registry.client import RegistryClient
-    from avro_registry_sink.spark.job import run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
     from avro_registry_sink.tabledef.ddl import parse_ddl
     from bench.changelog import reference_table
 

@@ -75,9 +75,9 @@ def run_storage(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: f
     from avro_registry_sink.formats.csv import CsvOptions
     from avro_registry_sink.progress import NullProgress
     from avro_registry_sink.registry.client import RegistryClient
-    from avro_registry_sink.spark.job import run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     root = work / "tree"
     writer = TreeWriter(root, rate, warmup, interval)

@@ -502,8 +502,8 @@ def bench_spark(ctx: Context) -> Section:
     """Spark on a cached DataFrame: identity mapInArrow, Spark's to_avro, the columnar stage, per-row, JSON path."""
     section = Section("Spark encoding stage, cached input, noop sink (both cores)")
     warnings.simplefilter("ignore", FutureWarning)
-    from avro_registry_sink.spark import stage as stage_module
-    from avro_registry_sink.spark.plan import StagePlan
+    from avro_registry_sink.spark.stages import stage as stage_module
+    from avro_registry_sink.spark.stages.plan import StagePlan
 
     n = min(ctx.rows, 200_000 if ctx.quick else 1_000_000)
     spark = bench_session()
@@ -534,7 +534,7 @@ def bench_spark(ctx: Context) -> Section:
             frame.write.format("noop").mode("overwrite").save()
 
         spark_avro = lambda frame: to_avro_frame(frame, table, 1, 2, "bench_orders", 6)  # noqa: E731
-        from avro_registry_sink.spark.jvm_stage import jvm_stage_gap
+        from avro_registry_sink.spark.stages.jvm_stage import jvm_stage_gap
 
         engine = "arrow" if jvm_stage_gap(df, stage_plan) else "jvm"
         names = {"identity": "mapInArrow identity", "to_avro": "Spark to_avro (spark-avro) + header + partition",

@@ -20,7 +20,7 @@ if os.environ.get("CI"):
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """The session SparkSession (built with ``local_session``); stopped at the end of the run."""
-    from avro_registry_sink.spark.session import local_session
+    from avro_registry_sink.spark.runtime.session import local_session
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # pyspark on pandas 3

@@ -16,7 +16,7 @@
 DataFrame's own schema (``table="shop.orders", key=["id"]``); registers the key and value schemas on the driver
 (once, as the job does); finds the topic's partition count (creating the topic with the sink URI's
 ``partition-num`` when it is missing) and encodes with the job's own stage
-(:func:`~avro_registry_sink.spark.stage.encode_table`): the same bytes as ``avro-registry-sink run``.
+(:func:`~avro_registry_sink.spark.stages.stage.encode_table`): the same bytes as ``avro-registry-sink run``.
 :func:`from_flat_avro` decodes each value with the schema whose id it carries, resolved to the version asked for
 (Avro schema resolution), so records of every version of a subject read back as one struct; with ``major=N``, in
 the shape of major ``N`` by the subject's migration rules, as Confluent's pinned clients read them
@@ -57,16 +57,16 @@ def notebook_session(*, master: str | None = None, app_name: str = "avro-registr
     """A local SparkSession with what :func:`to_flat_avro` and Kafka need: Spark's Kafka connector and
     ``spark-avro`` (from Maven Central through Ivy), and Python workers on this interpreter (``PYSPARK_PYTHON``,
     without which workers fail with ``ModuleNotFoundError``). A running session gets the packages added."""
-    from avro_registry_sink.spark.jvm_stage import ensure_spark_avro
-    from avro_registry_sink.spark.packages import avro_package, ivy_dir, kafka_package
-    from avro_registry_sink.spark.session import PROVIDED_ARTIFACTS, local_session
+    from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir, kafka_package
+    from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS, local_session
+    from avro_registry_sink.spark.stages.jvm_stage import ensure_spark_avro
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     spark = local_session(app_name=app_name, master=master or os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
                           **{"spark.jars.packages": f"{kafka_package()},{avro_package()}", "spark.jars.ivy": ivy_dir(),
                              "spark.jars.excludes": ",".join(PROVIDED_ARTIFACTS)})
-    from avro_registry_sink.spark.job import ensure_spark_kafka
+    from avro_registry_sink.spark.driver.job import ensure_spark_kafka
 
     ensure_spark_kafka(spark)  # a session that was already running without them
     ensure_spark_avro(spark)
@@ -217,8 +217,8 @@ def to_flat_avro(
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.routing import TopicRouter
-    from avro_registry_sink.spark.plan import StagePlan
-    from avro_registry_sink.spark.stage import encode_table
+    from avro_registry_sink.spark.stages.plan import StagePlan
+    from avro_registry_sink.spark.stages.stage import encode_table
 
     frame = df
     for given, name in ((op, "_op"), (commit_ts, "_commit_ts")):
@@ -235,7 +235,7 @@ def to_flat_avro(
     topic = table_plan.route.topic
     count = partitions
     if config.scheme == "kafka":
-        from avro_registry_sink.spark.job import build_sink
+        from avro_registry_sink.spark.driver.job import build_sink
 
         sink = build_sink(config, producer="confluent")
         try:

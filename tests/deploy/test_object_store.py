@@ -25,10 +25,10 @@ from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
 from avro_registry_sink.sources.storage import StorageLayout
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sinks import read_file_sink
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sinks.sinks import read_file_sink
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.storage_fs import parse_storage_uri
 from tests.support.servers import ensure_s3proxy
 

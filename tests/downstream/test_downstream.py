@@ -27,9 +27,9 @@ import pytest
 
 from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions, parse_sink_uri
 from avro_registry_sink.formats.csv import CsvOptions
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.table import MySQLType as T
 from tests.downstream import scenario

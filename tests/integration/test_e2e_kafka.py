@@ -31,10 +31,10 @@ from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sin
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sinks import KafkaSink
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sinks.sinks import KafkaSink
+from avro_registry_sink.spark.sources.sources import parse_source
 from tests.support.job import (
     canal_messages,
     decoded_changes,
@@ -218,8 +218,8 @@ def test_a_batch_of_a_kafka_source_is_split_into_tasks_that_fill_the_cores(spark
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from avro_registry_sink.spark.job import _stream, check_kafka
-    from avro_registry_sink.spark.sources import min_partitions
+    from avro_registry_sink.spark.driver.job import _stream, check_kafka
+    from avro_registry_sink.spark.sources.sources import min_partitions
 
     assert [min_partitions(p, 2) for p in (None, 1, 2, 3, 4, 5, 9)] == [4, 2, None, 6, None, None, None]
     assert min_partitions(3, 8) == 24 and min_partitions(1, 1) is None
@@ -393,7 +393,7 @@ def test_a_table_the_first_batchs_sample_misses_is_planned_from_the_full_summary
     """A topic dispatched by table (TiCDC's ``partition = "table"``): the first batch's sample is the start of
     the first input partition, which holds one table only; the other table's messages stop the strict pass, and
     the batch is read again with its full summary: every message of both tables arrives, none dead-lettered."""
-    from avro_registry_sink.spark.changelog_stage import SAMPLE
+    from avro_registry_sink.spark.sources.changelog_stage import SAMPLE
     from bench.changelog import canal_messages as bench_messages
     from bench.changelog import produce
 

@@ -31,9 +31,9 @@ from avro_registry_sink.config import OnIncompatible, RegistryConfig, parse_sink
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from tests.support.evolution import (
     CORPUS,
     BreakingClass,

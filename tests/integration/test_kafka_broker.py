@@ -186,7 +186,7 @@ def test_auto_created_topic_has_three_partitions(bootstrap: str, admin: AdminCli
 def test_the_kafka_sink_makes_one_admin_client_a_run(bootstrap: str, monkeypatch) -> None:
     """check(), the exactly-once start (control topic) and each batch's topics share the first connect's client."""
     from avro_registry_sink import kafka_client
-    from avro_registry_sink.spark import sinks
+    from avro_registry_sink.spark.sinks import sinks
 
     made: list[object] = []
     real = kafka_client.connect
@@ -213,7 +213,7 @@ def test_topics_the_sink_creates_are_hosted_by_their_leaders_when_prepare_return
     stall two minutes (KAFKA-15591). prepare() returns only when every new partition answers as its leader."""
     from confluent_kafka.admin import OffsetSpec
 
-    from avro_registry_sink.spark.sinks import KafkaSink
+    from avro_registry_sink.spark.sinks.sinks import KafkaSink
 
     run = uuid.uuid4().hex[:8]
     topics = {f"hosted-{run}-{i:03d}": 3 for i in range(100)}

@@ -25,10 +25,10 @@ from avro_registry_sink.kafka_options import kafka_options
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sinks import KafkaSink
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sinks.sinks import KafkaSink
+from avro_registry_sink.spark.sources.sources import parse_source
 from tests.support.job import canal_messages, expected_state, replay
 from tests.support.servers import SecureListeners, ensure_kafka_listeners
 from tests.support.tls import make_tls_files

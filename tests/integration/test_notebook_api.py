@@ -30,7 +30,7 @@ def registry_url():
 
 
 def _kafka_spark(spark):
-    from avro_registry_sink.spark.job import ensure_spark_kafka
+    from avro_registry_sink.spark.driver.job import ensure_spark_kafka
 
     assert ensure_spark_kafka(spark)
     return spark

@@ -177,9 +177,9 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
     from avro_registry_sink.metrics import JobMetrics, serve_metrics
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
     from avro_registry_sink.sources.demo import generate_demo
-    from avro_registry_sink.spark.job import run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
     from avro_registry_sink.status import read_status
     from tests.support.job import canal_messages
     from tests.support.servers import ensure_kafka

@@ -23,7 +23,7 @@ from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import DemoManifest, generate_demo
-from avro_registry_sink.spark.verify import DISCREPANCIES
+from avro_registry_sink.spark.audit.verify import DISCREPANCIES
 from tests.support.job import canal_messages, stamp_in_order
 from tests.support.servers import ensure_kafka
 from tests.support.tamper import copy_topic, read_topic

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from avro_registry_sink.spark.session import local_checkpoint_logs
+from avro_registry_sink.spark.runtime.session import local_checkpoint_logs
 from tests.support.job import log_file_manager
 
 pytestmark = [pytest.mark.spark]

@@ -134,7 +134,7 @@ def test_a_log_written_by_a_newer_spark_is_not_called_torn(finished, tmp_path, c
 
 
 def test_a_torn_file_is_named_from_sparks_own_error_too(finished, tmp_path, capfd, monkeypatch):
-    from avro_registry_sink.spark import checkpoint_files
+    from avro_registry_sink.spark.driver import checkpoint_files
 
     monkeypatch.setattr(checkpoint_files, "check_checkpoint_files", lambda *a, **k: None)  # Spark meets it first
     checkpoint = _copy(finished, tmp_path)

@@ -17,10 +17,10 @@ import pytest
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.encoder import unframe
 from avro_registry_sink.model import Op
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sinks import read_file_sink
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sinks.sinks import read_file_sink
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
 from tests.support.enum_versions import MEMBERS, allowed_lists, create, rows_of, versions, write_tree

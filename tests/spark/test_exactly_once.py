@@ -44,10 +44,10 @@ from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sources import parse_source
-from avro_registry_sink.spark.verify import verify_run
+from avro_registry_sink.spark.audit.verify import verify_run
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
 from tests.support.job import canal_dml
@@ -603,8 +603,8 @@ def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spar
                                                                            writer):
 
     from avro_registry_sink.delivery import DeliveryError
-    from avro_registry_sink.spark.sinks import KafkaSink
-    from avro_registry_sink.spark.tally import spread_verdicts
+    from avro_registry_sink.spark.sinks.sinks import KafkaSink
+    from avro_registry_sink.spark.stages.tally import spread_verdicts
     from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
 
     prefix = "v" + uuid.uuid4().hex[:8]
@@ -651,9 +651,9 @@ def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spar
 
 def test_the_sink_takes_the_jvm_writer_when_it_can_and_says_why_not(spark, monkeypatch, tmp_path):
     from avro_registry_sink.errors import ConfigError
-    from avro_registry_sink.spark import jvm_writer
-    from avro_registry_sink.spark.job import ensure_spark_kafka
-    from avro_registry_sink.spark.sinks import KafkaSink
+    from avro_registry_sink.spark.driver.job import ensure_spark_kafka
+    from avro_registry_sink.spark.sinks import jvm_writer
+    from avro_registry_sink.spark.sinks.sinks import KafkaSink
 
     assert ensure_spark_kafka(spark)  # as run_job does
     brokers = ["127.0.0.1:1"]  # nothing connects here

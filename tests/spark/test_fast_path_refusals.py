@@ -12,9 +12,9 @@ import pytest
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.failpoints import COUNTS_ENV, ENV, passes
 from avro_registry_sink.formats.csv import CsvOptions
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
 from tests.support.job import decode_file_sink

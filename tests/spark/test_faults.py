@@ -27,10 +27,10 @@ from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.replay import pending_records, replay_dead_letters
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.audit.replay import pending_records, replay_dead_letters
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
 from tests.support.job import canal_dml, decode_file_sink, expected_state, replay, side_state

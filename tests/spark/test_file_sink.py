@@ -7,7 +7,7 @@ import json
 import pytest
 
 from avro_registry_sink.model import KAFKA_DDL
-from avro_registry_sink.spark.sinks import STAGING_DIR, FileSink, read_file_sink
+from avro_registry_sink.spark.sinks.sinks import STAGING_DIR, FileSink, read_file_sink
 
 pytestmark = pytest.mark.spark
 

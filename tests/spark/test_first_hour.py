@@ -59,7 +59,7 @@ def test_spark_submit_with_an_archive_under_a_local_master_names_the_cause(tmp_p
     import tarfile
     from pathlib import Path
 
-    from avro_registry_sink.spark.package import SUBMIT_SCRIPT
+    from avro_registry_sink.spark.runtime.package import SUBMIT_SCRIPT
 
     generate_demo(tmp_path / "in", rows_per_table=4)
     archive = tmp_path / "env.tar.gz"

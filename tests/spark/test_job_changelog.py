@@ -17,9 +17,9 @@ from avro_registry_sink.changes import ChangeEvent
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 from tests.support.job import (
     by_partition,

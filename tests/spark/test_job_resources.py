@@ -10,10 +10,10 @@ import textwrap
 import pytest
 
 from avro_registry_sink.config import parse_sink_uri
-from avro_registry_sink.spark.job import resource_failure, run_job, trigger_limits
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.session import memory_bytes, trigger_budget
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import resource_failure, run_job, trigger_limits
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.runtime.session import memory_bytes, trigger_budget
+from avro_registry_sink.spark.sources.sources import parse_source
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -69,8 +69,8 @@ _OOM_SCRIPT = textwrap.dedent('''
     from pathlib import Path
     from avro_registry_sink import cli
     from avro_registry_sink.sources.demo import generate_demo
-    from avro_registry_sink.spark import job
-    from avro_registry_sink.spark.sinks import FileSink
+    from avro_registry_sink.spark.driver import job
+    from avro_registry_sink.spark.sinks.sinks import FileSink
 
     class HungrySink(FileSink):
         def write(self, records, batch_id, **kw):

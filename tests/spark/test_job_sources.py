@@ -22,9 +22,9 @@ from avro_registry_sink.progress import (
     lag_seconds,
     make_progress,
 )
-from avro_registry_sink.spark.packages import kafka_package
-from avro_registry_sink.spark.sinks import read_file_sink
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.runtime.packages import kafka_package
+from avro_registry_sink.spark.sinks.sinks import read_file_sink
+from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog, complete_table, pick_version
 from avro_registry_sink.tabledef.ddl import parse_ddl
@@ -165,9 +165,9 @@ def test_read_file_sink_orders_batches_and_parts(tmp_path):
 def test_files_taken_out_of_order_are_reported(tmp_path):
     from avro_registry_sink.sources.demo import generate_demo
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.job import _BatchProcessor
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import resolve_storage_files
+    from avro_registry_sink.spark.driver.job import _BatchProcessor
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import resolve_storage_files
 
     manifest = generate_demo(tmp_path / "in", rows_per_table=6)
     layout = StorageLayout(tmp_path / "in")
@@ -189,7 +189,7 @@ def test_every_batch_gets_the_same_completed_definition_object(tmp_path):
     # the schema manager then finds a known table version by identity, not by comparing definitions
     from avro_registry_sink.sources.demo import generate_demo
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.sources import resolve_storage_files
+    from avro_registry_sink.spark.sources.sources import resolve_storage_files
 
     manifest = generate_demo(tmp_path / "in", rows_per_table=6)
     layout = StorageLayout(tmp_path / "in")

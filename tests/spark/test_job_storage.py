@@ -20,10 +20,10 @@ import pytest
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import IncompatibleSchema, NoHandleKey
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sinks import FileSink
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sinks.sinks import FileSink
+from avro_registry_sink.spark.sources.sources import parse_source
 from tests.support.job import by_partition, decode_file_sink, expected_state, key_of, replay, stamp_in_order
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
@@ -195,7 +195,7 @@ def test_a_table_without_a_key_in_its_schema_files_asks_for_its_ddl(spark, tmp_p
 
 def test_partition_dispatch_rules(spark, tmp_path, registry):
     from avro_registry_sink.config import DispatchRule, PartitionStrategy
-    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
 
     manifest = generate_demo(tmp_path / "in", rows_per_table=12)
     sink = SinkConfig(scheme="file", path=str(tmp_path / "out"), partition_num=4, dispatchers=(
@@ -233,7 +233,7 @@ def test_a_value_the_encoder_refuses_is_set_aside_and_the_other_rows_delivered(s
 
 
 def test_records_over_max_message_bytes_are_set_aside_with_the_reason(spark, tmp_path, registry):
-    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
 
     manifest = generate_demo(tmp_path / "in", rows_per_table=6)
     base = _options(manifest, tmp_path / "in", tmp_path)

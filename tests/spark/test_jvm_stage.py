@@ -21,9 +21,9 @@ from avro_registry_sink.encoder import EncodingPlan
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
-from avro_registry_sink.spark.jvm_stage import ensure_spark_avro, jvm_stage_gap
-from avro_registry_sink.spark.plan import StagePlan
-from avro_registry_sink.spark.stage import encode_table
+from avro_registry_sink.spark.stages.jvm_stage import ensure_spark_avro, jvm_stage_gap
+from avro_registry_sink.spark.stages.plan import StagePlan
+from avro_registry_sink.spark.stages.stage import encode_table
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 

@@ -11,9 +11,9 @@ import pytest
 
 from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.formats.native_scan import CRASH_ENV
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from tests.spark.test_job_changelog import ITEMS_DDL, _debezium, _debezium_ddl, _write
 from tests.support.job import decode_file_sink
 

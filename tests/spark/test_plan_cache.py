@@ -1,4 +1,4 @@
-"""``spark.plan_cache``: a running stream's ``mapInArrow`` UDF made once per content."""
+"""``spark.stages.plan_cache``: a running stream's ``mapInArrow`` UDF made once per content."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from avro_registry_sink.spark import plan_cache
+from avro_registry_sink.spark.stages import plan_cache
 
 
 def _tagged(tag: str) -> Any:

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from avro_registry_sink.cli import app
 from avro_registry_sink.config import SinkConfig, load_config
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.job import run_job
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.replay import pending_records, replay_dead_letters
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.audit.replay import pending_records, replay_dead_letters
+from avro_registry_sink.spark.driver.job import run_job
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.sources.sources import parse_source
 from tests.support.job import decode_file_sink, decoded_changes, key_of, manifest_definition
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]

@@ -2,7 +2,7 @@
 pyspark first on their path.
 
 Spark starts those processes with its ``pyspark.zip`` first on ``PYTHONPATH``, which Python compiles from
-source on every start; :mod:`avro_registry_sink.spark.driver_python` gives them a launcher that puts the driver's
+source on every start; :mod:`avro_registry_sink.spark.runtime.driver_python` gives them a launcher that puts the driver's
 installed (compiled) pyspark ahead of it. This checks the processes Spark really started.
 """
 
@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyspark
 import pytest
 
-from avro_registry_sink.spark.session import master_of
-from avro_registry_sink.spark.storage_source import storage_tree_stream
+from avro_registry_sink.spark.runtime.session import master_of
+from avro_registry_sink.spark.sources.storage_source import storage_tree_stream
 from avro_registry_sink.storage_fs import parse_storage_uri
 
 pytestmark = [pytest.mark.spark, pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")]

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.spark]
 
 SCRIPT = """
 import urllib.request
-from avro_registry_sink.spark.session import local_session
+from avro_registry_sink.spark.runtime.session import local_session
 
 spark = local_session(master="local[1]")
 assert spark.range(10).count() == 10

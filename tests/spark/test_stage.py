@@ -16,8 +16,8 @@ from avro_registry_sink.encoder import EncodingPlan, RowEncoder, unframe
 from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_DDL, KAFKA_DDL, Op
 from avro_registry_sink.routing import Route, partition_for
 from avro_registry_sink.schema.builder import derive_schemas
-from avro_registry_sink.spark.plan import StagePlan
-from avro_registry_sink.spark.stage import encode_changes, encode_table
+from avro_registry_sink.spark.stages.plan import StagePlan
+from avro_registry_sink.spark.stages.stage import encode_changes, encode_table
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 

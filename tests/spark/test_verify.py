@@ -22,7 +22,7 @@ from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.sources.demo import DemoManifest, generate_demo
-from avro_registry_sink.spark.verify import DISCREPANCIES
+from avro_registry_sink.spark.audit.verify import DISCREPANCIES
 from avro_registry_sink.status import read_status
 from tests.support.job import stamp_in_order
 from tests.support.tamper import tamper_file_sink
@@ -229,11 +229,11 @@ def test_a_batch_published_twice_is_duplicated(run, tmp_path):
 
 def test_a_rerun_batch_replaces_its_files_and_verifies(spark, tmp_path, registry):
     from avro_registry_sink.config import SinkConfig
-    from avro_registry_sink.spark.job import JobFailed, run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sinks import FileSink
-    from avro_registry_sink.spark.sources import parse_source
-    from avro_registry_sink.spark.verify import verify_run
+    from avro_registry_sink.spark.audit.verify import verify_run
+    from avro_registry_sink.spark.driver.job import JobFailed, run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sinks.sinks import FileSink
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     class CrashingSink(FileSink):
         """Publishes batch 1, then fails it: the job stops after the output, before Spark's commit."""
@@ -268,10 +268,10 @@ def test_a_rerun_batch_replaces_its_files_and_verifies(spark, tmp_path, registry
 
 def test_dead_lettered_rows_are_counted_not_missing(spark, tmp_path, registry):
     from avro_registry_sink.config import SinkConfig
-    from avro_registry_sink.spark.job import run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
-    from avro_registry_sink.spark.verify import verify_run
+    from avro_registry_sink.spark.audit.verify import verify_run
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     manifest = generate_demo(tmp_path / "in", rows_per_table=6)
     csv_file = next(f for f in manifest.data_files if f.startswith("shop/orders/") and f.endswith(".csv"))
@@ -305,10 +305,10 @@ def test_verify_refuses_a_checkpoint_no_run_wrote(tmp_path):
 
 def test_a_canal_json_file_source_reconciles(spark, tmp_path, registry):
     from avro_registry_sink.config import SinkConfig
-    from avro_registry_sink.spark.job import run_job
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
-    from avro_registry_sink.spark.verify import verify_run
+    from avro_registry_sink.spark.audit.verify import verify_run
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
     from tests.support.job import canal_messages
 
     manifest = generate_demo(tmp_path / "demo", rows_per_table=6)
@@ -334,7 +334,7 @@ def test_a_canal_json_file_source_reconciles(spark, tmp_path, registry):
 
 
 def test_completeness_from_resolved_ts():
-    from avro_registry_sink.spark.verify import VerifyReport, completeness
+    from avro_registry_sink.spark.audit.verify import VerifyReport, completeness
 
     report = VerifyReport(source="s", sink="k", checkpoint="c", committed_batch=3)
     report.table("shop.orders").update(first_missing_ts=200, max_delivered_ts=300)
@@ -369,7 +369,7 @@ def test_decode_all_decodes_every_record_and_counts_the_same(run, tmp_path, kind
 def test_out_of_order_counts_keys_the_source_had_in_that_order(spark, source_ts, in_source):
     """Two changes of one key delivered with commit ts 10 then 5: out of order; the source read them in that
     order too (10 at its first position), or in commit-ts order."""
-    from avro_registry_sink.spark.verify import SOURCE_ORDER, _compared
+    from avro_registry_sink.spark.audit.verify import SOURCE_ORDER, _compared
 
     key, value = b"\x00\x00\x00\x00\x01k", b"\x00\x00\x00\x00\x02v"
     schema = "topic string, partition int, key binary, value binary, ts bigint, pos struct<x: bigint, y: string, z: bigint>"

@@ -102,7 +102,7 @@ def replay(records: Iterable[tuple[dict[str, Any], dict[str, Any] | None]]) -> d
 
 def decode_file_sink(path, client) -> dict[str, list[tuple[int, int | None, dict, dict | None]]]:
     """``{topic: [(partition, commit_ts, key dict, value dict or None)]}`` in the file sink's order."""
-    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
 
     schemas: dict[int, Any] = {}
 

@@ -69,7 +69,7 @@ def test_ceiling_harness_turns_a_storage_tree_into_records_that_decode_to_its_ro
     import csv
     from decimal import Decimal
 
-    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
     from bench.ceiling import PARTS, CeilingInput, default_ids, run_ceiling
 
     tree = storage_tree(300, 2, cache=tmp_path, rows_per_file=100)  # 2 tables, 4 files over 2 workers
@@ -106,7 +106,7 @@ def test_ceiling_harness_turns_a_storage_tree_into_records_that_decode_to_its_ro
 def test_ceiling_harness_reads_a_canal_json_storage_tree(tmp_path: Path):
     import json
 
-    from avro_registry_sink.spark.sinks import read_file_sink
+    from avro_registry_sink.spark.sinks.sinks import read_file_sink
     from bench.ceiling import CeilingInput, canal_tree, default_ids, run_ceiling
 
     tree = canal_tree(200, 2, cache=tmp_path, rows_per_file=60)

@@ -1,8 +1,8 @@
-"""The vectorized changelog path (``formats.changelog_arrow`` + ``spark.changelog_stage``) against the per-message one.
+"""The vectorized changelog path (``formats.changelog_arrow`` + ``spark.sources.changelog_stage``) against the per-message one.
 
 A batch of canal-json messages goes through the one-pass stage (Arrow's JSON reader, typed columns, the columnar
 encoder, and the per-message readers for what the vectorized reader declines) and, message by message, through
-the reference: :func:`~avro_registry_sink.spark.sources.peek_message`, :func:`~avro_registry_sink.spark.sources.parse_message`
+the reference: :func:`~avro_registry_sink.spark.sources.sources.peek_message`, :func:`~avro_registry_sink.spark.sources.sources.parse_message`
 (``events_from_canal``) and the reference encode path. Every message must give the same records, byte for
 byte and in the same order, or be dead-lettered by both. The messages are random tables and values (the
 columnar encoder's property-test strategy), written as TiCDC and Alibaba Canal write them and spoiled in the
@@ -31,10 +31,10 @@ from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.sources.demo import go_format_float
-from avro_registry_sink.spark.changelog_stage import _Chunk, _encode_chunk, _Sources
-from avro_registry_sink.spark.plan import StagePlan
-from avro_registry_sink.spark.sources import parse_message, peek_message
-from avro_registry_sink.spark.stage import encode_change_batch
+from avro_registry_sink.spark.sources.changelog_stage import _Chunk, _encode_chunk, _Sources
+from avro_registry_sink.spark.sources.sources import parse_message, peek_message
+from avro_registry_sink.spark.stages.plan import StagePlan
+from avro_registry_sink.spark.stages.stage import encode_change_batch
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 from tests.unit.test_columnar import scenarios
 
@@ -250,7 +250,7 @@ def test_tables_of_one_shape_are_encoded_together_with_their_own_ids_topics_and_
     """Sharded tables (one shape, other names) are encoded in one call per chunk, each record then given its own
     table's schema ids, topic and partition: the same bytes as table by table. A row over ``max-message-bytes``
     sends the group back table by table, so that its dead letter names its own table."""
-    from avro_registry_sink.spark import stage as stage_module
+    from avro_registry_sink.spark.stages import stage as stage_module
     from bench.changelog import canal_messages
 
     messages = canal_messages(3000, 3)
@@ -538,7 +538,7 @@ def test_storage_canal_file_one_pass_equals_the_line_reader(scenario, seed):
     """A storage-sink canal-json file: the one pass (``sources._canal_file``) gives the records the line reader
     (``parse_canal_lines``) and the reference encode path give, line by line; bad lines are set aside alone."""
     from avro_registry_sink.formats.canal_json import parse_canal_lines
-    from avro_registry_sink.spark.sources import _canal_file, _event_row, source_error_json
+    from avro_registry_sink.spark.sources.sources import _canal_file, _event_row, source_error_json
 
     plan, batch, ops, ts = scenario
     table = plan.table
@@ -597,7 +597,7 @@ def test_storage_canal_file_one_pass_equals_the_line_reader(scenario, seed):
 def _summary_reference(messages: list[str], fmt: str) -> tuple[int, dict[tuple, list[Any]], list[tuple]]:
     """What the driver must learn, message by message (peek_message): per (schema, table, shape) the count,
     commit-ts range and first message; the DDLs, by commit ts."""
-    from avro_registry_sink.spark.sources import peek_message
+    from avro_registry_sink.spark.sources.sources import peek_message
 
     groups: dict[tuple, list[Any]] = {}
     ddls = []
@@ -618,7 +618,7 @@ def _summary_reference(messages: list[str], fmt: str) -> tuple[int, dict[tuple, 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), fmt=st.sampled_from(["canal-json", "debezium-json"]))
 def test_summary_equals_the_per_message_peek(scenario, seed, fmt):
-    from avro_registry_sink.spark.changelog_stage import _merge_summary, _summarize_chunk
+    from avro_registry_sink.spark.sources.changelog_stage import _merge_summary, _summarize_chunk
 
     plan, batch, ops, ts = scenario
     table = plan.table
@@ -650,7 +650,7 @@ def test_summary_equals_the_per_message_peek(scenario, seed, fmt):
 
 
 def test_a_strict_pass_stops_at_what_the_driver_must_see():
-    from avro_registry_sink.spark.changelog_stage import NeedsSummary
+    from avro_registry_sink.spark.sources.changelog_stage import NeedsSummary
     from bench.changelog import canal_messages
 
     messages = canal_messages(50, 1)

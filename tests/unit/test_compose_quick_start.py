@@ -53,7 +53,7 @@ def test_the_default_job_reads_the_tree_demo_data_writes(tmp_path, monkeypatch):
         started.append(True)
         raise RuntimeError("every check passed: Spark would start here")
 
-    monkeypatch.setattr("avro_registry_sink.spark.job.job_session", session)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.job_session", session)
     args = [here(a) for a in job]
     args[args.index("--sink-uri") + 1] = f"file://{tmp_path / 'out'}"  # no Kafka here; the rest as compose runs it
     result = runner.invoke(app, [*args, "--state-dir", str(tmp_path / "job-state")])

@@ -24,7 +24,7 @@ import pytest
 
 from avro_registry_sink.registry.embedded import EmbeddedRegistry, RegistryStore
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.sources.sources import parse_source
 
 CLI = [sys.executable, "-m", "avro_registry_sink.cli"]
 LOCK_WAIT = 1.0  # seconds the commands wait for the locked file here

@@ -24,7 +24,7 @@ from avro_registry_sink.delivery import (
 )
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.kafka_options import KafkaOptions
-from avro_registry_sink.spark.sinks import KafkaSink
+from avro_registry_sink.spark.sinks.sinks import KafkaSink
 from avro_registry_sink.ticdc_keys import check_toml
 
 runner = CliRunner()

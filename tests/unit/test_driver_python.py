@@ -12,9 +12,9 @@ import pyspark
 import pytest
 
 from avro_registry_sink.cache_dir import cache_root
-from avro_registry_sink.spark.driver_python import driver_python
-from avro_registry_sink.spark.jvm_writer import jar_dir
-from avro_registry_sink.spark.packages import ivy_dir
+from avro_registry_sink.spark.runtime.driver_python import driver_python
+from avro_registry_sink.spark.runtime.packages import ivy_dir
+from avro_registry_sink.spark.sinks.jvm_writer import jar_dir
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the launcher is a sh script")
 

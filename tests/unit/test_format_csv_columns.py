@@ -22,8 +22,8 @@ from avro_registry_sink.model import CHANGE_SCHEMA
 from avro_registry_sink.routing import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.sources.demo import generate_demo
-from avro_registry_sink.spark.plan import StagePlan
-from avro_registry_sink.spark.stage import encode_change_batch
+from avro_registry_sink.spark.stages.plan import StagePlan
+from avro_registry_sink.spark.stages.stage import encode_change_batch
 from avro_registry_sink.table import TableDef
 
 

@@ -51,9 +51,9 @@ def test_a_few_bad_rows_are_bad_data_not_settings():
 
 
 def test_the_bad_row_budget_fails_the_batch(tmp_path: Path):
-    from avro_registry_sink.spark.job import BadInputBudgetExceeded, _check_budget
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import BadInputBudgetExceeded, _check_budget
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     errors = [{"message": f"f.csv:{i}: bad"} for i in range(3)]
     base = JobOptions(source=parse_source(str(tmp_path)), checkpoint=tmp_path / "ck")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from avro_registry_sink.spark.sinks import _kafka_cause
+from avro_registry_sink.spark.sinks.sinks import _kafka_cause
 
 
 class _Java:

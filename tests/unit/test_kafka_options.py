@@ -196,7 +196,7 @@ def test_models_pickle_for_executors() -> None:
 
 
 def test_kafka_source_takes_ticdc_parameters_and_the_sink_settings_of_its_own_cluster() -> None:
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     spec = parse_source("canal-json+kafka://u:pw@k1:9092/cdc?sasl-mechanism=plain&sasl-user=a&sasl-password=b"
                         "&startingOffsets=latest")

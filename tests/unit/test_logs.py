@@ -57,7 +57,7 @@ def test_log_records_carry_the_running_batch_id_and_a_table_when_given():
 
 
 def test_run_with_log_format_json_writes_only_json_lines(tmp_path, monkeypatch):
-    from avro_registry_sink.spark.job import JobResult
+    from avro_registry_sink.spark.driver.job import JobResult
 
     runner = CliRunner()
     assert runner.invoke(app, ["demo", "--dir", str(tmp_path / "demo"), "--rows", "5", "--no-run",
@@ -67,7 +67,7 @@ def test_run_with_log_format_json_writes_only_json_lines(tmp_path, monkeypatch):
         totals = JobTotals()
         progress.start({"source": options.source.describe()})
         token = CURRENT_BATCH.set(0)
-        logging.getLogger("avro_registry_sink.spark.job").info("a record of the batch")
+        logging.getLogger("avro_registry_sink.spark.driver.job").info("a record of the batch")
         CURRENT_BATCH.reset(token)
         report = BatchReport(batch_id=0, rows=2, per_table={"shop.orders": 2})
         totals.add(report)
@@ -76,7 +76,7 @@ def test_run_with_log_format_json_writes_only_json_lines(tmp_path, monkeypatch):
         return JobResult(totals=totals, checkpoint=tmp_path / "ck")
 
     monkeypatch.setattr("avro_registry_sink.cli._job_session", lambda options, stores: object())
-    monkeypatch.setattr("avro_registry_sink.spark.job.run_job", run_job)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.run_job", run_job)
     monkeypatch.setattr("avro_registry_sink.cli._probe_job", lambda *a, **k: None)
     args = ["run", "--source", str(tmp_path / "demo/input"), "--tables", str(tmp_path / "demo/tables.sql"),
             "--state-dir", str(tmp_path / "state"), "--available-now"]

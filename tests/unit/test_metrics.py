@@ -220,7 +220,7 @@ def test_run_serves_the_metrics_of_its_job_on_metrics_port(tmp_path, monkeypatch
 
     from avro_registry_sink.cli import app
     from avro_registry_sink.progress import JobTotals
-    from avro_registry_sink.spark.job import JobResult
+    from avro_registry_sink.spark.driver.job import JobResult
 
     def free_port() -> int:
         with socket.socket() as s:
@@ -241,7 +241,7 @@ def test_run_serves_the_metrics_of_its_job_on_metrics_port(tmp_path, monkeypatch
         return JobResult(totals=JobTotals(), checkpoint=tmp_path / "ck")
 
     monkeypatch.setattr("avro_registry_sink.cli._job_session", lambda options, stores: object())
-    monkeypatch.setattr("avro_registry_sink.spark.job.run_job", run_job)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.run_job", run_job)
     monkeypatch.setattr("avro_registry_sink.cli._probe_job", lambda *a, **k: None)
     args = ["run", "--source", str(tmp_path / "demo/input"), "--tables", str(tmp_path / "demo/tables.sql"),
             "--state-dir", str(tmp_path / "state"), "--available-now", "--progress", "none"]
@@ -287,7 +287,7 @@ def test_the_tally_per_topic_equals_a_count_of_each_topics_rows(topics):
     import numpy as np
     import pyarrow as pa
 
-    from avro_registry_sink.spark.tally import tally_of
+    from avro_registry_sink.spark.stages.tally import tally_of
 
     rng = np.random.default_rng(topics)
     n = 2_000

@@ -28,7 +28,7 @@ def no_spark(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("Spark was started: the source should have been refused before")
 
-    monkeypatch.setattr("avro_registry_sink.spark.job.job_session", refuse)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.job_session", refuse)
 
 
 def _run(source, tmp_path, *extra):
@@ -92,7 +92,7 @@ def test_waiting_for_data_lets_an_empty_directory_through(tmp_path, monkeypatch)
         started.append(True)
         raise RuntimeError("stop here")  # the checks passed: Spark would start now
 
-    monkeypatch.setattr("avro_registry_sink.spark.job.job_session", session)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.job_session", session)
     result = _run(empty, tmp_path, "--wait-for-data")
     assert started and isinstance(result.exception, RuntimeError), result.output
 
@@ -136,7 +136,7 @@ def test_the_terminal_summary_says_when_nothing_was_read(tmp_path):
 
     from avro_registry_sink.cli import _nothing_read, _print_totals
     from avro_registry_sink.progress import BatchReport, JobTotals
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.sources.sources import parse_source
 
     source = parse_source(str(tmp_path))
     totals = JobTotals()

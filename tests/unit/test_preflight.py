@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from avro_registry_sink.cli import app
 from avro_registry_sink.registry.embedded import BasicAuthUsers, EmbeddedRegistry
 from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
-from avro_registry_sink.spark.sources import parse_source
+from avro_registry_sink.spark.sources.sources import parse_source
 
 runner = CliRunner()
 
@@ -44,7 +44,7 @@ def no_spark(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("Spark was started: the pre-flight check should have stopped the command")
 
-    monkeypatch.setattr("avro_registry_sink.spark.job.job_session", refuse)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.job_session", refuse)
 
 
 def _fails_fast(args: list[str], code: int = 1) -> str:
@@ -137,7 +137,7 @@ def test_a_reachable_registry_and_kafka_pass(tree, tmp_path, monkeypatch):
         started.append(True)
         raise RuntimeError("every check passed: Spark would start here")
 
-    monkeypatch.setattr("avro_registry_sink.spark.job.job_session", session)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.job_session", session)
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092")
     try:
         socket.create_connection(tuple(bootstrap.rsplit(":", 1)), timeout=2).close()  # type: ignore[arg-type]
@@ -197,7 +197,7 @@ def test_a_kafka_sink_with_the_in_process_registry_warns_once(tree, tmp_path, mo
     def session(*args, **kwargs):
         raise RuntimeError("every check passed: Spark would start here")
 
-    monkeypatch.setattr("avro_registry_sink.spark.job.job_session", session)
+    monkeypatch.setattr("avro_registry_sink.spark.driver.job.job_session", session)
     result = runner.invoke(app, _run(tree, tmp_path, "--sink-uri", f"kafka://{bootstrap}/?protocol=avro"))
     warnings = [json.loads(line) for line in result.stderr.splitlines() if '"warning"' in line]
     assert len(warnings) == 1, result.stderr

@@ -102,7 +102,7 @@ columns = ["*", "!ssn", "!secret_note"]
 
 
 def test_stage_image_parser_ignores_omitted_columns_only():
-    from avro_registry_sink.spark.stage import images_to_batch
+    from avro_registry_sink.spark.stages.stage import images_to_batch
 
     sel = TableSelection.build(column_selectors=[{"matcher": ["shop.users"], "columns": ["*", "!ssn"]}])
     selected = sel.apply(USERS)

@@ -529,7 +529,7 @@ def test_a_schema_file_rewritten_while_the_layout_is_in_use_is_checked_again(tmp
 
 
 def test_resolve_holds_the_files_of_a_version_whose_schema_file_was_rewritten_between_batches(tmp_path: Path) -> None:
-    from avro_registry_sink.spark.sources import resolve_storage_files
+    from avro_registry_sink.spark.sources.sources import resolve_storage_files
     from avro_registry_sink.tabledef.storage import write_table_schema_file
 
     t_file = write_table_schema_file(_ck_table("t"), tmp_path)
@@ -556,7 +556,7 @@ def test_resolve_holds_the_files_of_a_version_whose_schema_file_was_rewritten_be
 
 
 def test_a_data_file_is_not_read_with_an_older_definition_past_a_refused_one(tmp_path: Path) -> None:
-    from avro_registry_sink.spark.sources import resolve_storage_files
+    from avro_registry_sink.spark.sources.sources import resolve_storage_files
     from avro_registry_sink.tabledef.storage import write_table_schema_file
 
     write_table_schema_file(_ck_table("t"), tmp_path)

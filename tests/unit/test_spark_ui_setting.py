@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from avro_registry_sink.spark.session import DEFAULT_CONF, SPARK_UI_ENV, spark_ui_conf
+from avro_registry_sink.spark.runtime.session import DEFAULT_CONF, SPARK_UI_ENV, spark_ui_conf
 
 
 def test_the_ui_is_off_unless_the_variable_gives_a_port(monkeypatch):

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from avro_registry_sink.model import FILE_LINE_COLUMNS, FILE_LINES_DDL, KAFKA_SCHEMA
-from avro_registry_sink.spark.file_lines import hex_text, lines_of
-from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally, tally_of
+from avro_registry_sink.spark.stages.file_lines import hex_text, lines_of
+from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally, tally_of
 
 _bytes = st.one_of(st.none(), st.binary(max_size=40))
 _header = st.fixed_dictionaries({"key": st.sampled_from(["op", "commit_ts", "x.y-z_1"]), "value": _bytes})

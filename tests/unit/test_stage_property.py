@@ -1,4 +1,4 @@
-"""The job's one encode path (``spark.stage.encode_change_batch``) against the per-row reference.
+"""The job's one encode path (``spark.stages.stage.encode_change_batch``) against the per-row reference.
 
 Rows travel as change rows (JSON images, as the parse stages produce them); whatever path the stage takes
 (vectorized JSON parse, or row by row for texts it cannot take), each row's key and value must be the
@@ -20,8 +20,8 @@ from avro_registry_sink.encoder import RowEncoder
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing import Route
-from avro_registry_sink.spark.plan import StagePlan
-from avro_registry_sink.spark.stage import encode_change_batch
+from avro_registry_sink.spark.stages.plan import StagePlan
+from avro_registry_sink.spark.stages.stage import encode_change_batch
 from tests.unit.test_columnar import scenarios
 
 

@@ -97,7 +97,7 @@ def test_not_a_checkpoint_is_a_failure(tmp_path):
 
 
 def test_pending_dead_letters_agree_with_replay(tmp_path):
-    from avro_registry_sink.spark.replay import pending_records
+    from avro_registry_sink.spark.audit.replay import pending_records
 
     ck = make_checkpoint(tmp_path, dead_letter_batches=(0, 1, 2))
     (ck / "dead-letter/replayed/replay-0000.json").write_text(json.dumps({"delivered": ["0-0", "2-1"]}))
@@ -136,9 +136,9 @@ def test_a_failed_run_leaves_its_error_in_the_checkpoint_with_secrets_masked(tmp
     from types import SimpleNamespace
 
     from avro_registry_sink.config import parse_sink_uri
-    from avro_registry_sink.spark.job import LAST_ERROR_FILE, _save_last_error
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sources import parse_source
+    from avro_registry_sink.spark.driver.job import LAST_ERROR_FILE, _save_last_error
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
     from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
 
     ck = make_checkpoint(tmp_path, committed_at=time.time() - 60, now=time.time())

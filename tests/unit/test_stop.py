@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from avro_registry_sink.progress import JobTotals
-from avro_registry_sink.spark.job import (
+from avro_registry_sink.spark.driver.job import (
     StopRequested,
     _BatchProcessor,
     _settle_stop,

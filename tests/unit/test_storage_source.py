@@ -8,7 +8,13 @@ import os
 import pytest
 
 from avro_registry_sink.sources.storage import StorageLayout
-from avro_registry_sink.spark.storage_source import TreeListing, batch_files, end_offset, initial_offset, list_tree
+from avro_registry_sink.spark.sources.storage_source import (
+    TreeListing,
+    batch_files,
+    end_offset,
+    initial_offset,
+    list_tree,
+)
 
 DIR = "shop/orders/449/2024-06-01"
 OTHER_DIR = "shop/items/450/2024-06-01"

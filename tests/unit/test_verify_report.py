@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.spark.verify import DISCREPANCIES, VerifyReport, parse_read_topics, print_report
+from avro_registry_sink.spark.audit.verify import DISCREPANCIES, VerifyReport, parse_read_topics, print_report
 
 
 def _report() -> VerifyReport:
@@ -115,7 +115,7 @@ def test_the_delivery_mode_comes_from_the_checkpoint_not_the_options(tmp_path):
 
     from avro_registry_sink.config import SinkConfig
     from avro_registry_sink.delivery import STATE_FILE
-    from avro_registry_sink.spark.verify import run_delivery
+    from avro_registry_sink.spark.audit.verify import run_delivery
     from avro_registry_sink.storage_fs import parse_storage_uri
 
     checkpoint = parse_storage_uri(str(tmp_path), option="checkpoint")

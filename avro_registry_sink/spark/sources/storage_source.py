@@ -315,9 +315,9 @@ def _register_for_the_driver(spark: SparkSession, source: type[DataSource]) -> N
     of the interpreter its context names for the executors, which under spark-submit with
     ``--archives env.tar.gz#env`` is ``./env/bin/python``: a path that exists in the executors' directories,
     not beside the driver. The job needs the source only on the driver (see :class:`StorageTreeReader`), and
-    there Spark starts that process anew for each query: :func:`~avro_registry_sink.spark.driver_python.driver_python`
+    there Spark starts that process anew for each query: :func:`~avro_registry_sink.spark.runtime.driver_python.driver_python`
     starts it with the driver's compiled pyspark instead of Spark's zip (0.35-0.4 s less before the first batch)."""
-    from avro_registry_sink.spark.driver_python import driver_python
+    from avro_registry_sink.spark.runtime.driver_python import driver_python
 
     context = spark.sparkContext
     executors_python = context.pythonExec

@@ -1,4 +1,4 @@
-"""The errors a run of the job stops with (re-exported by :mod:`avro_registry_sink.spark.job`), kept apart so that
+"""The errors a run of the job stops with (re-exported by :mod:`avro_registry_sink.spark.driver.job`), kept apart so that
 the job's batch sources raise them without importing the job."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ to for every Arrow batch it yields (:func:`tally_of`): a few numbers per topic, 
 the rows the stage refused (few, by nature). Spark merges a task's additions once the task has
 succeeded, so a failed and retried task is counted once.
 
-For the file sink the stage also builds the lines themselves (:mod:`~avro_registry_sink.spark.file_lines`)
+For the file sink the stage also builds the lines themselves (:mod:`~avro_registry_sink.spark.stages.file_lines`)
 and hands on only them and their order (:class:`StageOutput`).
 
 >>> import pyarrow as pa
@@ -134,7 +134,7 @@ class StageOutput:
         def lines(batches: Iterator[Any]) -> Iterator[Any]:
             import pyarrow.compute as pc
 
-            from avro_registry_sink.spark.file_lines import line_batch
+            from avro_registry_sink.spark.stages.file_lines import line_batch
 
             for out in counted(batches):
                 if "error" in out.schema.names and out.column("error").null_count < out.num_rows:

@@ -3,8 +3,8 @@
 spark-submit runs a Python *file*, not a console script: this file is that application (the ``package``
 command copies it to ``dist/submit.py`` next to the executor environment). Its arguments are the CLI's
 (``run ...``); the session it builds keeps spark-submit's ``--master``, ``--deploy-mode`` and ``--conf``
-settings (see :func:`~avro_registry_sink.spark.session.local_session`). What the ``spark-submit`` command runs
-it with is :mod:`avro_registry_sink.spark.submit_env`.
+settings (see :func:`~avro_registry_sink.spark.runtime.session.local_session`). What the ``spark-submit`` command runs
+it with is :mod:`avro_registry_sink.spark.runtime.submit_env`.
 
 ::
 

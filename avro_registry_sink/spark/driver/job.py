@@ -31,7 +31,7 @@ numbers, changelog table versions, the table of each topic and subject: one file
 the batch commits, see :mod:`~avro_registry_sink.side_state`), ``dead-letter/``, ``job.json`` (the
 source it belongs to: a checkpoint is not reused for another source).
 
->>> # from avro_registry_sink.spark.job import JobOptions, run_job
+>>> # from avro_registry_sink.spark.driver.job import JobOptions, run_job
 >>> # result = run_job(spark, JobOptions(source=parse_source("/data/ticdc"), checkpoint=Path("ck")))
 """
 
@@ -64,16 +64,16 @@ from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter, build_router
 from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.side_state import SideState
-from avro_registry_sink.spark import checkpoint_files
-from avro_registry_sink.spark.batch_changelog import ChangelogBatches
-from avro_registry_sink.spark.batch_storage import StorageBatches
-from avro_registry_sink.spark.job_errors import JobFailed, SparkResourceError
-from avro_registry_sink.spark.job_options import JobOptions
-from avro_registry_sink.spark.packages import ivy_dir, kafka_package
-from avro_registry_sink.spark.session import conf_value, master_of
-from avro_registry_sink.spark.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
-from avro_registry_sink.spark.sources import changelog_stream
-from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
+from avro_registry_sink.spark.driver import checkpoint_files
+from avro_registry_sink.spark.driver.batch_changelog import ChangelogBatches
+from avro_registry_sink.spark.driver.batch_storage import StorageBatches
+from avro_registry_sink.spark.driver.job_errors import JobFailed, SparkResourceError
+from avro_registry_sink.spark.driver.job_options import JobOptions
+from avro_registry_sink.spark.runtime.packages import ivy_dir, kafka_package
+from avro_registry_sink.spark.runtime.session import conf_value, master_of
+from avro_registry_sink.spark.sinks.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
+from avro_registry_sink.spark.sources.sources import changelog_stream
+from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.topic_owners import TopicOwners
 
@@ -176,7 +176,7 @@ def job_session(*, kafka: bool = False, master: str | None = None, app_name: str
     ``local[*]``; under spark-submit its own ``--master`` and ``--conf``s win. An already running session is
     reused as it is (see :func:`ensure_spark_kafka` for adding the connector to it).
     """
-    from avro_registry_sink.spark.session import PROVIDED_ARTIFACTS, local_session, store_packages
+    from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS, local_session, store_packages
 
     conf: dict[str, str] = {"spark.sql.shuffle.partitions": os.environ.get("AVRO_SINK_SHUFFLE_PARTITIONS", "4")}
     packages = ([kafka_package()] if kafka else []) + store_packages(stores)
@@ -199,7 +199,7 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
     :func:`kafka_package` from the Ivy cache (``<ivy dir>/jars``) when an earlier run fetched them, else
     from Maven Central by an ``ivy://`` URI (its own dependencies only; pyspark's jars are excluded).
     """
-    from avro_registry_sink.spark.sinks import has_spark_kafka
+    from avro_registry_sink.spark.sinks.sinks import has_spark_kafka
 
     if has_spark_kafka(spark):
         return True
@@ -214,7 +214,7 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
             for jar in wanted:
                 spark.sql(f"ADD JAR '{jar}'")
         else:
-            from avro_registry_sink.spark.session import PROVIDED_ARTIFACTS
+            from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS
 
             exclude = ",".join(PROVIDED_ARTIFACTS)
             spark.sql(f"ADD JAR 'ivy://{coordinate}?transitive=true&exclude={exclude}'")
@@ -648,7 +648,7 @@ class _BatchProcessor:
         })
 
     def _tally(self, spark: SparkSession) -> Any:
-        """The run's accumulator of :class:`~avro_registry_sink.spark.tally.TallyParam`, emptied for a new batch.
+        """The run's accumulator of :class:`~avro_registry_sink.spark.stages.tally.TallyParam`, emptied for a new batch.
 
         One for the whole run: PySpark keeps every accumulator it made for the life of the session, so one
         per batch would grow without end in a long-running stream. Batches run one at a time, and a
@@ -720,7 +720,7 @@ class _BatchProcessor:
         topic of a storage batch has one data file (the usual micro-batch of a running changefeed), its rows
         are in one task already and need no shuffle. The file sink orders each topic's rows itself, without
         a shuffle (see :class:`FileSink`)."""
-        from avro_registry_sink.spark.plan_cache import columns
+        from avro_registry_sink.spark.stages.plan_cache import columns
 
         if getattr(self.sink, "staged", False):
             return records
@@ -754,7 +754,7 @@ class _BatchProcessor:
 
     def _counted(self, tally: Mapping[str, Any], plans: Mapping[PlanKey, TablePlan],
                  report: BatchReport) -> list[dict[str, Any]]:
-        """Put a :data:`~avro_registry_sink.spark.tally.Tally` into ``report``; the rows the stage set aside."""
+        """Put a :data:`~avro_registry_sink.spark.stages.tally.Tally` into ``report``; the rows the stage set aside."""
         tables = {plan.route.topic: plan.encoding.table.qualified_name for plan in plans.values()}
         for topic, (n, tombstones, max_ts, *size) in sorted(tally["topics"].items()):
             if not n:
@@ -791,7 +791,7 @@ class _BatchProcessor:
         The stage sees parsed rows, not input bytes; the few rows it refuses get theirs here, from the batch
         source (a storage tree: their data file's record at that line; a changelog's stage sets its own)."""
         from avro_registry_sink.model import dead_letter_record
-        from avro_registry_sink.spark.sources import location_of
+        from avro_registry_sink.spark.sources.sources import location_of
 
         if all("raw_base64" in f for f in failed):
             return failed
@@ -1037,9 +1037,9 @@ def counts_first(options: JobOptions, *, staged: bool) -> bool:
 
 def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
     """How much input a micro-batch takes: the options' limits, else a budget derived from the JVM heap
-    (:func:`~avro_registry_sink.spark.session.trigger_budget` of ``spark.driver.memory``, or of
+    (:func:`~avro_registry_sink.spark.runtime.session.trigger_budget` of ``spark.driver.memory``, or of
     ``spark.executor.memory`` on a cluster), so a backlog of any size is processed in batches that fit."""
-    from avro_registry_sink.spark.session import ASSUMED_MESSAGE_BYTES, memory_bytes, trigger_budget
+    from avro_registry_sink.spark.runtime.session import ASSUMED_MESSAGE_BYTES, memory_bytes, trigger_budget
 
     if options.source.is_kafka and options.max_offsets_per_trigger:
         return {"max_offsets_per_trigger": options.max_offsets_per_trigger}
@@ -1059,13 +1059,13 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
     spec.check()
     limits = trigger_limits(spark, options)
     if spec.is_storage:
-        from avro_registry_sink.spark.storage_source import storage_tree_stream
+        from avro_registry_sink.spark.sources.storage_source import storage_tree_stream
 
         location = spec.location or parse_storage_uri(str(spec.path), option="source")
         return storage_tree_stream(spark, location, max_files_per_trigger=limits.get("max_files_per_trigger"),
                                    max_bytes_per_trigger=limits.get("max_bytes_per_trigger"))
     if spec.is_kafka:
-        from avro_registry_sink.spark.sinks import has_spark_kafka
+        from avro_registry_sink.spark.sinks.sinks import has_spark_kafka
 
         if not has_spark_kafka(spark) and not ensure_spark_kafka(spark):
             raise ConfigError(
@@ -1151,7 +1151,7 @@ def run_job(
         # Spark's Kafka sink (or exactly once's JVM slice writer) when possible; "auto" falls back to confluent-kafka
         ensure_spark_kafka(spark)
     checkpoint = options.checkpoint_uri
-    from avro_registry_sink.spark.session import (
+    from avro_registry_sink.spark.runtime.session import (
         apply_hadoop_conf,
         list_on_driver,
         local_checkpoint_logs,

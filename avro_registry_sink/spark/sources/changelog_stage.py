@@ -10,11 +10,11 @@ cached:
    first message (to describe a table nothing else describes), plus every DDL message. Only that reaches the
    driver, which applies the DDLs, describes new tables and registers the schemas.
 2. :func:`encode_changelog`: parse -> typed Arrow columns (:mod:`~avro_registry_sink.formats.changelog_arrow`)
-   -> the columnar encoder (:func:`~avro_registry_sink.spark.stage.encode_typed`) -> records
+   -> the columnar encoder (:func:`~avro_registry_sink.spark.stages.stage.encode_typed`) -> records
    (:data:`~avro_registry_sink.model.ENCODED_DDL`), with no JSON text or Python object per value in
    between. The messages the vectorized reader does not take (malformed ones, unknown tables, values of an
    unusual form) are read one by one with the per-message readers
-   (:func:`~avro_registry_sink.spark.sources.peek_message`, :func:`~avro_registry_sink.spark.sources.parse_message`),
+   (:func:`~avro_registry_sink.spark.sources.sources.peek_message`, :func:`~avro_registry_sink.spark.sources.sources.parse_message`),
    which dead-letter a bad message on its own; the others stay on the vectorized path.
 
 Every refused row comes out as a complete dead-letter record (with the message's bytes), so the driver
@@ -33,13 +33,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
 
-from avro_registry_sink.spark.plan import topic_partitions
+from avro_registry_sink.spark.stages.plan import topic_partitions
 from avro_registry_sink.table import TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-    from avro_registry_sink.spark.sources import SourceSpec
+    from avro_registry_sink.spark.sources.sources import SourceSpec
 
 __all__ = ["SUMMARY_DDL", "Summary", "encode_changelog", "summarize_changelog"]
 
@@ -120,7 +120,7 @@ def _kafka_chunk(batches: list[pa.RecordBatch]) -> _Chunk:
 
 
 def _file_chunk(batches: list[pa.RecordBatch], spec: SourceSpec) -> _Chunk:
-    from avro_registry_sink.spark.sources import file_messages
+    from avro_registry_sink.spark.sources.sources import file_messages
     from avro_registry_sink.storage_fs import parse_storage_uri
 
     location = spec.location or parse_storage_uri(spec.path or ".")
@@ -190,7 +190,7 @@ def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list
                      counts: dict[str, int]) -> None:
     from avro_registry_sink.formats import format_named
     from avro_registry_sink.formats.changelog_arrow import Body, _candidates, utf8_messages
-    from avro_registry_sink.spark.sources import peek_message
+    from avro_registry_sink.spark.sources.sources import peek_message
 
     n = len(chunk.messages)
     counts["n"] += n
@@ -303,7 +303,7 @@ def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool =
         for kind in ("error", "skip", "watermark"):
             if counts.get(kind):
                 out.append({"kind": kind, "n": counts[kind]})
-        from avro_registry_sink.spark.sources import _arrow_schema
+        from avro_registry_sink.spark.sources.sources import _arrow_schema
 
         yield pa.RecordBatch.from_pylist(out, schema=_arrow_schema(SUMMARY_DDL))
 
@@ -362,7 +362,7 @@ def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:
 
 
 def _encoded_schema() -> pa.Schema:
-    from avro_registry_sink.spark.sources import _arrow_schema_of_encoded
+    from avro_registry_sink.spark.sources.sources import _arrow_schema_of_encoded
 
     return _arrow_schema_of_encoded()
 
@@ -370,7 +370,7 @@ def _encoded_schema() -> pa.Schema:
 def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
     """The encode stage's error (source, reason, message, table...) as a complete dead-letter record."""
     from avro_registry_sink.model import dead_letter_json
-    from avro_registry_sink.spark.sources import location_of
+    from avro_registry_sink.spark.sources.sources import location_of
 
     record = json.loads(error)
     if "raw_base64" in record:
@@ -454,8 +454,8 @@ def _check_message(versions: Any, kind: str, schema: Any, table: Any, commit_ts:
 
 def _same_bodies(tables: list[Any], plans: Mapping[tuple[str, str, int], Any]) -> list[list[Any]]:
     """The chunk's table versions in groups whose encoders write the same Avro bodies (tables of one shape),
-    encoded in one call each (:func:`~avro_registry_sink.spark.stage.encode_typed_group`)."""
-    from avro_registry_sink.spark.stage import stage_for
+    encoded in one call each (:func:`~avro_registry_sink.spark.stages.stage.encode_typed_group`)."""
+    from avro_registry_sink.spark.stages.stage import stage_for
 
     groups: list[tuple[Any, list[Any]]] = []
     for rows in tables:
@@ -475,7 +475,7 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                   ) -> Iterator[pa.RecordBatch]:
     from avro_registry_sink.formats import format_named
     from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
-    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed, encode_typed_group
+    from avro_registry_sink.spark.stages.stage import encode_change_batch, encode_typed, encode_typed_group
 
     n = len(chunk.messages)
     pre = np.zeros(n, bool) if chunk.errors is None else chunk.errors.is_valid().to_numpy(zero_copy_only=False)
@@ -501,7 +501,7 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
             yield _finish(records, rows.commit_ts, chunk.order_file.take(pa.array(rows.message)),
                           chunk.order_line[rows.message], errors)
     # The messages read one by one: the per-message readers, then the same encoder
-    from avro_registry_sink.spark.sources import _error_json, parse_message, peek_message
+    from avro_registry_sink.spark.sources.sources import _error_json, parse_message, peek_message
 
     slow = np.union1d(slow, np.flatnonzero(pre)).astype(np.int64)
     if not slow.size and not found.crashed.size:
@@ -570,9 +570,9 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     """Executor pass 2 (see the module docs): the batch's messages -> :data:`~avro_registry_sink.model.ENCODED_DDL`.
 
     ``history`` holds each table's versions (a message is read with the newest version at or before its commit
-    ts), ``plans`` the :class:`~avro_registry_sink.spark.stage.StagePlan` of every version the batch uses,
+    ts), ``plans`` the :class:`~avro_registry_sink.spark.stages.stage.StagePlan` of every version the batch uses,
     ``excluded`` the tables ``[filter] rules`` leave out; ``output`` a
-    :class:`~avro_registry_sink.spark.tally.StageOutput`.
+    :class:`~avro_registry_sink.spark.stages.tally.StageOutput`.
 
     ``strict``: the batch was not summarized (the plans are those of earlier batches): a message the driver
     must see first (a DDL, a table or version without a plan, canal-json columns other than ``shapes`` names)
@@ -581,8 +581,8 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     """
     from avro_registry_sink.formats.changelog_arrow import TableVersions
     from avro_registry_sink.model import ENCODED_DDL
-    from avro_registry_sink.spark.plan_cache import map_in_arrow
-    from avro_registry_sink.spark.tally import StageOutput
+    from avro_registry_sink.spark.stages.plan_cache import map_in_arrow
+    from avro_registry_sink.spark.stages.tally import StageOutput
 
     fmt = spec.kind
     history = {key: list(versions) for key, versions in history.items()}

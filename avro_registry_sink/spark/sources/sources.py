@@ -9,7 +9,7 @@ A source is named by a URI (:func:`parse_source`):
 
 Streams (picked up by Spark structured streaming, offsets in the query's checkpoint):
 
-* storage: :mod:`~avro_registry_sink.spark.storage_source`, whose offsets are TiCDC's file numbers per
+* storage: :mod:`~avro_registry_sink.spark.sources.storage_source`, whose offsets are TiCDC's file numbers per
   data directory (never file times); the stream hands over the paths, the files themselves are read
   (``binaryFile``) by the encode stage;
 * Kafka: Spark's Kafka source (``spark-sql-kafka-0-10``), from the earliest offsets by default;
@@ -46,7 +46,7 @@ from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
 from avro_registry_sink.model import ENCODED_DDL, RefusalReason
 from avro_registry_sink.redact import redact_url
-from avro_registry_sink.spark.plan import topic_partitions
+from avro_registry_sink.spark.stages.plan import topic_partitions
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import complete_table, pick_version
@@ -532,11 +532,11 @@ def encode_storage_files(
     text -> typed Arrow columns (:func:`~avro_registry_sink.formats.csv.read_columns`) -> the columnar
     encoder, with no Python object per row; any other file, or one with a record the vectorized path
     declines or a value the encoder refuses, goes through the reference parser and
-    :func:`~avro_registry_sink.spark.stage.encode_change_batch`, which reports each bad row on its own.
-    ``plans`` are the :class:`~avro_registry_sink.spark.stage.StagePlan` of every table version; ``output``
-    a :class:`~avro_registry_sink.spark.tally.StageOutput` (counted, or the file sink's lines).
+    :func:`~avro_registry_sink.spark.stages.stage.encode_change_batch`, which reports each bad row on its own.
+    ``plans`` are the :class:`~avro_registry_sink.spark.stages.stage.StagePlan` of every table version; ``output``
+    a :class:`~avro_registry_sink.spark.stages.tally.StageOutput` (counted, or the file sink's lines).
     """
-    from avro_registry_sink.spark.tally import StageOutput
+    from avro_registry_sink.spark.stages.tally import StageOutput
 
     by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
     ranks = input_ranks(files.files)
@@ -553,7 +553,7 @@ def encode_storage_files(
         from avro_registry_sink.formats.csv import read_columns
         from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
         from avro_registry_sink.sources.storage import StorageLayout
-        from avro_registry_sink.spark.stage import encode_change_batch, encode_typed, stage_for
+        from avro_registry_sink.spark.stages.stage import encode_change_batch, encode_typed, stage_for
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -689,7 +689,7 @@ def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order:
     from avro_registry_sink.formats.canal_json import parse_canal_line
     from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
     from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
-    from avro_registry_sink.spark.stage import encode_change_batch, encode_typed
+    from avro_registry_sink.spark.stages.stage import encode_change_batch, encode_typed
 
     lines, numbers = _file_lines(content)
     key = (table.schema_name, table.table, table.version)

@@ -20,7 +20,7 @@ vectorized: CRC-32 of the route's schema, table and key texts (see :func:`partit
 
 A row whose table version has no plan, or that cannot be encoded, fails the batch: the error names
 ``schema.table``, the version, the column and the row's ``source``. Executors receive only plain data
-(:class:`~avro_registry_sink.spark.plan.StagePlan`); encoders are built lazily in the Python workers and cached by plan.
+(:class:`~avro_registry_sink.spark.stages.plan.StagePlan`); encoders are built lazily in the Python workers and cached by plan.
 
 >>> # out = encode_changes(changes_df, {("shop", "orders", 3): StagePlan(plan, "shop_orders", 6, route)})
 >>> # out.write.format("kafka")...
@@ -50,7 +50,7 @@ from avro_registry_sink.model import (
     RefusalReason,
 )
 from avro_registry_sink.routing import Route
-from avro_registry_sink.spark.plan import StagePlan, topic_partitions
+from avro_registry_sink.spark.stages.plan import StagePlan, topic_partitions
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -491,7 +491,7 @@ def _row_error(exc: BaseException, plan: StagePlan, version: int, source: str | 
 #: * ``arrow`` - the columnar encoder in ``mapInArrow`` (this module): the product's engine. The streaming
 #:   job (``run``), ``verify``, replay and the changelog/storage one-pass stages encode only with it: their
 #:   input is change rows of many tables and versions, or raw messages, which the JVM stage does not take.
-#: * ``jvm`` - Spark's own ``to_avro`` and SQL (:mod:`~avro_registry_sink.spark.jvm_stage`): the same bytes
+#: * ``jvm`` - Spark's own ``to_avro`` and SQL (:mod:`~avro_registry_sink.spark.stages.jvm_stage`): the same bytes
 #:   (``tests/spark/test_jvm_stage.py``), faster for one table's typed DataFrame, where the rows need not
 #:   travel to a Python worker; offered by :func:`encode_table` (the notebook API) only.
 #: * ``auto`` - ``jvm`` where it has an exact conversion for every column (:func:`~.jvm_stage.jvm_stage_gap`),
@@ -507,7 +507,7 @@ def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = (), en
     A DELETE row carries the pre-image (its key columns are read) and gives a tombstone. ``keep`` names
     input columns passed through after the Kafka columns (row order is kept within each partition).
 
-    ``engine``: ``"jvm"`` encodes with Spark's own ``to_avro`` and SQL (:mod:`~avro_registry_sink.spark.jvm_stage`;
+    ``engine``: ``"jvm"`` encodes with Spark's own ``to_avro`` and SQL (:mod:`~avro_registry_sink.spark.stages.jvm_stage`;
     the session needs ``spark-avro``), ``"arrow"`` with the columnar encoder in a ``mapInArrow`` pass, ``"auto"``
     (default) the JVM when the session has ``spark-avro`` and every column has an exact SQL conversion, else
     Arrow. Both give the same bytes.
@@ -519,7 +519,7 @@ def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = (), en
         raise ConfigError(f"Invalid engine {engine!r}: valid values are {', '.join(ENGINES)}.", option="engine",
                           value=engine)
     if engine != "arrow":
-        from avro_registry_sink.spark.jvm_stage import jvm_encode_table, jvm_stage_gap
+        from avro_registry_sink.spark.stages.jvm_stage import jvm_encode_table, jvm_stage_gap
 
         gap = jvm_stage_gap(df, plan, keep)
         if gap is None:
@@ -584,14 +584,14 @@ def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: S
                    isolate: bool = False, output: Any = None) -> DataFrame:
     """Encode a change DataFrame (:data:`~avro_registry_sink.model.CHANGE_DDL`) into Kafka records.
 
-    ``plans`` maps ``(schema, table, table_version)`` to the :class:`~avro_registry_sink.spark.plan.StagePlan` of that version. Output
+    ``plans`` maps ``(schema, table, table_version)`` to the :class:`~avro_registry_sink.spark.stages.plan.StagePlan` of that version. Output
     rows keep the input order within each partition; ``keep`` names input columns passed through after
     the Kafka columns (for instance ordering columns). With ``isolate`` rows that cannot be encoded come out
     with null key and value and the reason in an ``error`` column (see :func:`encode_change_batch`)
-    instead of failing the job. ``output``: a :class:`~avro_registry_sink.spark.tally.StageOutput` (counted,
+    instead of failing the job. ``output``: a :class:`~avro_registry_sink.spark.stages.tally.StageOutput` (counted,
     or the file sink's lines; those need ``isolate`` and the order columns in ``keep``).
     """
-    from avro_registry_sink.spark.tally import StageOutput
+    from avro_registry_sink.spark.stages.tally import StageOutput
 
     plans = dict(plans)
     keep = tuple(keep)

@@ -380,7 +380,7 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
     for key, value in settings.items():
         if key not in submitted:
             builder = builder.config(key, value)
-    from avro_registry_sink.spark.jvm_output import quiet_start, quiet_submitted_jvm, verbose
+    from avro_registry_sink.spark.runtime.jvm_output import quiet_start, quiet_submitted_jvm, verbose
 
     if submitted:
         quiet_submitted_jvm()
@@ -395,7 +395,7 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
     if master_of(spark).startswith("local") and spark.sparkContext.pythonExec == sys.executable:
         # local workers run on this machine with the driver's interpreter: start them with its compiled pyspark
         # rather than Spark's zip (see spark.driver_python)
-        from avro_registry_sink.spark.driver_python import driver_python
+        from avro_registry_sink.spark.runtime.driver_python import driver_python
 
         spark.sparkContext.pythonExec = driver_python()
     return spark

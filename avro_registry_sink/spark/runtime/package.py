@@ -32,7 +32,7 @@ _PROVIDED_BY_SPARK = {"pyspark"}
 
 def source_tree() -> Path | None:
     """The project's source tree when this package runs from one (an editable or in-place install)."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     return root if (root / "pyproject.toml").is_file() and (root / "avro_registry_sink").is_dir() else None
 
 

@@ -1,8 +1,8 @@
 """What the encode stage needs for one table version, as plain data that travels to the executors.
 
-Both encode engines take a :class:`StagePlan`: the Arrow stage (:mod:`~avro_registry_sink.spark.stage`,
-the job's engine) and the JVM stage (:mod:`~avro_registry_sink.spark.jvm_stage`, an engine of
-:func:`~avro_registry_sink.spark.stage.encode_table` only); it lives here so that neither engine imports
+Both encode engines take a :class:`StagePlan`: the Arrow stage (:mod:`~avro_registry_sink.spark.stages.stage`,
+the job's engine) and the JVM stage (:mod:`~avro_registry_sink.spark.stages.jvm_stage`, an engine of
+:func:`~avro_registry_sink.spark.stages.stage.encode_table` only); it lives here so that neither engine imports
 the other's module for it.
 """
 

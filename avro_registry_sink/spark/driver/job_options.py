@@ -1,6 +1,6 @@
-"""The job's options (:class:`JobOptions`), kept apart from :mod:`avro_registry_sink.spark.job` (which re-exports
-them) so that the job's batch sources (:mod:`~avro_registry_sink.spark.batch_storage`,
-:mod:`~avro_registry_sink.spark.batch_changelog`) name them without importing the job.
+"""The job's options (:class:`JobOptions`), kept apart from :mod:`avro_registry_sink.spark.driver.job` (which re-exports
+them) so that the job's batch sources (:mod:`~avro_registry_sink.spark.driver.batch_storage`,
+:mod:`~avro_registry_sink.spark.driver.batch_changelog`) name them without importing the job.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.spark.sources import SourceSpec
+from avro_registry_sink.spark.sources.sources import SourceSpec
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 

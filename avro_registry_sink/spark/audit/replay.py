@@ -33,15 +33,15 @@ from urllib.parse import unquote, urlsplit
 from avro_registry_sink.model import REPLAY_BATCH_BASE
 from avro_registry_sink.progress import JobTotals, NullProgress, ProgressReporter
 from avro_registry_sink.side_state import LEGACY_FILES, SideState
-from avro_registry_sink.spark.sources import parse_source
-from avro_registry_sink.spark.storage_source import STREAM_DDL
+from avro_registry_sink.spark.sources.sources import parse_source
+from avro_registry_sink.spark.sources.storage_source import STREAM_DDL
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from avro_registry_sink.routing import TopicRouter
-    from avro_registry_sink.spark.job_options import JobOptions
-    from avro_registry_sink.spark.sinks import Sink
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sinks.sinks import Sink
 
 __all__ = ["ReplayResult", "pending_records", "replay_dead_letters"]
 
@@ -74,7 +74,7 @@ _LINE_ADVICE = ("remove that line (its row is then not replayed; the input locat
 
 
 def _delivered_ids(directory: Path) -> set[str]:
-    from avro_registry_sink.spark.checkpoint_files import read_json_file
+    from avro_registry_sink.spark.driver.checkpoint_files import read_json_file
 
     done: set[str] = set()
     for marker in sorted((directory / "replayed").glob("replay-*.json")):
@@ -91,7 +91,7 @@ def _delivered_ids(directory: Path) -> set[str]:
 def pending_records(checkpoint: Path) -> list[dict[str, Any]]:
     """The dead-letter records of ``checkpoint`` no replay has delivered yet (the newest record per id);
     :class:`~avro_registry_sink.errors.CheckpointError` names a damaged dead-letter file or replay marker."""
-    from avro_registry_sink.spark.checkpoint_files import read_json_lines
+    from avro_registry_sink.spark.driver.checkpoint_files import read_json_lines
 
     directory = checkpoint / "dead-letter"
     if not directory.is_dir():
@@ -188,12 +188,12 @@ def replay_dead_letters(
     """Re-feed the pending dead-letter records of ``options.checkpoint`` through the job, once (module docs).
 
     ``options`` are the job's (same source, sink, tables, CSV settings, after the fix); ``registry``,
-    ``sink`` and ``router`` default as in :func:`~avro_registry_sink.spark.job.run_job`.
+    ``sink`` and ``router`` default as in :func:`~avro_registry_sink.spark.driver.job.run_job`.
     """
     from avro_registry_sink.errors import ConfigError
     from avro_registry_sink.routing import build_router
-    from avro_registry_sink.spark.batch_storage import StorageBatches
-    from avro_registry_sink.spark.job import _batch_processor, _registry_for, _sink_for, check_checkpoint
+    from avro_registry_sink.spark.driver.batch_storage import StorageBatches
+    from avro_registry_sink.spark.driver.job import _batch_processor, _registry_for, _sink_for, check_checkpoint
 
     if not check_checkpoint(options):  # and it is this very source's
         raise ConfigError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the checkpoint (or the same "

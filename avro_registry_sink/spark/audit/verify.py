@@ -56,7 +56,7 @@ from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from avro_registry_sink.spark.job_options import JobOptions
+    from avro_registry_sink.spark.driver.job_options import JobOptions
 
 __all__ = [
     "COUNTS",
@@ -461,11 +461,11 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
     """The rows of the storage tree's committed data files, encoded by the job's one-pass stage."""
     from avro_registry_sink.selection import TableSelection
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.batch_storage import csv_explicit
-    from avro_registry_sink.spark.plan import stage_plans_for
-    from avro_registry_sink.spark.sources import encode_storage_files, input_ranks, resolve_storage_files
-    from avro_registry_sink.spark.storage_source import batch_files, initial_offset, list_tree
-    from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
+    from avro_registry_sink.spark.driver.batch_storage import csv_explicit
+    from avro_registry_sink.spark.sources.sources import encode_storage_files, input_ranks, resolve_storage_files
+    from avro_registry_sink.spark.sources.storage_source import batch_files, initial_offset, list_tree
+    from avro_registry_sink.spark.stages.plan import stage_plans_for
+    from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
 
     spec = options.source
     location = spec.location or parse_storage_uri(str(spec.path), option="source")
@@ -582,8 +582,8 @@ def _encode_parsed(parsed: DataFrame, plans: Mapping[Any, Any], output: Any) -> 
     import pyarrow as pa
 
     from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
-    from avro_registry_sink.spark.stage import encode_change_batch
-    from avro_registry_sink.spark.tally import StageOutput
+    from avro_registry_sink.spark.stages.stage import encode_change_batch
+    from avro_registry_sink.spark.stages.tally import StageOutput
 
     keep = ("order_version", "order_file", "order_line", "source")
     ddl = ("topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
@@ -619,9 +619,9 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
     from pyspark.sql import functions as F
 
     from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.plan import stage_plans_for
-    from avro_registry_sink.spark.sources import changelog_messages, parse_changelog, peek_changelog
-    from avro_registry_sink.spark.tally import StageOutput, TallyParam, empty_tally
+    from avro_registry_sink.spark.sources.sources import changelog_messages, parse_changelog, peek_changelog
+    from avro_registry_sink.spark.stages.plan import stage_plans_for
+    from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
     from avro_registry_sink.tabledef.catalog import TableCatalog
 
     spec = options.source
@@ -703,7 +703,7 @@ def _committed_changelog(spark: SparkSession, options: JobOptions, committed: Co
     spec = options.source
     if spec.is_kafka:
         from avro_registry_sink.kafka_options import spark_kafka_options
-        from avro_registry_sink.spark.job import ensure_spark_kafka
+        from avro_registry_sink.spark.driver.job import ensure_spark_kafka
 
         ensure_spark_kafka(spark)
         end = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in dict(committed.offset).items()}
@@ -791,7 +791,7 @@ class Delivered:
     raw: Any = None  # () -> records again (for the second look at groups with a discrepancy)
 
 
-#: One line of the file sink, as :mod:`~avro_registry_sink.spark.file_lines` writes it.
+#: One line of the file sink, as :mod:`~avro_registry_sink.spark.stages.file_lines` writes it.
 _LINE_SCHEMA = ("topic STRING, partition INT, key STRING, value STRING, "
                 "headers ARRAY<STRUCT<key: STRING, value: STRING>>, commit_ts BIGINT, batch BIGINT")
 
@@ -804,7 +804,7 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
     them (their rerun replaces them): they are counted in a note, not compared."""
     from pyspark.sql import functions as F
 
-    from avro_registry_sink.spark.sinks import STAGING_DIR
+    from avro_registry_sink.spark.sinks.sinks import STAGING_DIR
 
     store = location.filesystem()
     out = Delivered(records=None)
@@ -874,7 +874,7 @@ def delivered_kafka(spark: SparkSession, options: JobOptions, topics: Iterable[s
     from pyspark.sql import functions as F
 
     from avro_registry_sink.kafka_options import spark_kafka_options
-    from avro_registry_sink.spark.job import ensure_spark_kafka
+    from avro_registry_sink.spark.driver.job import ensure_spark_kafka
 
     sink = options.sink
     out = Delivered(records=None)
@@ -974,7 +974,7 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
     delivered before it in its partition is out of order)."""
     from pyspark.sql import functions as F
 
-    from avro_registry_sink.spark.session import conf_value
+    from avro_registry_sink.spark.runtime.session import conf_value
 
     n = max(int(conf_value(spark, "spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
     both = _sides(expected, delivered, spark).repartition(n, *_KEY).sortWithinPartitions(*_GROUP, "side", "pos")
@@ -1125,8 +1125,8 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
     delivered record with fastavro, not only those that differ from what their source rows encode to."""
     import time
 
-    from avro_registry_sink.spark.job import _registry_for, _sink_location, check_checkpoint
-    from avro_registry_sink.spark.session import apply_hadoop_conf
+    from avro_registry_sink.spark.driver.job import _registry_for, _sink_location, check_checkpoint
+    from avro_registry_sink.spark.runtime.session import apply_hadoop_conf
     from avro_registry_sink.storage_fs import hadoop_settings
 
     started = time.time()

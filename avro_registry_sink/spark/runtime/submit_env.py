@@ -1,6 +1,6 @@
 """Running spark-submit from this environment: its command, environment and arguments, and whether Spark's
 Python workers can start here (used by the ``spark-submit`` and ``run`` commands; the application file that
-spark-submit runs is :mod:`avro_registry_sink.spark.submit`).
+spark-submit runs is :mod:`avro_registry_sink.spark.runtime.submit`).
 """
 
 from __future__ import annotations

@@ -315,8 +315,8 @@ def check_checkpoint_files(checkpoint: StorageURI, *, spark: bool = True,
                            side_files: Iterable[str] = (*SIDE_FILES, *STATE_FILES)) -> None:
     """Raise :class:`CheckpointError` for the first damaged, missing or unreadable file a run (``spark``: Spark's
     logs; ``side_files``: those of :data:`SIDE_FILES` and :data:`STATE_FILES`) would read (a replay's dead-letter
-    files are checked by reading them: :func:`~avro_registry_sink.spark.replay.pending_records`); writes nothing. A checkpoint that does not exist yet is
-    fine (and a file in its place is :func:`~avro_registry_sink.spark.job.check_checkpoint`'s to report)."""
+    files are checked by reading them: :func:`~avro_registry_sink.spark.audit.replay.pending_records`); writes nothing. A checkpoint that does not exist yet is
+    fine (and a file in its place is :func:`~avro_registry_sink.spark.driver.job.check_checkpoint`'s to report)."""
     if checkpoint.is_local and Path(checkpoint.path).exists() and not Path(checkpoint.path).is_dir():
         return
     state = StoreFS(checkpoint, option="checkpoint")

@@ -1,6 +1,6 @@
 """The encode stage in Spark's JVM: SQL conversions and Spark's own ``to_avro`` (``spark-avro``).
 
-:func:`~avro_registry_sink.spark.stage.encode_table` runs here when the session has ``spark-avro`` and
+:func:`~avro_registry_sink.spark.stages.stage.encode_table` runs here when the session has ``spark-avro`` and
 every column of the table has a conversion below for the DataFrame's Spark type; otherwise it runs the
 Arrow stage (``mapInArrow`` + :class:`~avro_registry_sink.columnar.ColumnarEncoder`). Both give the same
 records byte for byte (``tests/spark/test_jvm_stage.py`` compares them): the Confluent header, the Avro
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from avro_registry_sink.columnar import record_fields
 from avro_registry_sink.config import DecimalMode, EncodingOptions, PartitionStrategy
 from avro_registry_sink.model import MESSAGE_OVERHEAD, OP_ALIASES, OVERSIZE_ADVICE, Op
-from avro_registry_sink.spark.packages import avro_package, ivy_dir
+from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, rule_for
 
@@ -34,13 +34,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-    from avro_registry_sink.spark.plan import StagePlan
+    from avro_registry_sink.spark.stages.plan import StagePlan
 
 __all__ = ["ensure_spark_avro", "has_spark_avro", "jvm_encode_table", "jvm_stage_gap"]
 
 def has_spark_avro(spark: SparkSession) -> bool:
     """Whether Spark's Avro functions (``spark-avro``) are on the session's classpath."""
-    from avro_registry_sink.spark.session import has_class
+    from avro_registry_sink.spark.runtime.session import has_class
 
     return has_class(spark, "org.apache.spark.sql.avro.CatalystDataToAvro")
 
@@ -226,7 +226,7 @@ class _Unsupported(Exception):
 
 
 def jvm_encode_table(df: DataFrame, plan: StagePlan, keep: Sequence[str] = ()) -> DataFrame:
-    """:func:`~avro_registry_sink.spark.stage.encode_table` in the JVM (check :func:`jvm_stage_gap` first)."""
+    """:func:`~avro_registry_sink.spark.stages.stage.encode_table` in the JVM (check :func:`jvm_stage_gap` first)."""
     built, gap = _prepared(df, plan, tuple(keep))
     if built is None:
         raise ValueError(f"the JVM stage cannot encode table {plan.encoding.table.qualified_name}: {gap}")
@@ -367,7 +367,7 @@ def _build(df: DataFrame, plan: StagePlan, keep: tuple[str, ...]) -> tuple[list[
 
 
 def _partition(plan: StagePlan, types: dict[str, tuple[str, Any]], ts: Column) -> Column:
-    """TiCDC's partition of each row, as :func:`~avro_registry_sink.spark.stage.partition_numbers` computes it."""
+    """TiCDC's partition of each row, as :func:`~avro_registry_sink.spark.stages.stage.partition_numbers` computes it."""
     import zlib
 
     from pyspark.sql import functions as F

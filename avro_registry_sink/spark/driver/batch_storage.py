@@ -1,6 +1,6 @@
 """The job's batches of a TiCDC storage tree: each batch's data files resolved, planned and encoded for the sink.
 
-:class:`StorageBatches` is the job's batch source of a storage tree (see :mod:`avro_registry_sink.spark.batch`):
+:class:`StorageBatches` is the job's batch source of a storage tree (see :mod:`avro_registry_sink.spark.driver.batch`):
 the files of a batch are those between its offsets in Spark's offset log (or given, for a replay); data files
 whose schema file is missing or broken are held and retried with every later batch; its side state (held
 files, the newest file number per directory) is saved per batch with the checkpoint.
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from avro_registry_sink.errors import CheckpointError, NoHandleKey
 from avro_registry_sink.formats import format_for_extension
 from avro_registry_sink.model import ENCODED_DDL, PlanKey, RefusalReason
-from avro_registry_sink.spark.batch import PreparedBatch
-from avro_registry_sink.spark.job_errors import MissingInputFiles
-from avro_registry_sink.spark.plan import stage_plans_for
-from avro_registry_sink.spark.sources import encode_storage_files, resolve_storage_files
+from avro_registry_sink.spark.driver.batch import PreparedBatch
+from avro_registry_sink.spark.driver.job_errors import MissingInputFiles
+from avro_registry_sink.spark.sources.sources import encode_storage_files, resolve_storage_files
+from avro_registry_sink.spark.stages.plan import stage_plans_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.manager import SchemaManager, TablePlan
     from avro_registry_sink.side_state import SideState
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.job_options import JobOptions
+    from avro_registry_sink.spark.driver.job_options import JobOptions
     from avro_registry_sink.storage_fs import StoreFS
 
 __all__ = ["StorageBatches", "csv_explicit", "is_update_half"]
@@ -178,7 +178,7 @@ class StorageBatches:
         same one; the start is the end of the batch before. Reading them here, on the driver, instead of
         the stream's rows keeps Spark's Python source to the driver (its planning process), where the
         driver's Python runs it even when the executors' Python is another one (``--archives ...#env``)."""
-        from avro_registry_sink.spark.storage_source import batch_files, initial_offset, list_tree
+        from avro_registry_sink.spark.sources.storage_source import batch_files, initial_offset, list_tree
 
         assert self.layout is not None
         end = self._logged_offset(batch_id)
@@ -233,7 +233,7 @@ class StorageBatches:
         """The raw bytes of refused rows (``file:line`` sources): their data file's record at that line (both
         rows of an UPDATE written with its old value)."""
         from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, decode_text, iter_records
-        from avro_registry_sink.spark.sources import location_of
+        from avro_registry_sink.spark.sources.sources import location_of
 
         assert self.layout is not None
         location = self.layout.location

@@ -1,7 +1,7 @@
 """What the job's batch sources hand its ``foreachBatch``: one micro-batch prepared for the sink.
 
-The job has one batch source per kind of input, :class:`~avro_registry_sink.spark.batch_storage.StorageBatches`
-(a TiCDC storage tree) and :class:`~avro_registry_sink.spark.batch_changelog.ChangelogBatches` (canal-json or
+The job has one batch source per kind of input, :class:`~avro_registry_sink.spark.driver.batch_storage.StorageBatches`
+(a TiCDC storage tree) and :class:`~avro_registry_sink.spark.driver.batch_changelog.ChangelogBatches` (canal-json or
 debezium-json messages). On the driver, each resolves its batch's tables, has the schema manager plan them
 (registering schemas), and builds the batch's one encode pass (lazy: it runs when the sink writes); what it
 hands on is a :class:`PreparedBatch`. Both offer the same methods to the job:

@@ -1,6 +1,6 @@
 """The job's batches of a changelog stream (canal-json or debezium-json messages, from Kafka or files).
 
-:class:`ChangelogBatches` is the job's batch source of a changelog (see :mod:`avro_registry_sink.spark.batch`).
+:class:`ChangelogBatches` is the job's batch source of a changelog (see :mod:`avro_registry_sink.spark.driver.batch`).
 Each batch is summarized (tables, column sets, commit-ts ranges, DDLs) so that the driver brings its table
 catalog up to date and plans the table versions first, then parsed and encoded in one executor pass; once a
 run has planned its tables, a batch is read strictly, once, and read again with its summary only when it holds
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats import format_named
 from avro_registry_sink.model import ENCODED_DDL, PlanKey
-from avro_registry_sink.spark.batch import PreparedBatch
-from avro_registry_sink.spark.plan import stage_plans_for
-from avro_registry_sink.spark.sources import infer_table, source_error_json
+from avro_registry_sink.spark.driver.batch import PreparedBatch
+from avro_registry_sink.spark.sources.sources import infer_table, source_error_json
+from avro_registry_sink.spark.stages.plan import stage_plans_for
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.manager import SchemaManager, TablePlan
     from avro_registry_sink.progress import BatchReport
     from avro_registry_sink.side_state import SideState
-    from avro_registry_sink.spark.job_options import JobOptions
+    from avro_registry_sink.spark.driver.job_options import JobOptions
 
 __all__ = ["ChangelogBatches"]
 
@@ -95,7 +95,7 @@ class ChangelogBatches:
         pass), the catalog brought up to date and the schemas registered on the driver, then parsed and encoded
         in one executor pass (``spark.changelog_stage``); nothing is cached."""
         from avro_registry_sink.formats.canal_json import DdlEvent
-        from avro_registry_sink.spark.changelog_stage import encode_changelog, summarize_changelog
+        from avro_registry_sink.spark.sources.changelog_stage import encode_changelog, summarize_changelog
 
         assert self.catalog is not None
         spec = self.options.source
@@ -178,7 +178,7 @@ class ChangelogBatches:
         once saves a pass over the messages and a Spark job. Should a message need the driver first (a DDL, a
         new table, version or column set), the executor stops the job before any record is handed on and
         the job reads the batch again with its summary (see :meth:`read_again`)."""
-        from avro_registry_sink.spark.changelog_stage import CountsParam, encode_changelog
+        from avro_registry_sink.spark.sources.changelog_stage import CountsParam, encode_changelog
 
         assert self.catalog is not None
         spec = self.options.source
@@ -228,7 +228,7 @@ class ChangelogBatches:
         strictly. ``False`` (nothing planned) when the sample holds a DDL, a table the catalog does not know
         (described by its first message, which only a full summary finds) or a column set other than the
         table's; then the batch is summarized in full."""
-        from avro_registry_sink.spark.changelog_stage import summarize_changelog
+        from avro_registry_sink.spark.sources.changelog_stage import summarize_changelog
 
         assert self.catalog is not None
         if not self.catalog.known():
@@ -259,7 +259,7 @@ class ChangelogBatches:
     def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
         """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again
         with the summary computed here); ``False`` means the failure has another cause."""
-        from avro_registry_sink.spark.changelog_stage import summarize_changelog
+        from avro_registry_sink.spark.sources.changelog_stage import summarize_changelog
 
         try:
             summary = summarize_changelog(batch_df, self.options.source)

@@ -58,7 +58,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * nothing; a verdict row (non-null {@code error}) aborts the slice. One result row per slice that had rows:
  * {@code writer, status (committed | committed-before | refused), token}.
  *
- * <p>Built by {@code avro_registry_sink.spark.jvm_writer} on the driver (javac) and added to the session;
+ * <p>Built by {@code avro_registry_sink.spark.sinks.jvm_writer} on the driver (javac) and added to the session;
  * executors get only the spec (JSON text).
  */
 public final class TransactionalSliceWriter implements Serializable {

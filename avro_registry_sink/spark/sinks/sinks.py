@@ -15,7 +15,7 @@ sink orders each topic's rows itself (:data:`FILE_ORDER`), with no shuffle.
   connection is checked once before the first batch (:meth:`KafkaSink.check`). A delivery failure fails
   the task, so the batch is not committed and is replayed on restart (at least once). With
   ``delivery="exactly-once"`` the records go through a transactional producer (the JVM slice writer of
-  :mod:`~avro_registry_sink.spark.jvm_writer` with ``producer="spark"``/``"auto"``, confluent-kafka's in Python
+  :mod:`~avro_registry_sink.spark.sinks.jvm_writer` with ``producer="spark"``/``"auto"``, confluent-kafka's in Python
   workers with ``"confluent"``), one transaction
   per Spark partition of the write with a commit token in the control topic
   (:class:`~avro_registry_sink.delivery.TransactionalWriter`): a rerun skips the Kafka partitions committed.
@@ -140,14 +140,14 @@ def _file_lines(records: DataFrame, batch_id: int) -> tuple[DataFrame, tuple[str
 
     Records that already are lines (``topic, line`` and the order columns: the job's encode stage builds
     them) are only put in order; Kafka-shaped records are turned into lines by the same Arrow code
-    (:mod:`~avro_registry_sink.spark.file_lines`, no Spark SQL per byte). Records with the order columns are
+    (:mod:`~avro_registry_sink.spark.stages.file_lines`, no Spark SQL per byte). Records with the order columns are
     sorted by :data:`FILE_ORDER` within each Spark partition (no shuffle: every input file or partition is
     read by one task) and written one file per (topic, table version, input file); others keep their order
     within each Spark partition, one file per (topic, Spark partition).
     """
     from pyspark.sql import functions as F
 
-    from avro_registry_sink.spark.file_lines import to_lines
+    from avro_registry_sink.spark.stages.file_lines import to_lines
 
     ordered = set(FILE_ORDER) <= set(records.columns)
     if "line" not in records.columns:
@@ -193,7 +193,7 @@ class FileSink:
 
     def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
               tables: Mapping[str, str] | None = None, slices: int | None = None) -> None:
-        from avro_registry_sink.spark.session import apply_hadoop_conf
+        from avro_registry_sink.spark.runtime.session import apply_hadoop_conf
 
         spark = records.sparkSession
         apply_hadoop_conf(spark, self.location.hadoop_conf())
@@ -320,7 +320,7 @@ def read_file_sink(path: str | os.PathLike[str] | StorageURI, topic: str | None 
 
 def has_spark_kafka(spark: SparkSession) -> bool:
     """Whether Spark's Kafka data source (``spark-sql-kafka-0-10``) is on the session's classpath."""
-    from avro_registry_sink.spark.session import has_class
+    from avro_registry_sink.spark.runtime.session import has_class
 
     return has_class(spark, "org.apache.spark.sql.kafka010.KafkaSourceProvider")
 
@@ -365,7 +365,7 @@ def _jvm_writer_missing(spark: SparkSession | None) -> str | None:
         return "no Spark session"
     if not has_spark_kafka(spark):
         return "Spark's Kafka connector (and its Kafka client) is not on the session"
-    from avro_registry_sink.spark import jvm_writer
+    from avro_registry_sink.spark.sinks import jvm_writer
 
     try:
         jvm_writer.load(spark)
@@ -505,7 +505,7 @@ class KafkaSink:
 
             jvm = None
             if producer == "spark":
-                from avro_registry_sink.spark import jvm_writer
+                from avro_registry_sink.spark.sinks import jvm_writer
 
                 jvm = (jvm_writer.write, {"java_producer": self._java_conf("producer"),
                                           "java_consumer": self._java_conf("consumer")})

@@ -5,8 +5,8 @@ fields ``topic, partition, key, value, headers, commit_ts, batch`` in this order
 hex, nulls kept. Built with numpy (hex) and Arrow's string kernels, it costs the encode stage a fraction
 of what the same text costs Spark SQL (``lower(hex(...))`` and ``concat`` over every row), and the JVM
 then only writes text. This is the one implementation of the format: the job's encode stage builds the
-lines where it runs (:class:`~avro_registry_sink.spark.tally.StageOutput`), and
-:class:`~avro_registry_sink.spark.sinks.FileSink` turns Kafka-shaped records it is handed into lines with
+lines where it runs (:class:`~avro_registry_sink.spark.stages.tally.StageOutput`), and
+:class:`~avro_registry_sink.spark.sinks.sinks.FileSink` turns Kafka-shaped records it is handed into lines with
 the same function (:func:`to_lines`).
 
 >>> import pyarrow as pa
