@@ -31,6 +31,9 @@ NULL -> NOT NULL              null becomes the DEFAULT, else the implicit defaul
 DECIMAL precision/scale       the value, guarded by the new integer digits; a smaller scale rounds half away from
                               zero on the decimal digits (exact up to 15 significant digits), guarded too
 text -> DECIMAL               the number rounded to the scale as MySQL does (``1.239`` is 1.24), else OUT
+into an ENUM / SET            a member of the column, else OUT (MySQL's error 1265); a SET's members in the column's
+                              order (``x,y`` is ``y,x`` in ``SET('y','x')``); a change of members alone is no
+                              conversion (it stays a minor version: Avro resolution reads it)
 dropped column                gone going up; going down the old column gets its default / null / implicit default
 dropped and re-added          values never carry over: each side gets the other's default
 key column added / dropped    impossible going up / down (a key holds only key columns: nothing to take it from)
@@ -408,6 +411,29 @@ def _convert(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None,
     return None, f"{src.sql} cannot be turned into {dst.sql} by a rule"
 
 
+def _members(src: FieldShape, dst: FieldShape, column: str, expr: str) -> str:
+    """``expr`` (the text of a value going into an ENUM or SET column) checked against the column's members, as
+    MySQL's ALTER does (error 1265 for a value that is no member), and a SET's members put in the column's order
+    (MySQL stores a SET as a bitmask and prints its members in the order of the definition: ``x,y`` is ``y,x`` in
+    ``SET('y','x')``). Unchanged when every value of the source is a member already, in the same order."""
+    kind = (dst.tidb_type or "").upper()
+    if kind not in ("ENUM", "SET") or not dst.allowed or dst.base != "string" or src.base != "string":
+        return expr
+    same_kind = (src.tidb_type or "").upper() == kind
+    members = list(dst.allowed)
+    kept = [m for m in members if m in src.allowed]
+    if same_kind and set(src.allowed) <= set(members) and (kind == "ENUM" or kept == list(src.allowed)):
+        return expr
+    listed = "(" + ",".join("'" + m.replace("'", "''") + "'" for m in members) + ")"
+    out = _out(dst, column, f"is not a member of {kind}{listed}")
+    if kind == "ENUM":
+        guard = f"$x in {_lit(members)} ? $x : {out}"
+    else:
+        guard = (f'$x = "" ? "" : ($p := $split($x, ","); $count($p[$not($ in {_lit(members)})]) > 0 ? {out} : '
+                 f'$join({_lit(members)}[$ in $p], ","))')
+    return f"($x := {expr}; {guard})"
+
+
 def _fill(target: FieldShape, column: str, is_key: bool, why: str) -> tuple[str | None, str]:
     """The value a field gets when the record it is made from has none for it."""
     if is_key:
@@ -669,18 +695,27 @@ def _same(src: FieldShape) -> str:
 def _moved(src: FieldShape, dst: FieldShape, column: str) -> tuple[str | None, str, bool]:
     """The value of ``dst`` made from the source field (null handled): (expression, what, whether the value is
     converted, i.e. not what Avro schema resolution would give) or (None, why, True)."""
-    expr, what = _convert(src, dst, column)
-    if expr is None:
+    plain, what = _convert(src, dst, column)
+    if plain is None:
         return None, what, True
+    expr = _members(src, dst, column, plain)
+    null_case = "null"
     if src.nullable:
-        null_case, null_what = _fill(dst, column, False, "is NOT NULL now") if not dst.nullable else ("null", "")
-        if null_case is None:
+        filled, null_what = _fill(dst, column, False, "is NOT NULL now") if not dst.nullable else ("null", "")
+        if filled is None:
             return None, null_what, True
+        null_case = filled
         if not dst.nullable:
             what = f"{what}; null becomes {null_what}"
-        expr = f"$v = null ? {null_case} : {expr}" if expr != "$v" or not dst.nullable else "$v"
-    converted = expr != "$v"
-    if not converted and src.name == dst.name:
+
+    def nulls(e: str) -> str:
+        return f"$v = null ? {null_case} : {e}" if src.nullable and (e != "$v" or not dst.nullable) else e
+
+    # The members' check (and a SET's order) alone does not make the change a conversion: Avro resolution reads
+    # such a minor version's records as they are (the schema manager keeps ENUM/SET member changes minor).
+    converted = nulls(plain) != "$v"
+    expr = nulls(expr)
+    if expr == "$v" and src.name == dst.name:
         return _same(src), what, False
     absent = _absent(src)
     fill = "" if absent is None else f" $v := $exists($v) ? $v : {absent};"
