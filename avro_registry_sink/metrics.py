@@ -29,8 +29,8 @@ from prometheus_client.core import GaugeMetricFamily
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.progress import BatchReport
 
-__all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "KafkaEndOffsets", "commit_ts_seconds", "interval_seconds",
-           "serve_metrics"]
+__all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "KafkaEndOffsets", "StorageBacklog", "commit_ts_seconds",
+           "interval_seconds", "serve_metrics", "storage_refresh_seconds"]
 
 NAMESPACE = "avro_sink"
 
@@ -167,8 +167,68 @@ class KafkaEndOffsets:
             thread.join(self._timeout * 2)
 
 
+def storage_refresh_seconds(trigger_seconds: float) -> float:
+    """How often a storage tree is listed for its backlog: as often as the job's own trigger lists it, at least every
+    second and at most every 30 seconds (an available-now run, trigger 0: every second).
+
+    >>> storage_refresh_seconds(0.0), storage_refresh_seconds(10.0), storage_refresh_seconds(3600.0)
+    (1.0, 10.0, 30.0)
+    """
+    return min(max(trigger_seconds, 1.0), 30.0)
+
+
+class StorageBacklog:
+    """A storage tree's data files that no committed batch took, per table. A daemon thread lists the tree every
+    ``refresh`` seconds (``list_tree()``: one recursive listing, no file read); a scrape compares the last listing
+    with the last committed batch's offset of the tree (``pending(offset, listing)`` gives ``{table: (files,
+    bytes)}``: the storage source's ``pending_files``) and never waits for the store, like
+    :class:`KafkaEndOffsets`."""
+
+    def __init__(self, list_tree: Callable[[], Any],
+                 pending: Callable[[Mapping[str, Any] | None, Any], Mapping[str, tuple[int, int]]], *,
+                 refresh: float = 1.0) -> None:
+        self._list_tree, self._pending, self._refresh = list_tree, pending, refresh
+        self._lock = threading.Lock()
+        self._listing: Any = None
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, committed: Mapping[str, Any] | None) -> Mapping[str, tuple[int, int]] | None:
+        """``{table: (files, bytes)}`` of the last listing that the batch ending at offset ``committed`` (``None``:
+        no batch committed yet) had not taken; ``None`` before the first listing; raises the last listing's error
+        when the store did not answer it."""
+        with self._lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name="metrics-storage-listing", daemon=True)
+                self._thread.start()
+            if self._error is not None:
+                raise self._error
+            listing = self._listing
+        return None if listing is None else self._pending(committed, listing)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                listing = self._list_tree()
+                with self._lock:
+                    self._listing, self._error = listing, None
+            except Exception as exc:  # noqa: BLE001 - reported by the next scrape
+                with self._lock:
+                    self._error = exc
+            self._stop.wait(self._refresh)
+
+    def close(self) -> None:
+        """Stop listing (the run ended)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(self._refresh + 30)
+
+
 class _BacklogCollector:
-    """Input backlog at scrape time: a Kafka source's end offsets minus the last committed batch's end offsets."""
+    """Input backlog at scrape time: a Kafka source's end offsets minus the last committed batch's end offsets; a
+    storage tree's data files that no committed batch took."""
 
     def __init__(self, metrics: JobMetrics) -> None:
         self._metrics = metrics
@@ -191,6 +251,26 @@ class _BacklogCollector:
                 done = committed.get((topic, partition), 0)
                 backlog.add_metric([topic, str(partition)], max(0, end - done))
         yield backlog
+        files = GaugeMetricFamily(f"{NAMESPACE}_input_backlog_files",
+                                  "Storage tree: data files that no committed batch took, per table (the tree's "
+                                  "last listing).", labels=["table"])
+        size = GaugeMetricFamily(f"{NAMESPACE}_input_backlog_bytes",
+                                 "Storage tree: bytes of the data files that no committed batch took, per table.",
+                                 labels=["table"])
+        storage = self._metrics.storage_backlog
+        if storage is not None:
+            with self._metrics.lock:
+                offset = self._metrics.storage_offset
+            try:
+                pending = storage(offset) or {}
+            except Exception:  # noqa: BLE001 - an unreadable store: no series this scrape, counted
+                errors.inc()
+                pending = {}
+            for table, (count, total) in sorted(pending.items()):
+                files.add_metric([table], count)
+                size.add_metric([table], total)
+        yield files
+        yield size
 
 
 class JobMetrics:
@@ -205,6 +285,9 @@ class JobMetrics:
         self.newest_per_topic: dict[str, int] = {}
         self.source_offsets: dict[tuple[str, int], int] = {}  # the last committed batch's end offset a partition
         self.end_offsets: Callable[[], Mapping[tuple[str, int], int]] | None = None  # a Kafka source's, at scrape
+        self.storage_offset: Mapping[str, Any] | None = None  # the last committed batch's offset of a storage tree
+        #: a storage tree's pending files per table for an offset (a :class:`StorageBacklog`), at scrape
+        self.storage_backlog: Callable[[Mapping[str, Any] | None], Mapping[str, tuple[int, int]] | None] | None = None
         self._batch_started: float | None = None
         self._registry_seconds = 0.0  # registry time of the batch running
         r, n = self.registry, NAMESPACE
@@ -244,8 +327,9 @@ class JobMetrics:
                                      registry=r)
         self.held_files = Gauge(f"{n}_held_files", "Storage data files held after the last committed batch (their "
                                 "schema file missing or broken): retried with every batch.", registry=r)
-        self.backlog_errors = Counter(f"{n}_input_backlog_errors", "Scrapes whose Kafka source end offsets could not "
-                                      "be read (no backlog series then; counted from the next scrape on).", registry=r)
+        self.backlog_errors = Counter(f"{n}_input_backlog_errors", "Scrapes whose input backlog could not be read (a "
+                                      "Kafka source's end offsets, a storage tree's listing: no backlog series then; "
+                                      "counted from the next scrape on).", registry=r)
         self.state = Gauge(f"{n}_job_state", "The job's state: 0 waiting for the next trigger, 1 running a batch, "
                            "2 failed, 3 stopped.", registry=r)
         self.last_batch = Gauge(f"{n}_last_batch_id", "Id of the last committed micro-batch.", registry=r)
@@ -345,6 +429,12 @@ class JobMetrics:
                 for partition, offset in parts.items():
                     self.source_offsets[(str(topic), int(partition))] = int(offset)
 
+    def committed_storage_offset(self, offset: Mapping[str, Any]) -> None:
+        """A storage tree's offset at the end of the last committed batch (as Spark's offset log holds it): the
+        backlog is the tree's data files it does not cover."""
+        with self.lock:
+            self.storage_offset = dict(offset)
+
     def held(self, count: int) -> None:
         """Storage data files held after the last committed batch."""
         self.held_files.set(count)
@@ -372,9 +462,10 @@ class JobMetrics:
         if error is not None:
             self._error(error)
         self.state.set(JOB_STATES["failed" if error is not None else "stopped"])
-        close = getattr(self.end_offsets, "close", None)
-        if close is not None:
-            close()
+        for refreshed in (self.end_offsets, self.storage_backlog):
+            close = getattr(refreshed, "close", None)
+            if close is not None:
+                close()
 
     def registry_request(self, op: str, seconds: float, error: BaseException | None = None) -> None:
         """One schema registry request (the registry client's ``observer``): ``error`` is the request's

@@ -144,6 +144,70 @@ def test_held_files_are_a_gauge_and_vanished_files_a_counter():
     assert got["avro_sink_missing_files_total", ()] == 3
 
 
+def test_storage_backlog_is_the_trees_last_listing_less_the_committed_batchs_offset_per_table(tmp_path):
+    import time
+
+    from avro_registry_sink.metrics import StorageBacklog
+    from avro_registry_sink.sources.demo import generate_demo
+    from avro_registry_sink.sources.storage import StorageLayout
+    from avro_registry_sink.spark.sources.storage_source import end_offset, initial_offset, list_tree, pending_files
+
+    manifest = generate_demo(tmp_path, rows_per_table=4)
+    layout = StorageLayout(tmp_path)
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.storage_backlog = listing = StorageBacklog(lambda: list_tree(layout), pending_files, refresh=0.05)
+    files, size = "avro_sink_input_backlog_files", "avro_sink_input_backlog_bytes"
+
+    def backlog(want_files: int | None = None) -> dict[str, tuple[float, float]]:
+        """{table: (files, bytes)} of a scrape (the first with ``want_files`` in all, within 5 s)."""
+        deadline = time.monotonic() + 5
+        while True:
+            got = samples(metrics)
+            out = {dict(labels)["table"]: (value, got[size, labels]) for (name, labels), value in got.items()
+                   if name == files}
+            if want_files is None or sum(f for f, _ in out.values()) == want_files or time.monotonic() > deadline:
+                return out
+            time.sleep(0.05)
+
+    sizes = {relpath: (tmp_path / relpath).stat().st_size for relpath in manifest.data_files}
+    tables = sorted({".".join(relpath.split("/")[:2]) for relpath in manifest.data_files})
+    # before a committed batch (a new checkpoint): every data file of the tree
+    assert backlog(len(sizes)) == {t: (sum(1 for r in sizes if r.startswith(t.replace(".", "/") + "/")),
+                                       sum(n for r, n in sizes.items() if r.startswith(t.replace(".", "/") + "/")))
+                                   for t in tables}
+    first = end_offset(initial_offset(), list_tree(layout), max_files=4)  # a batch of 4 files committed
+    metrics.committed_storage_offset(first)
+    assert sum(f for f, _ in backlog().values()) == len(sizes) - 4
+    last = end_offset(first, list_tree(layout))
+    metrics.committed_storage_offset(last)
+    assert backlog() == {t: (0, 0) for t in tables}  # caught up: a series at 0 for each table
+    new = tmp_path / "shop/customers/449640294073761793/2024-05-09/CDC00000000000000000004.csv"
+    new.write_bytes(b"x" * 42)  # TiCDC's next file: seen by the next listing, before any batch
+    assert backlog(1)["shop.customers"] == (1, 42)
+    metrics.finish()  # the run ended: the listing thread too
+    assert listing._thread is not None and not listing._thread.is_alive()
+
+
+def test_an_unreadable_storage_tree_leaves_no_backlog_series_and_counts_the_scrape():
+    import time
+
+    from avro_registry_sink.metrics import StorageBacklog
+
+    def down() -> object:
+        raise OSError("store down")
+
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.storage_backlog = backlog = StorageBacklog(down, lambda offset, listing: {}, refresh=0.05)
+    deadline = time.monotonic() + 5
+    while backlog._error is None and time.monotonic() < deadline:
+        samples(metrics)  # the first scrape starts the listing thread
+        time.sleep(0.05)
+    got = samples(metrics)
+    assert not [k for k in got if k[0] in ("avro_sink_input_backlog_files", "avro_sink_input_backlog_bytes")]
+    assert samples(metrics)["avro_sink_input_backlog_errors_total", ()] >= 1
+    backlog.close()
+
+
 def test_metrics_live_in_their_own_registry():
     JobMetrics()
     JobMetrics()  # a second job in the process: no duplicate-timeseries error from a shared registry

@@ -14,6 +14,7 @@ from avro_registry_sink.spark.sources.storage_source import (
     end_offset,
     initial_offset,
     list_tree,
+    pending_files,
 )
 
 DIR = "shop/orders/449/2024-06-01"
@@ -62,6 +63,23 @@ def test_a_file_that_appears_out_of_order_is_a_gap_taken_later(tmp_path):
     end2, files2 = _take(tmp_path, end)
     assert files2 == [(f"{DIR}/{_name(2)}", False)]
     assert "g" not in end2["dirs"][DIR] and end2["dirs"][DIR]["n"] == 3
+
+
+def test_pending_files_are_those_no_committed_offset_covers_per_table_with_their_bytes(tmp_path):
+    for n in (1, 3):
+        _write(tmp_path, f"{DIR}/{_name(n)}", size=10)
+    _write(tmp_path, f"{OTHER_DIR}/{_name(1)}", size=7)
+    listing = list_tree(StorageLayout(tmp_path))
+    assert pending_files(None, listing) == {"shop.orders": (2, 20), "shop.items": (1, 7)}  # nothing committed
+    end = end_offset(initial_offset(), listing, max_files=2)  # TiCDC's order: orders 1 and 3, items waits
+    assert pending_files(end, listing) == {"shop.orders": (0, 0), "shop.items": (1, 7)}
+    _write(tmp_path, f"{DIR}/{_name(2)}", size=5)  # the gap's file appears, and a new one
+    _write(tmp_path, f"{DIR}/{_name(4)}", size=6)
+    listing = list_tree(StorageLayout(tmp_path))
+    assert pending_files(end, listing) == {"shop.orders": (2, 11), "shop.items": (1, 7)}
+    assert pending_files(end_offset(end, listing), listing) == {"shop.orders": (0, 0), "shop.items": (0, 0)}
+    with pytest.raises(ValueError, match="unknown storage-tree offset version 9"):
+        pending_files({"v": 9}, listing)
 
 
 def test_files_cleaned_up_before_the_start_are_gaps_in_ranges(tmp_path):

@@ -34,8 +34,8 @@ from typing import Any
 from avro_registry_sink.errors import CheckpointError, ConfigError
 from avro_registry_sink.storage_fs import StorageURI, StoreFS
 
-__all__ = ["SIDE_FILES", "STATE_FILES", "check_checkpoint_files", "checkpoint_failure", "read_json_file",
-           "read_json_lines"]
+__all__ = ["SIDE_FILES", "STATE_FILES", "check_checkpoint_files", "checkpoint_failure", "last_committed_batch",
+           "read_json_file", "read_json_lines"]
 
 #: The job's own files under the checkpoint (JSON objects) and what to do when one is damaged.
 SIDE_FILES: dict[str, str] = {
@@ -188,6 +188,11 @@ def _ids(files: Iterable[str], directory: str) -> dict[int, str]:
         if head == directory and number.isdigit():
             out[int(number)] = path
     return out
+
+
+def last_committed_batch(state: StoreFS) -> int | None:
+    """The newest batch of ``spark/commits`` (``None``: no batch committed yet); one listing."""
+    return max(_ids(state.list_files("spark/commits"), "spark/commits"), default=None)
 
 
 def _with_crc(files: set[str], paths: Iterable[str]) -> list[str]:

@@ -611,16 +611,36 @@ class _BatchProcessor:
                     df.unpersist()
 
     def _backlog_to_metrics(self, batch_id: int) -> None:
-        """The backlog's reference points after a committed batch: a Kafka source's end offsets of the batch (line 3
-        of Spark's ``spark/offsets/<batch id>``, written before the batch ran), a storage source's held files."""
+        """The backlog's reference points after a committed batch: its input's end offsets, a storage source's held
+        files."""
         assert self.metrics is not None
         held = getattr(self.batches, "_held_files", None)
         if held is not None:
             self.metrics.held(len(held))
-        if self.options.source.is_kafka:
+        self._offsets_to_metrics(batch_id)
+
+    def committed_input_to_metrics(self) -> None:
+        """Before the run's first batch: the backlog counted from the checkpoint's last committed batch (a restarted
+        run), not from the input's start; a storage tree with nothing new runs no batch that would correct it."""
+        if self.metrics is not None:
+            with contextlib.suppress(Exception):  # informative only: a new or unreadable checkpoint counts from 0
+                last = checkpoint_files.last_committed_batch(self.state)
+                if last is not None:
+                    self._offsets_to_metrics(last)
+
+    def _offsets_to_metrics(self, batch_id: int) -> None:
+        """The input's end offsets of batch ``batch_id`` (line 3 of Spark's ``spark/offsets/<batch id>``, written
+        before the batch ran): a Kafka source's per partition, a storage tree's file numbers per data directory."""
+        assert self.metrics is not None
+        source = self.options.source
+        if source.is_kafka or source.is_storage:
             with contextlib.suppress(Exception):  # informative only: a batch is never failed by its metrics
                 lines = [x for x in self.state.read_text(f"spark/offsets/{batch_id}").splitlines() if x.strip()]
-                self.metrics.committed_offsets(json.loads(lines[2]))
+                offsets = json.loads(lines[2])
+                if source.is_kafka:
+                    self.metrics.committed_offsets(offsets)
+                else:
+                    self.metrics.committed_storage_offset(offsets)
 
     def _slices_to_metrics(self, batch_id: int) -> None:
         """Exactly once: the batch's transactional slices by outcome (committed, committed-before: a rerun found
@@ -1190,8 +1210,9 @@ def run_job(
         if metrics is not None:
             from avro_registry_sink.metrics import interval_seconds
 
-            metrics.start(0.0 if options.available_now else
-                          interval_seconds(parse_trigger_interval(options.trigger_interval)))
+            trigger_seconds = (0.0 if options.available_now else
+                               interval_seconds(parse_trigger_interval(options.trigger_interval)))
+            metrics.start(trigger_seconds)
             if options.source.is_kafka:  # the backlog: the source's end offsets, asked when Prometheus scrapes
                 from avro_registry_sink.kafka_client import client_conf
                 from avro_registry_sink.metrics import KafkaEndOffsets
@@ -1199,6 +1220,16 @@ def run_job(
                 conf = client_conf(",".join(options.source.brokers), options.source.kafka, "consumer")
                 conf.pop("logger", None)
                 metrics.end_offsets = KafkaEndOffsets(options.source.topics, conf)
+            elif options.source.is_storage:  # the backlog: the tree's data files that no committed batch took
+                from avro_registry_sink.metrics import StorageBacklog, storage_refresh_seconds
+                from avro_registry_sink.sources.storage import StorageLayout
+                from avro_registry_sink.spark.sources.storage_source import list_tree, pending_files
+
+                layout = StorageLayout(options.source.location
+                                       or parse_storage_uri(str(options.source.path), option="source"))
+                metrics.storage_backlog = StorageBacklog(lambda: list_tree(layout), pending_files,
+                                                         refresh=storage_refresh_seconds(trigger_seconds))
+            processor.committed_input_to_metrics()
         error: BaseException | None = None
         stopped = False  # stopped on purpose (a signal, timeout, until): an interrupted batch is no failure
         query = None

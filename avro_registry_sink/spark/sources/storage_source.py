@@ -62,6 +62,7 @@ __all__ = [
     "end_offset",
     "initial_offset",
     "list_tree",
+    "pending_files",
     "storage_tree_stream",
 ]
 
@@ -208,6 +209,23 @@ def end_offset(start: Mapping[str, Any], listing: TreeListing, *, max_files: int
         width, ext = _name_parts(listing.dirs[directory][new_top].relpath)
         out_dirs[directory] = {"n": new_top, "w": width, "x": ext, **({"g": _ranges(gaps)} if gaps else {})}
     return {"v": OFFSET_VERSION, "dirs": out_dirs, "other": sorted(seen_other | set(other))}
+
+
+def pending_files(committed: Mapping[str, Any] | None, listing: TreeListing) -> dict[str, tuple[int, int]]:
+    """The data files of ``listing`` that the offset ``committed`` does not cover (``None``: no batch committed, every
+    file), per table (``schema.table``) as ``(files, bytes)``: files above a data directory's highest number taken,
+    and gap files that appeared since. Every table of the listing has an entry (``(0, 0)``: caught up). The input
+    backlog of the job's metrics (:class:`~avro_registry_sink.metrics.StorageBacklog`)."""
+    start = committed if committed is not None else initial_offset()
+    _check_offset(start)
+    dirs: Mapping[str, Any] = start.get("dirs", {})
+    out: dict[str, tuple[int, int]] = {}
+    for directory, files in listing.dirs.items():
+        schema, table = directory.split("/")[:2]
+        count, size = out.get(f"{schema}.{table}", (0, 0))
+        new = _new_numbers(dirs.get(directory), files)
+        out[f"{schema}.{table}"] = (count + len(new), size + sum(files[n].size for n in new))
+    return out
 
 
 def batch_files(start: Mapping[str, Any], end: Mapping[str, Any], listing: TreeListing) -> list[tuple[str, bool]]:
