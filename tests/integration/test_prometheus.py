@@ -9,10 +9,14 @@
   rises while a batch is held by a failpoint with messages produced behind it, and falls to 0 once it commits;
   stopping the registry the job uses shows as registry errors (``AvroSinkRegistryErrors`` fires) while the batch
   waits, which commits once the registry is back (``status`` then reads the same numbers from the job's
-  checkpoint); once the job is gone, compose/'s ``AvroSinkDown`` rule (its ``for:`` shortened to 2 s here) fires in
-  Prometheus's own rule evaluation.
+  checkpoint); headless Chromium takes a screenshot of Prometheus's graph page of the rows delivered, which is
+  checked to be a real picture of the graph (docs/img/prometheus-graph.png is made the same way); once the job is
+  gone, compose/'s ``AvroSinkDown`` rule (its ``for:`` shortened to 2 s here) fires in Prometheus's own rule
+  evaluation.
+* A continuous run on a storage tree whose first batch is held by a failpoint: its backlog in files and bytes is
+  the tree's data files, rises by the files written meanwhile, and falls to 0 once batches have taken them.
 
-Only a machine without apt-get (and without the package) skips these tests.
+Only a machine without apt-get (and without the packages) skips these tests.
 """
 
 from __future__ import annotations
@@ -31,9 +35,13 @@ import httpx
 import pytest
 import yaml
 
+from tests.support.png import SIGNATURE, read_png
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "compose" / "prometheus" / "alerts.yml"
 SCRIPT = ROOT / "scripts" / "prometheus.sh"
+#: What the screenshot of Prometheus's graph page graphs (docs/operations.md shows it).
+GRAPH_QUERY = "sum(avro_sink_rows_delivered_total)"
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +55,33 @@ def promtool() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@pytest.fixture(scope="module")
+def no_chromium() -> str | None:
+    """Why no screenshot can be taken, ``None`` when Debian's chromium is there (installed by scripts/prometheus.sh
+    when missing)."""
+    done = subprocess.run([str(SCRIPT), "chromium"], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        if "no apt-get" in done.stderr or "only root can install" in done.stderr:
+            return f"Chromium is not installed and cannot be: {done.stderr.strip()}"
+        raise AssertionError(f"scripts/prometheus.sh chromium failed: {done.stderr}")
+    return None
+
+
+def _check_graph_screenshot(data: bytes) -> None:
+    """``data`` is a real screenshot of the graph page: a PNG of the window's size, no blank page (hundreds of
+    colours: text, frame, grid), and the series drawn (coloured lines over hundreds of columns below the query
+    form, where the plot is; an empty result or an error shows a one-line message there)."""
+    assert data[:8] == SIGNATURE and len(data) > 20_000, (data[:8], len(data))
+    png = read_png(data)
+    assert (png.width, png.height) == (1280, 800)
+    assert len(png.colours()) > 256
+    assert png.coloured_columns(top=png.height * 2 // 5) > 300
+
+
 def test_promtool_checks_the_rules_and_the_config_of_compose(promtool):
     rules = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True)
     assert rules.returncode == 0, rules.stdout + rules.stderr
-    assert "SUCCESS: 9 rules found" in rules.stdout
+    assert "SUCCESS: 10 rules found" in rules.stdout
     config = subprocess.run([promtool, "check", "config", str(RULES.parent / "prometheus.yml")],
                             capture_output=True, text=True)
     assert config.returncode == 0, config.stdout + config.stderr
@@ -73,6 +104,8 @@ def test_each_alert_fires_on_its_series(promtool, tmp_path):
             {"series": f'avro_sink_input_backlog_messages{{{job},topic="busy",partition="0"}}', "values": "0+100x20"},
             {"series": f'avro_sink_input_backlog_messages{{{job},topic="busy",partition="1"}}', "values": "5x20"},
             {"series": f'avro_sink_input_backlog_messages{{{job},topic="calm",partition="0"}}', "values": "50x20"},
+            {"series": f'avro_sink_input_backlog_files{{{job},table="shop.orders"}}', "values": "0+2x20"},
+            {"series": f'avro_sink_input_backlog_files{{{job},table="shop.customers"}}', "values": "3x20"},
         ],
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "AvroSinkDown", "exp_alerts": []},  # not for a minute yet
@@ -100,6 +133,12 @@ def test_each_alert_fires_on_its_series(promtool, tmp_path):
              "exp_alerts": [{"exp_labels": {"severity": "warning", "job": "avro-registry-sink",
                                             "instance": "driver:9464", "topic": "busy"},
                              "exp_annotations": _annotations("AvroSinkBacklogGrowing", topic="busy")}]},
+            {"eval_time": "5m", "alertname": "AvroSinkStorageBacklogGrowing", "exp_alerts": []},  # for: 10m
+            # a table whose files pile up fires; one with a steady backlog does not
+            {"eval_time": "15m", "alertname": "AvroSinkStorageBacklogGrowing",
+             "exp_alerts": [{"exp_labels": {"severity": "warning", "job": "avro-registry-sink",
+                                            "instance": "driver:9464", "table": "shop.orders"},
+                             "exp_annotations": _annotations("AvroSinkStorageBacklogGrowing", table="shop.orders")}]},
         ],
     }]}
     (tmp_path / "alerts_test.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
@@ -169,7 +208,8 @@ class _Prometheus:
 @pytest.mark.kafka
 @pytest.mark.spark
 @pytest.mark.filterwarnings("ignore::FutureWarning")
-def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, spark, tmp_path, monkeypatch):
+def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, no_chromium, spark, tmp_path,
+                                                                     monkeypatch):
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -228,6 +268,7 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
 
     thread = threading.Thread(target=run, name="job", daemon=True)
     total = len(manifest.all_events)
+    started = time.monotonic()
     try:
         thread.start()
         delivered = prometheus.wait_value("sum(avro_sink_rows_delivered_total)", total, timeout=90)
@@ -314,6 +355,17 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         assert delivered == total + len(again) + 1, outcome
         assert prometheus.value('sum(avro_sink_rows_delivered_total{table="shop.outage"})') == 1
 
+        # Prometheus's graph page of the rows delivered since the job started, as a person sees it
+        if no_chromium is None:
+            png = tmp_path / "prometheus-graph.png"
+            shot = subprocess.run([str(SCRIPT), "screenshot", str(png), GRAPH_QUERY,
+                                   f"{int(time.monotonic() - started) + 5}s"], capture_output=True, text=True,
+                                  env=prometheus.env, timeout=300)
+            assert shot.returncode == 0, shot.stderr
+            _check_graph_screenshot(png.read_bytes())
+            if os.environ.get("PROMETHEUS_GRAPH_PNG"):  # docs/operations.md: how docs/img's copy is made
+                shutil.copyfile(png, os.environ["PROMETHEUS_GRAPH_PNG"])
+
         status = read_status(checkpoint)  # the running job's checkpoint says the same, without Spark
         assert (status.verdict, status.rows, status.dead_lettered) == ("healthy", delivered, dead)
         assert sum(t["rows"] for t in status.tables.values()) == delivered
@@ -333,3 +385,100 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, s
         prometheus.stop()
         registry.stop()
         json.dumps(outcome, default=str)  # nothing left running
+    if no_chromium is not None:  # every other check passed
+        pytest.skip(f"No screenshot of Prometheus's graph page: {no_chromium}")
+
+
+@pytest.mark.spark
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_prometheus_sees_a_storage_trees_backlog_rise_while_the_job_is_held_and_fall_back(promtool, spark, tmp_path,
+                                                                                         monkeypatch):
+    from avro_registry_sink import failpoints
+    from avro_registry_sink.config import parse_sink_uri
+    from avro_registry_sink.metrics import JobMetrics, serve_metrics
+    from avro_registry_sink.registry.embedded import EmbeddedRegistry
+    from avro_registry_sink.sources.demo import generate_demo
+    from avro_registry_sink.spark.driver.job import run_job
+    from avro_registry_sink.spark.driver.job_options import JobOptions
+    from avro_registry_sink.spark.sources.sources import parse_source
+
+    tree = tmp_path / "tree"
+    manifest = generate_demo(tree, rows_per_table=4)
+    metrics = JobMetrics()
+    server, port = serve_metrics(metrics, 0, addr="127.0.0.1")
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s"},
+        "scrape_configs": [{"job_name": "avro-registry-sink", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
+    }))
+    prometheus = _Prometheus(tmp_path / "prometheus.yml", tmp_path / "prometheus")
+    registry = EmbeddedRegistry()
+    url = registry.start()
+    stop, outcome = threading.Event(), {}
+    options = JobOptions(source=parse_source(str(tree)), checkpoint=tmp_path / "checkpoint",
+                         sink=parse_sink_uri(f"file://{tmp_path / 'out'}?protocol=avro&schema-registry={url}"),
+                         csv_options=manifest.csv_options, tables=tuple(manifest.tables.values()),
+                         available_now=False, trigger_interval="1 second")
+
+    def run() -> None:
+        try:
+            outcome["result"] = run_job(spark, options, metrics=metrics, until=lambda totals: stop.is_set())
+        except BaseException as exc:  # noqa: BLE001 - asserted on the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="storage-job", daemon=True)
+    files, size = "sum(avro_sink_input_backlog_files)", "sum(avro_sink_input_backlog_bytes)"
+    sizes = {relpath: (tree / relpath).stat().st_size for relpath in manifest.data_files}
+    tables = {".".join(relpath.split("/")[:2]) for relpath in sizes}
+    # The first batch is held by a failpoint (pausing it after its inputs are known); data files written meanwhile
+    # add to the backlog, which falls back to 0 once a batch has taken them and committed.
+    counts = tmp_path / "failpoints"
+    counts.mkdir()
+    monkeypatch.setenv(failpoints.COUNTS_ENV, str(counts))
+    monkeypatch.setenv(failpoints.PAUSE_ENV, "4")  # longer than a listing and a scrape
+    monkeypatch.setenv(failpoints.ENV, "job.after-side-read=pause@1")
+    try:
+        thread.start()
+        deadline = time.monotonic() + 90
+        while not (counts / "job.after-side-read.paused").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (counts / "job.after-side-read.paused").exists(), outcome  # the first batch is held
+        assert prometheus.wait_value(files, len(sizes)) == len(sizes)  # the tree's files, none committed
+        assert prometheus.value(size) == sum(sizes.values())
+        assert prometheus.value("count(avro_sink_input_backlog_files)") == len(tables)  # a series a table
+
+        newest: dict[str, Path] = {}  # each CSV table's newest data file in its newest version
+        for relpath in manifest.data_files:
+            if relpath.endswith(".csv"):
+                newest[relpath.split("/")[1]] = tree / relpath
+        added = []
+        produced = time.monotonic()
+        for path in newest.values():  # the same rows again, in the next file TiCDC would write
+            number = int(path.stem[3:])
+            added.append(path.with_name(f"CDC{number + 1:0{len(path.stem) - 3}d}{path.suffix}"))
+            added[-1].write_bytes(path.read_bytes())
+        # the highest backlog Prometheus scraped since the files were written: the tree's and the new files, while
+        # the batch is held
+        want = {files: len(sizes) + len(added), size: sum(sizes.values()) + sum(p.stat().st_size for p in added)}
+        time.sleep(max(0.0, produced + 1 - time.monotonic()))  # a window that starts after they were written
+        deadline, highest = time.monotonic() + 10, {}
+        while highest != want and time.monotonic() < deadline:
+            window = f"[{int(time.monotonic() - produced)}s:500ms]"
+            highest = {q: prometheus.value(f"max_over_time({q}{window})") for q in want}
+            time.sleep(0.3)
+        assert highest == want, outcome
+        assert prometheus.wait_value(files, 0, timeout=30) == 0  # the held batch and the new files' committed
+        assert prometheus.value(size) == 0
+        assert prometheus.value("count(avro_sink_input_backlog_files)") == len(tables)  # each table's at 0
+        monkeypatch.delenv(failpoints.ENV)
+        stop.set()
+        thread.join(60)
+        assert "error" not in outcome, outcome["error"]
+        rows = outcome["result"].totals.rows  # the new files' rows too, as Prometheus scraped them
+        assert rows > len(manifest.all_events)
+        assert prometheus.wait_value("sum(avro_sink_rows_delivered_total)", rows) == rows
+    finally:
+        stop.set()
+        thread.join(60)
+        server.shutdown()
+        prometheus.stop()
+        registry.stop()
