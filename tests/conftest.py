@@ -59,17 +59,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 # --------------------------------------------------------------------------------------------------
 # Two workers (pytest-xdist, ``scripts/test.sh`` passes ``-n 2 --dist loadscope``), scheduled by this file's
 # units of work (pytest_xdist_make_scheduler): each test file is one unit, so its module fixtures are set up once;
-# every suite that talks to the registry servers, Kafka Connect and the databases (tests/integration,
-# tests/downstream) is one unit together, so one worker starts and stops those servers and no two of their tests
-# run at once (Debezium's JDBC sink binds its column types to the dialect of the connector that started last).
+# the suites that share the session's registry servers (Apicurio), Kafka Connect and the databases are one unit
+# together, so one worker starts and stops those servers and no two of their tests run at once (Debezium's JDBC
+# sink binds its column types to the dialect of the connector that started last). Every other integration file,
+# with a registry and topics of its own, is a unit by itself, so the two workers share them.
 # The longest files go first, so neither worker is left with a long one at the end. (xdist's own ``loadgroup``
 # cannot do this here: it renames node ids, which pytest 9 ignores.)
 
-#: Files that take a minute or more on 2 cores (the summary's "slowest files"), started first.
-SLOW_FIRST = ("tests/spark/test_exactly_once.py", "tests/integration/", "tests/downstream/",
-              "tests/spark/test_nothing_lost.py", "tests/deploy/test_cluster.py", "tests/deploy/test_object_store.py",
-              "tests/spark/test_verify.py", "tests/unit/test_cli_user_errors.py", "tests/spark/test_docs_runnable.py")
-SHARED_SERVERS = ("tests/integration/", "tests/downstream/")
+#: Files that take a minute or more on 2 cores (the summary's "slowest files"), longest first.
+SLOW_FIRST = ("tests/spark/test_exactly_once.py", "tests/deploy/test_cluster.py", "tests/spark/test_nothing_lost.py",
+              "tests/integration/test_verify_kafka.py", "tests/spark/test_verify.py", "tests/unit/test_changelog_arrow.py",
+              "tests/downstream/", "tests/integration/test_registry_contract.py",
+              "tests/integration/test_cli_encode_check.py", "tests/integration/test_manager.py",
+              "tests/spark/test_stop_signals.py", "tests/deploy/test_object_store.py", "tests/spark/test_docs_runnable.py",
+              "tests/unit/test_native_scan.py", "tests/integration/test_kafka_security.py",
+              "tests/integration/test_quiet_output.py", "tests/integration/test_e2e_kafka.py",
+              "tests/unit/test_cli_user_errors.py")
+#: The suites that use the shared servers (the ``registry_target``/Apicurio fixtures of tests/integration/conftest.py,
+#: Kafka Connect and the databases of tests/downstream).
+SHARED_SERVERS = ("tests/downstream/", "tests/integration/test_registry_contract.py",
+                  "tests/integration/test_cli_encode_check.py", "tests/integration/test_manager.py")
 
 
 def unit_of_work(nodeid: str) -> str:

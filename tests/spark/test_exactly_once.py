@@ -50,6 +50,7 @@ from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
+from tests.support.depth import rounds
 from tests.support.job import canal_dml
 from tests.support.servers import REPO, ensure_kafka
 
@@ -457,11 +458,13 @@ def test_exactly_once_under_kills(spark, bootstrap, registry_url, faults, contro
     source = StorageSource(tmp_path, prefix) if kind == "storage" else CanalSource(tmp_path, prefix, bootstrap)
     scenario = Scenario(spark, source, bootstrap, registry_url, "exactly-once", faults, control_topic,
                         _tables_sql(tmp_path), producer="confluent")
-    chaos(scenario, rng, cli_runs=2, here_runs=4, storage=kind == "storage")
+    cli_runs = rounds(2, 1)  # CI: one CLI run under kills (tests/support/depth.py)
+    chaos(scenario, rng, cli_runs=cli_runs, here_runs=4, storage=kind == "storage")
     received = scenario.received()
     _assert_exactly_once(scenario, received)
     print("\n".join(faults.log))
-    assert faults.kills >= 15, faults.log
+    # every kill fired: each worker point and a driver point per CLI run, a worker per in-process run but the third
+    assert faults.kills >= (len(WORKER_POINTS) + 1) * cli_runs + 3, faults.log
     _assert_verified(spark, scenario, received)
 
 

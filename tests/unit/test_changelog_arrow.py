@@ -36,6 +36,7 @@ from avro_registry_sink.spark.sources.sources import parse_message, peek_message
 from avro_registry_sink.spark.stages.plan import StagePlan
 from avro_registry_sink.spark.stages.stage import encode_change_batch
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+from tests.support.depth import examples
 from tests.unit.test_columnar import scenarios
 
 CORPUS = Path("/work/shared/corpora/external")
@@ -214,7 +215,7 @@ def _same_per_message(reference: dict[int, list[Any]], got: dict[int, list[Any]]
         assert mine == theirs, i
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), binary=st.booleans())
 def test_canal_json_one_pass_equals_the_per_message_path(scenario, seed, binary):
     plan, batch, ops, ts = scenario
@@ -498,7 +499,7 @@ def _debezium_messages(table: TableDef, rows: list[dict[str, Any]], ops: list[st
     return out
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), binary=st.booleans())
 def test_debezium_json_one_pass_equals_the_per_message_path(scenario, seed, binary):
     plan, batch, ops, ts = scenario
@@ -532,7 +533,7 @@ def test_ticdc_debezium_messages_take_the_vectorized_path_whole():
 # Storage-sink canal-json data files
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1))
 def test_storage_canal_file_one_pass_equals_the_line_reader(scenario, seed):
     """A storage-sink canal-json file: the one pass (``sources._canal_file``) gives the records the line reader
@@ -615,7 +616,7 @@ def _summary_reference(messages: list[str], fmt: str) -> tuple[int, dict[tuple, 
     return len(messages), groups, [ddl for _ts, _i, ddl in sorted(ddls, key=lambda d: d[:2])]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario=scenarios(), seed=st.integers(0, 2**32 - 1), fmt=st.sampled_from(["canal-json", "debezium-json"]))
 def test_summary_equals_the_per_message_peek(scenario, seed, fmt):
     from avro_registry_sink.spark.sources.changelog_stage import _merge_summary, _summarize_chunk

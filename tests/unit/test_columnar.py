@@ -26,6 +26,7 @@ from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
+from tests.support.depth import examples
 
 # --------------------------------------------------------------------------------------------------
 # Strategies: a column kind = (column definition, value strategy, Arrow types the value can arrive as)
@@ -238,7 +239,7 @@ def reference(plan: EncodingPlan, batch: pa.RecordBatch, ops: list[str], ts: lis
     return keys, values
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario=scenarios(), chunk=st.sampled_from([3, 7, columnar.CHUNK_ROWS]))
 def test_columnar_bytes_equal_the_reference(scenario, chunk):
     plan, batch, ops, ts = scenario

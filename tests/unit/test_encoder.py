@@ -18,6 +18,7 @@ from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
+from tests.support.depth import examples
 
 
 def plan_for(table: TableDef, options: EncodingOptions = EncodingOptions(), key_id: int = 1, value_id: int = 2) -> EncodingPlan:
@@ -193,7 +194,7 @@ def tables_and_rows(draw):
     return table, rows, options
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables_and_rows(), st.integers(0, (1 << 63) - 1))
 def test_round_trip_random_tables(case, commit_ts):
     table, rows, options = case

@@ -28,6 +28,7 @@ from avro_registry_sink.formats.changelog_arrow import _debezium_schema, _debezi
 from avro_registry_sink.formats.native_scan import scan_debezium
 from avro_registry_sink.schema.builder import derive_schemas
 from bench.changelog import debezium_messages
+from tests.support.depth import examples
 from tests.unit.test_changelog_arrow import _one_pass, _plans, _reference, _same_per_message
 
 _SOURCE_FIELDS = ("db", "table", "commit_ts", "ts_ms")
@@ -166,7 +167,7 @@ _PIECES = ['"', "\\", "{", "}", "[", "]", ",", ":", "null", "1", "-", ".5", "e9"
            '"op":"u"', '"source":{}', '"transaction":null', "\\ud83d", "é"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2**32 - 1), edits=st.integers(1, 3))
 def test_mutated_payloads_give_what_the_per_message_reader_gives(seed, edits):
     """Real TiCDC payloads with a few bytes inserted, deleted or replaced: what the scanner reads Arrow reads

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from avro_registry_sink.model import FILE_LINE_COLUMNS, FILE_LINES_DDL, KAFKA_SCHEMA
 from avro_registry_sink.spark.stages.file_lines import hex_text, lines_of
 from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally, tally_of
+from tests.support.depth import examples
 
 _bytes = st.one_of(st.none(), st.binary(max_size=40))
 _header = st.fixed_dictionaries({"key": st.sampled_from(["op", "commit_ts", "x.y-z_1"]), "value": _bytes})
@@ -42,7 +43,7 @@ def _reference(record: dict, batch_id: int) -> str:
     }, separators=(",", ":"))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(records=st.lists(_record, min_size=1, max_size=30), start=st.integers(0, 29), batch_id=st.integers(0, 10**9))
 def test_lines_equal_json_dumps_of_each_record(records, start, batch_id):
     batch = pa.RecordBatch.from_pylist(records, schema=KAFKA_SCHEMA)

@@ -22,6 +22,7 @@ from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing import Route
 from avro_registry_sink.spark.stages.plan import StagePlan
 from avro_registry_sink.spark.stages.stage import encode_change_batch
+from tests.support.depth import examples
 from tests.unit.test_columnar import scenarios
 
 
@@ -29,7 +30,7 @@ def _plain(value):
     return str(value) if isinstance(value, decimal.Decimal) else value
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario=scenarios(), spoil=st.lists(st.integers(0, 24), max_size=3))
 def test_the_stage_equals_the_reference_row_by_row(scenario, spoil):
     plan, batch, ops, ts = scenario

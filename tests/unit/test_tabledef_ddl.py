@@ -14,6 +14,7 @@ from avro_registry_sink.errors import NoHandleKey, TableDefinitionError, Unsuppo
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 from avro_registry_sink.tabledef import SPELLINGS, apply_ddl, column_from_type, parse_ddl
+from tests.support.depth import examples
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -839,13 +840,13 @@ def render(t: TableDef) -> str:
     return f"CREATE TABLE {_quote_name(t.schema_name)}.{_quote_name(t.table)} (\n  " + ",\n  ".join(lines) + "\n)"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_parse_of_rendered_ddl_round_trips(table: TableDef) -> None:
     assert parse_ddl(render(table)) == [table]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(tables(), st.sampled_from(["ADD COLUMN", "DROP COLUMN", "RENAME COLUMN", "MODIFY"]))
 def test_apply_ddl_keeps_tables_valid(table: TableDef, action: str) -> None:
     victim = table.columns[0]

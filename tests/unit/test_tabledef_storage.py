@@ -25,6 +25,7 @@ from avro_registry_sink.tabledef import (
     write_table_schema_file,
 )
 from avro_registry_sink.tabledef.types import BINARY_COUNTERPART, default_display_length
+from tests.support.depth import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -388,7 +389,7 @@ def storage_tables(draw: st.DrawFn) -> TableDef:
                     columns=tuple(columns), primary_key=tuple(pk), version=draw(st.integers(0, 2**64 - 1)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(storage_tables())
 def test_round_trip_random_tables(table: TableDef) -> None:
     content = table_schema_content(table)
