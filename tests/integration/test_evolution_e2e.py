@@ -281,6 +281,7 @@ def test_corpus_from_a_storage_tree_with_new_major(spark, bootstrap, registry, t
     result = run_job(spark, _options(str(root), tmp_path, bootstrap, url, prefix, OnIncompatible.NEW_MAJOR))
     rows = sum(c.row_count for c in CORPUS)
     assert result.totals.rows == rows and not result.bad_input
+    assert result.totals.errors == 0 and not result.dead_letters, result.dead_letters[:4]
     assert sorted(m["table"] for m in result.totals.new_majors) == MAJORS
     [pk] = [m for m in result.totals.new_majors if m["table"] == "evo.pk_change"]
     assert pk["rules"] == ["downgrade_2_to_1"] and pk["cannot_follow"]
@@ -322,6 +323,7 @@ def test_corpus_from_a_canal_json_changelog_with_new_major(spark, bootstrap, reg
                                      OnIncompatible.NEW_MAJOR))
     rows = sum(c.row_count for c in CORPUS)
     assert result.totals.rows == rows and not result.bad_input
+    assert result.totals.errors == 0 and not result.dead_letters, result.dead_letters[:4]
     assert sorted(m["table"] for m in result.totals.new_majors) == MAJORS
     assert_registry(client, prefix)
     assert_corpus_read(bootstrap, url, client, prefix)
