@@ -105,20 +105,27 @@ def _cli(args: list[str], env_extra: dict[str, str] | None = None) -> subprocess
                           env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
 
 
+def _here(args: list[str]) -> subprocess.CompletedProcess:
+    """A run that is not killed, in this process on the session's Spark (a JVM start less than :func:`_cli`),
+    with the same exit status, stdout and stderr as the CLI's."""
+    result = runner.invoke(app, args)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
 def _run_args(root: Path, work: Path) -> list[str]:
     return ["run", "--source", str(root), "--available-now", "--sink-uri", f"file://{work / 'out'}",
             "--state-dir", str(work / "state"), "--checkpoint", str(work / "checkpoint"),
             "--csv", "include-commit-ts=true", "--progress", "json"]
 
 
-def test_a_kill_between_the_side_writes_and_the_commit_loses_and_duplicates_nothing(tmp_path):
+def test_a_kill_between_the_side_writes_and_the_commit_loses_and_duplicates_nothing(spark, tmp_path):
     root = tmp_path / "in"
     base = tmp_path / "base"
     # Run 1: a's data file waits for its schema file (held); b has a bad row (dead-lettered)
     _put(_data(root, "a", 1), _rows("a", range(1, 21)))
     write_table_schema_file(_table("b"), root)
     _put(_data(root, "b", 1), _rows("b", range(1, 6)) + f'"I","b","shop",{V1 + 99},not-an-int,"x"\r\n'.encode())
-    first = _cli(_run_args(root, base))
+    first = _here(_run_args(root, base))
     assert first.returncode == 0, first.stderr[-3000:]
     assert _summary(first.stdout)["rows"] == 5
 
@@ -134,7 +141,7 @@ def test_a_kill_between_the_side_writes_and_the_commit_loses_and_duplicates_noth
         shutil.copytree(base, work)
         killed = _cli(_run_args(root, work), {ENV: f"{point}=kill"})
         assert killed.returncode == -9, (point, killed.stderr[-3000:])
-        again = _cli(_run_args(root, work))
+        again = _here(_run_args(root, work))
         assert again.returncode == 0, (point, again.stderr[-3000:])
         assert "Traceback" not in again.stderr
         db = work / "state" / "registry.db"
@@ -148,7 +155,7 @@ def test_a_kill_between_the_side_writes_and_the_commit_loses_and_duplicates_noth
         assert sorted(r["table_version"] for r in dead) == [V1, V2], point
 
 
-def test_a_vanished_data_file_is_reported_on_its_own(tmp_path):
+def test_a_vanished_data_file_is_reported_on_its_own(spark, tmp_path):
     root = tmp_path / "in"
     work = tmp_path / "work"
     write_table_schema_file(_table("t"), root)
@@ -159,12 +166,12 @@ def test_a_vanished_data_file_is_reported_on_its_own(tmp_path):
     assert killed.returncode == -9, killed.stderr[-3000:]
     _data(root, "t", 2).unlink()
 
-    failed = _cli([*_run_args(root, work), "--on-missing-file", "fail"])
+    failed = _here([*_run_args(root, work), "--on-missing-file", "fail"])
     assert failed.returncode == 1, failed.stderr[-3000:]
     assert f"shop/t/{V1}/CDC{2:020d}.csv" in failed.stderr and "--on-missing-file report" in failed.stderr
     assert "Traceback" not in failed.stderr
 
-    reported = _cli(_run_args(root, work))
+    reported = _here(_run_args(root, work))
     assert reported.returncode == 0, reported.stderr[-3000:]
     assert "Traceback" not in reported.stderr
     missing = f"shop/t/{V1}/CDC{2:020d}.csv"
