@@ -207,6 +207,7 @@ class SchemaManager:
         self._subject_ids: dict[tuple[str, str], int] = {}  # (subject, schema text fingerprint) -> id
         self._checked_topics: set[str] = set()  # topics whose registry owner was checked (see _check_registered)
         self._warnings: list[str] = []
+        self._latest_seen: dict[str, Any] = {}  # value subject -> its latest version as _check_registered saw it
         self._rule_configs_checked: set[str] = set()  # subjects whose config rule sets were checked (new-major)
         self._lock = threading.Lock()
         self.stats = ManagerStats()
@@ -315,6 +316,7 @@ class SchemaManager:
         current = self._with_retry(subject, name, "looking up the latest schema of", latest)
         if current is not None:
             self._compare_registered(route, current)
+        self._latest_seen[subject] = current  # read again by _unfollowed_values, not looked up twice
         self._checked_topics.add(route.topic)
 
     def _compare_registered(self, route: Route, current: object) -> None:
@@ -450,12 +452,54 @@ class SchemaManager:
             for major in self._majors[made:]:
                 self._read_back_rules(major)
         else:
+            unfollowed = "" if is_key else self._unfollowed_values(subject, schema_json, schemas)
             schema_id = self._register_with_retry(subject, schema_json, schemas)
+            if unfollowed:
+                self._warnings.append(unfollowed)
         self._subject_ids[text_key] = schema_id
         self.stats.registrations += 1
         if self.on_register is not None:
             self.on_register(subject, schema_json, schema_id, schemas)
         return schema_id
+
+    def _unfollowed_values(self, subject: str, schema_json: str, schemas: TableSchemas) -> str:
+        """Under ``stop``: why readers of the value schema ``schema_json`` will not get MySQL's values for the
+        records of the subject's latest version ('' when they will). The registry's level may accept a change whose Avro
+        resolution gives other values than MySQL holds after the DDL (a rename read as a drop and an add, a
+        DECIMAL's bytes read as VARCHAR text, a DATE's days read as TIME): the run says so, naming the columns,
+        rather than let those readers get them silently."""
+        from avro_registry_sink.schema.migration import plan_migration
+        from avro_registry_sink.tabledef.ddl import column_lineage
+
+        get_latest = getattr(self._registry, "get_latest", None)
+        if get_latest is None:
+            return ""
+        table = schemas.table
+
+        def latest() -> Any:
+            try:
+                return get_latest(subject)
+            except (SubjectNotFound, VersionNotFound):
+                return None
+
+        if subject in self._latest_seen:
+            current = self._latest_seen.pop(subject)
+        else:
+            current = self._with_retry(subject, table.qualified_name, "looking up the latest schema of", latest)
+        text = str(getattr(current, "schema", "") or "")
+        if current is None or _canonical(text) in (None, _canonical(schema_json)):
+            return ""
+        try:
+            plan = plan_migration(text, schema_json, column_lineage(self._ddl_between(table, current)))
+        except (ValueError, TypeError, KeyError):  # not a flat record of this product's: the registry decides
+            return ""
+        if not plan.conversions:
+            return ""
+        return (f"table {table.qualified_name}: subject {subject!r} takes table version {table.version} as a new "
+                f"version of its current major, but Avro schema resolution gives its readers other values than MySQL "
+                f"holds for the older records' {', '.join(plan.conversions)} ({'; '.join(plan.changes)}); "
+                "--on-incompatible new-major registers it as a new major version with migration rules that give "
+                "MySQL's values or refuse by name")
 
     def _register_with_retry(self, subject: str, schema_json: str, schemas: TableSchemas) -> int:
         try:
