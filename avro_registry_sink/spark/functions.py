@@ -33,8 +33,18 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.config import RegistryConfig, SinkConfig, parse_sink_uri
+from avro_registry_sink.errors import ConfigError, RegistryUnavailable
+from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir, kafka_package
+from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS, local_session
+from avro_registry_sink.spark.stages.jvm_stage import ensure_spark_avro
+from avro_registry_sink.spark.stages.plan import StagePlan
+from avro_registry_sink.spark.stages.stage import encode_table
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+
+# The schema manager, the registry client, the DDL parser and the record follower are imported by the calls that
+# use them (about 0.5 s of this module's import otherwise), the streaming job only when Kafka is asked for (0.6 s).
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -57,10 +67,6 @@ def notebook_session(*, master: str | None = None, app_name: str = "avro-registr
     """A local SparkSession with what :func:`to_flat_avro` and Kafka need: Spark's Kafka connector and
     ``spark-avro`` (from Maven Central through Ivy), and Python workers on this interpreter (``PYSPARK_PYTHON``,
     without which workers fail with ``ModuleNotFoundError``). A running session gets the packages added."""
-    from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir, kafka_package
-    from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS, local_session
-    from avro_registry_sink.spark.stages.jvm_stage import ensure_spark_avro
-
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     spark = local_session(app_name=app_name, master=master or os.environ.get("AVRO_SINK_SPARK_MASTER", "local[*]"),
@@ -142,8 +148,6 @@ NOTEBOOK_REGISTRY_RETRIES = 0
 def _notebook_registry(registry: Any) -> Any:
     """``registry`` (a URL, a comma-separated list of URLs or a RegistryConfig) as the RegistryConfig the
     notebook API connects with: a short timeout and no retries unless the config sets them itself."""
-    from avro_registry_sink.config import RegistryConfig
-
     config = registry if isinstance(registry, RegistryConfig) else \
         RegistryConfig(urls=tuple(u.strip() for u in str(registry).split(",")))
     update = {name: value for name, value in (("timeout", NOTEBOOK_REGISTRY_TIMEOUT),
@@ -155,8 +159,6 @@ def _notebook_registry(registry: Any) -> Any:
 @contextlib.contextmanager
 def _registry_reachable(call: str, what: str, urls: Sequence[str]) -> Iterator[None]:
     """An unreachable registry as an error of the notebook call: what was tried, and what to do."""
-    from avro_registry_sink.errors import RegistryUnavailable
-
     try:
         yield
     except RegistryUnavailable as exc:
@@ -171,8 +173,6 @@ def _registry_reachable(call: str, what: str, urls: Sequence[str]) -> Iterator[N
 
 
 def _sink_config(sink_uri: str | None, registry: Any, *, need_registry: bool) -> SinkConfig:
-    from avro_registry_sink.config import RegistryConfig, SinkConfig, parse_sink_uri
-
     config = parse_sink_uri(sink_uri) if sink_uri else SinkConfig(scheme="file", path=".")
     if isinstance(registry, (str, RegistryConfig)):
         config = config.model_copy(update={"registry": registry if isinstance(registry, RegistryConfig)
@@ -216,9 +216,6 @@ def to_flat_avro(
 
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.registry.client import RegistryClient
-    from avro_registry_sink.routing import TopicRouter
-    from avro_registry_sink.spark.stages.plan import StagePlan
-    from avro_registry_sink.spark.stages.stage import encode_table
 
     frame = df
     for given, name in ((op, "_op"), (commit_ts, "_commit_ts")):

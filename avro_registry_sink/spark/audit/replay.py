@@ -30,9 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from avro_registry_sink.errors import CheckpointError, ConfigError
 from avro_registry_sink.model import REPLAY_BATCH_BASE
 from avro_registry_sink.progress import JobTotals, NullProgress, ProgressReporter
+from avro_registry_sink.routing import build_router
 from avro_registry_sink.side_state import LEGACY_FILES, SideState
+from avro_registry_sink.spark.driver.batch_storage import StorageBatches
+from avro_registry_sink.spark.driver.checkpoint_files import read_json_file, read_json_lines
+from avro_registry_sink.spark.driver.job import _batch_processor, _registry_for, _sink_for, check_checkpoint
 from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.spark.sources.storage_source import STREAM_DDL
 
@@ -74,14 +79,10 @@ _LINE_ADVICE = ("remove that line (its row is then not replayed; the input locat
 
 
 def _delivered_ids(directory: Path) -> set[str]:
-    from avro_registry_sink.spark.driver.checkpoint_files import read_json_file
-
     done: set[str] = set()
     for marker in sorted((directory / "replayed").glob("replay-*.json")):
         data = read_json_file(marker, _MARKER_ADVICE)
         if not isinstance(data.get("delivered"), list):
-            from avro_registry_sink.errors import CheckpointError
-
             raise CheckpointError(f"Checkpoint file {str(marker)!r} is damaged (no list of delivered records): "
                                   f"{_MARKER_ADVICE}.", path=str(marker), problem="damaged")
         done.update(data["delivered"])
@@ -91,8 +92,6 @@ def _delivered_ids(directory: Path) -> set[str]:
 def pending_records(checkpoint: Path) -> list[dict[str, Any]]:
     """The dead-letter records of ``checkpoint`` no replay has delivered yet (the newest record per id);
     :class:`~avro_registry_sink.errors.CheckpointError` names a damaged dead-letter file or replay marker."""
-    from avro_registry_sink.spark.driver.checkpoint_files import read_json_lines
-
     directory = checkpoint / "dead-letter"
     if not directory.is_dir():
         return []
@@ -190,11 +189,6 @@ def replay_dead_letters(
     ``options`` are the job's (same source, sink, tables, CSV settings, after the fix); ``registry``,
     ``sink`` and ``router`` default as in :func:`~avro_registry_sink.spark.driver.job.run_job`.
     """
-    from avro_registry_sink.errors import ConfigError
-    from avro_registry_sink.routing import build_router
-    from avro_registry_sink.spark.driver.batch_storage import StorageBatches
-    from avro_registry_sink.spark.driver.job import _batch_processor, _registry_for, _sink_for, check_checkpoint
-
     if not check_checkpoint(options):  # and it is this very source's
         raise ConfigError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the checkpoint (or the same "
                           "source, sink and state directory) of the run whose dead letters to replay.",

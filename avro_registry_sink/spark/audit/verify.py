@@ -48,10 +48,33 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.config import DeliveryMode
+from avro_registry_sink.delivery import STATE_FILE, query_of, resolved_ts
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
-from avro_registry_sink.model import REPLAY_BATCH_BASE
+from avro_registry_sink.kafka_client import client_conf, connect
+from avro_registry_sink.kafka_options import spark_kafka_options
+from avro_registry_sink.manager import SchemaManager
+from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA, REPLAY_BATCH_BASE, RefusalReason, refusal_reason
+from avro_registry_sink.routing import build_router
+from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.side_state import SideState
-from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
+from avro_registry_sink.spark.driver.batch_storage import csv_explicit
+from avro_registry_sink.spark.driver.job import _registry_for, _sink_location, check_checkpoint, ensure_spark_kafka
+from avro_registry_sink.spark.runtime.session import apply_hadoop_conf, conf_value
+from avro_registry_sink.spark.sinks.sinks import STAGING_DIR
+from avro_registry_sink.spark.sources.sources import (
+    changelog_messages,
+    encode_storage_files,
+    input_ranks,
+    parse_changelog,
+    peek_changelog,
+    resolve_storage_files,
+)
+from avro_registry_sink.spark.sources.storage_source import batch_files, initial_offset, list_tree
+from avro_registry_sink.spark.stages.plan import stage_plans_for
+from avro_registry_sink.spark.stages.stage import encode_change_batch
+from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
+from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
+from avro_registry_sink.tabledef.catalog import TableCatalog
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -146,8 +169,6 @@ def run_delivery(options: JobOptions) -> tuple[str, str]:
     verify is given (``--delivery`` need not be repeated). A Kafka run that delivered exactly once keeps its query
     id in the checkpoint's ``delivery.json``; a run without one delivered at least once. The file sink publishes
     each batch once, whatever the mode."""
-    from avro_registry_sink.delivery import STATE_FILE, query_of
-
     if options.sink.scheme != "kafka":
         return "exactly-once", "the file sink publishes each batch once"
     if query_of(options.checkpoint_uri) is not None:
@@ -163,8 +184,6 @@ def resolved_ts_per_table(options: JobOptions) -> Mapping[str, int] | None:
     Read from the exactly-once control topic (:func:`avro_registry_sink.delivery.resolved_ts`, read committed),
     under the query id that the checkpoint's ``delivery.json`` keeps: whether the run delivered exactly once is
     the checkpoint's to say, whatever ``options.sink.delivery`` is."""
-    from avro_registry_sink.delivery import query_of, resolved_ts
-
     sink = options.sink
     if sink.scheme != "kafka":
         return None
@@ -439,10 +458,6 @@ class Expected:
 
 
 def _plans_for(options: JobOptions, registry: Any, tables: Iterable[Any]) -> tuple[dict[Any, Any], list[str]]:
-    from avro_registry_sink.manager import SchemaManager
-    from avro_registry_sink.routing import build_router
-    from avro_registry_sink.selection import TableSelection
-
     lookup = _LookupOnly(registry)
     manager = SchemaManager(lookup, build_router(options.sink, options.topic_rule), options.sink.encoding,
                             unavailable_budget=options.sink.registry.unavailable_budget,
@@ -459,13 +474,8 @@ def _table_key(relpath: str) -> str:
 def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, committed: Committed,
                      partitions: Any, side: SideState) -> Expected:
     """The rows of the storage tree's committed data files, encoded by the job's one-pass stage."""
-    from avro_registry_sink.selection import TableSelection
+    # the storage tree's reader only for a storage tree's run
     from avro_registry_sink.sources.storage import StorageLayout
-    from avro_registry_sink.spark.driver.batch_storage import csv_explicit
-    from avro_registry_sink.spark.sources.sources import encode_storage_files, input_ranks, resolve_storage_files
-    from avro_registry_sink.spark.sources.storage_source import batch_files, initial_offset, list_tree
-    from avro_registry_sink.spark.stages.plan import stage_plans_for
-    from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
 
     spec = options.source
     location = spec.location or parse_storage_uri(str(spec.path), option="source")
@@ -581,10 +591,6 @@ def _encode_parsed(parsed: DataFrame, plans: Mapping[Any, Any], output: Any) -> 
     passed through with their ``error`` (one pass: no second read of the input)."""
     import pyarrow as pa
 
-    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
-    from avro_registry_sink.spark.stages.stage import encode_change_batch
-    from avro_registry_sink.spark.stages.tally import StageOutput
-
     keep = ("order_version", "order_file", "order_line", "source")
     ddl = ("topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
            "commit_ts BIGINT, error STRING, order_version BIGINT, order_file STRING, order_line BIGINT, source STRING")
@@ -617,12 +623,6 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
     """The committed messages of a changelog source (Kafka offsets, or the files Spark's file source logged),
     peeked, parsed with the table versions the run kept and encoded by the job's stages."""
     from pyspark.sql import functions as F
-
-    from avro_registry_sink.selection import TableSelection
-    from avro_registry_sink.spark.sources.sources import changelog_messages, parse_changelog, peek_changelog
-    from avro_registry_sink.spark.stages.plan import stage_plans_for
-    from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
-    from avro_registry_sink.tabledef.catalog import TableCatalog
 
     spec = options.source
     out = Expected(records=None, topics={}, plans={})
@@ -702,9 +702,6 @@ def _committed_changelog(spark: SparkSession, options: JobOptions, committed: Co
     """The raw batch rows of the committed changelog input (the stream's shape: Kafka records, or files)."""
     spec = options.source
     if spec.is_kafka:
-        from avro_registry_sink.kafka_options import spark_kafka_options
-        from avro_registry_sink.spark.driver.job import ensure_spark_kafka
-
         ensure_spark_kafka(spark)
         end = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in dict(committed.offset).items()}
         start = committed.start if isinstance(committed.start, dict) else None
@@ -737,8 +734,6 @@ def _committed_changelog(spark: SparkSession, options: JobOptions, committed: Co
 def _count_unread_kafka(options: JobOptions, end: Mapping[str, Mapping[str, int]], out: Expected) -> None:
     """Messages beyond the committed offsets (the run has not read them yet), per source topic."""
     from confluent_kafka import TopicPartition
-
-    from avro_registry_sink.kafka_client import client_conf
 
     spec = options.source
     try:
@@ -803,8 +798,6 @@ def delivered_file_sink(spark: SparkSession, location: StorageURI, committed_bat
     Batches above the newest committed one were published by a run that stopped before Spark committed
     them (their rerun replaces them): they are counted in a note, not compared."""
     from pyspark.sql import functions as F
-
-    from avro_registry_sink.spark.sinks.sinks import STAGING_DIR
 
     store = location.filesystem()
     out = Delivered(records=None)
@@ -873,9 +866,6 @@ def delivered_kafka(spark: SparkSession, options: JobOptions, topics: Iterable[s
     committed transactions sees); ``read_topics`` reads a topic from another one (a copy, a mirror)."""
     from pyspark.sql import functions as F
 
-    from avro_registry_sink.kafka_options import spark_kafka_options
-    from avro_registry_sink.spark.driver.job import ensure_spark_kafka
-
     sink = options.sink
     out = Delivered(records=None)
     existing = _kafka_partitions(options, [read_topics.get(t, t) for t in topics])
@@ -912,8 +902,6 @@ def delivered_kafka(spark: SparkSession, options: JobOptions, topics: Iterable[s
 
 def _kafka_partitions(options: JobOptions, topics: Iterable[str]) -> dict[str, int]:
     """Partition counts of the sink's topics that exist."""
-    from avro_registry_sink.kafka_client import connect
-
     sink = options.sink
     _, metadata = connect(",".join(sink.brokers), sink.kafka)
     out = {}
@@ -973,8 +961,6 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
     order) and per (topic, key body) (the delivered records in partition order: a commit ts below one
     delivered before it in its partition is out of order)."""
     from pyspark.sql import functions as F
-
-    from avro_registry_sink.spark.runtime.session import conf_value
 
     n = max(int(conf_value(spark, "spark.sql.shuffle.partitions", "4")), 2 * spark.sparkContext.defaultParallelism)
     both = _sides(expected, delivered, spark).repartition(n, *_KEY).sortWithinPartitions(*_GROUP, "side", "pos")
@@ -1125,10 +1111,6 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
     delivered record with fastavro, not only those that differ from what their source rows encode to."""
     import time
 
-    from avro_registry_sink.spark.driver.job import _registry_for, _sink_location, check_checkpoint
-    from avro_registry_sink.spark.runtime.session import apply_hadoop_conf
-    from avro_registry_sink.storage_fs import hadoop_settings
-
     started = time.time()
     if not check_checkpoint(options):
         raise ConfigError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the --checkpoint (or the same "
@@ -1202,8 +1184,6 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
 
 def _fill(report: VerifyReport, summary: list[Any], topic_tables: Mapping[str, str], expected: Expected,
           letters: DeadLetters, errors: list[dict[str, Any]]) -> None:
-    from avro_registry_sink.model import RefusalReason, refusal_reason
-
     for row in summary:
         name = topic_tables.get(row["topic"], f"topic {row['topic']}")
         counts = report.table(name)

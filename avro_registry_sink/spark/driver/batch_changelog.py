@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import SourceError
 from avro_registry_sink.formats import format_named
+from avro_registry_sink.formats.canal_json import DdlEvent
 from avro_registry_sink.model import ENCODED_DDL, PlanKey
 from avro_registry_sink.spark.driver.batch import PreparedBatch
+from avro_registry_sink.spark.sources.changelog_stage import CountsParam, encode_changelog, summarize_changelog
 from avro_registry_sink.spark.sources.sources import infer_table, source_error_json
 from avro_registry_sink.spark.stages.plan import stage_plans_for
 from avro_registry_sink.table import TableDef
@@ -93,10 +95,7 @@ class ChangelogBatches:
                 ) -> PreparedBatch | None:
         """The batch's messages summarized (tables, column sets, commit-ts ranges, DDLs: one light executor
         pass), the catalog brought up to date and the schemas registered on the driver, then parsed and encoded
-        in one executor pass (``spark.changelog_stage``); nothing is cached."""
-        from avro_registry_sink.formats.canal_json import DdlEvent
-        from avro_registry_sink.spark.sources.changelog_stage import encode_changelog, summarize_changelog
-
+        in one executor pass (``spark.sources.changelog_stage``); nothing is cached."""
         assert self.catalog is not None
         spec = self.options.source
         fmt = spec.kind
@@ -178,8 +177,6 @@ class ChangelogBatches:
         once saves a pass over the messages and a Spark job. Should a message need the driver first (a DDL, a
         new table, version or column set), the executor stops the job before any record is handed on and
         the job reads the batch again with its summary (see :meth:`read_again`)."""
-        from avro_registry_sink.spark.sources.changelog_stage import CountsParam, encode_changelog
-
         assert self.catalog is not None
         spec = self.options.source
         self._strict_batch = batch_id
@@ -228,8 +225,6 @@ class ChangelogBatches:
         strictly. ``False`` (nothing planned) when the sample holds a DDL, a table the catalog does not know
         (described by its first message, which only a full summary finds) or a column set other than the
         table's; then the batch is summarized in full."""
-        from avro_registry_sink.spark.sources.changelog_stage import summarize_changelog
-
         assert self.catalog is not None
         if not self.catalog.known():
             return False
@@ -259,8 +254,6 @@ class ChangelogBatches:
     def _summary_has_news(self, batch_df: DataFrame, batch_id: int) -> bool:
         """Whether a batch whose strict pass failed holds what the driver must see first (then it is read again
         with the summary computed here); ``False`` means the failure has another cause."""
-        from avro_registry_sink.spark.sources.changelog_stage import summarize_changelog
-
         try:
             summary = summarize_changelog(batch_df, self.options.source)
         except Exception:  # noqa: BLE001 - the original failure is the one to report

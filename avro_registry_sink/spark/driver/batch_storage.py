@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.errors import CheckpointError, NoHandleKey
 from avro_registry_sink.formats import format_for_extension
-from avro_registry_sink.model import ENCODED_DDL, PlanKey, RefusalReason
+from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, decode_text, iter_records
+from avro_registry_sink.model import ENCODED_DDL, PlanKey, RefusalReason, dead_letter_record
 from avro_registry_sink.spark.driver.batch import PreparedBatch
 from avro_registry_sink.spark.driver.job_errors import MissingInputFiles
-from avro_registry_sink.spark.sources.sources import encode_storage_files, resolve_storage_files
+from avro_registry_sink.spark.sources.sources import encode_storage_files, location_of, resolve_storage_files
+from avro_registry_sink.spark.sources.storage_source import batch_files, initial_offset, list_tree
 from avro_registry_sink.spark.stages.plan import stage_plans_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,8 +180,6 @@ class StorageBatches:
         same one; the start is the end of the batch before. Reading them here, on the driver, instead of
         the stream's rows keeps Spark's Python source to the driver (its planning process), where the
         driver's Python runs it even when the executors' Python is another one (``--archives ...#env``)."""
-        from avro_registry_sink.spark.sources.storage_source import batch_files, initial_offset, list_tree
-
         assert self.layout is not None
         end = self._logged_offset(batch_id)
         start = self._logged_offset(batch_id - 1) if batch_id > 0 else initial_offset()
@@ -203,8 +203,6 @@ class StorageBatches:
         """Dead-letter records for data files that vanished before they were read (deleted by TiCDC's
         ``file-cleanup-cron-spec``, a pruned bucket): their rows are unknown. Reported on their own (and in
         ``warnings``); with ``--on-missing-file fail`` the batch fails instead."""
-        from avro_registry_sink.model import dead_letter_record
-
         if not gone:
             return []
         assert self.layout is not None
@@ -232,9 +230,6 @@ class StorageBatches:
     def raw(self, spark: SparkSession, sources: list[str]) -> dict[str, bytes]:
         """The raw bytes of refused rows (``file:line`` sources): their data file's record at that line (both
         rows of an UPDATE written with its old value)."""
-        from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, decode_text, iter_records
-        from avro_registry_sink.spark.sources.sources import location_of
-
         assert self.layout is not None
         location = self.layout.location
         lines: dict[str, set[int]] = {}

@@ -21,6 +21,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from avro_registry_sink.spark.runtime.driver_python import driver_python
+from avro_registry_sink.spark.runtime.jvm_output import quiet_start, quiet_submitted_jvm, verbose
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -380,7 +383,6 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
     for key, value in settings.items():
         if key not in submitted:
             builder = builder.config(key, value)
-    from avro_registry_sink.spark.runtime.jvm_output import quiet_start, quiet_submitted_jvm, verbose
 
     if submitted:
         quiet_submitted_jvm()
@@ -394,8 +396,6 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
               json.dumps({"ts": round(time.time(), 3), "event": "spark-ui", "url": url}), file=sys.stderr, flush=True)
     if master_of(spark).startswith("local") and spark.sparkContext.pythonExec == sys.executable:
         # local workers run on this machine with the driver's interpreter: start them with its compiled pyspark
-        # rather than Spark's zip (see spark.driver_python)
-        from avro_registry_sink.spark.runtime.driver_python import driver_python
-
+        # rather than Spark's zip (see spark.runtime.driver_python)
         spark.sparkContext.pythonExec = driver_python()
     return spark

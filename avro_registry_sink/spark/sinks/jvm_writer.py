@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from avro_registry_sink.cache_dir import cache_root
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -51,7 +53,6 @@ def jar_dir() -> Path:
     """Where compiled jars are kept."""
     if os.environ.get("AVRO_SINK_JAR_DIR"):
         return Path(os.environ["AVRO_SINK_JAR_DIR"])
-    from avro_registry_sink.cache_dir import cache_root
 
     return cache_root() / "jars"
 

@@ -50,6 +50,9 @@ from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger, 
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
 from avro_registry_sink.model import KAFKA_COLUMNS
 from avro_registry_sink.redact import redact_text, secret_values
+from avro_registry_sink.spark.runtime.session import apply_hadoop_conf, has_class
+from avro_registry_sink.spark.sinks import jvm_writer
+from avro_registry_sink.spark.stages.file_lines import to_lines
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -147,8 +150,6 @@ def _file_lines(records: DataFrame, batch_id: int) -> tuple[DataFrame, tuple[str
     """
     from pyspark.sql import functions as F
 
-    from avro_registry_sink.spark.stages.file_lines import to_lines
-
     ordered = set(FILE_ORDER) <= set(records.columns)
     if "line" not in records.columns:
         if not ordered:  # numbered first, so that the sort by topic keeps each topic's rows in their order
@@ -193,8 +194,6 @@ class FileSink:
 
     def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
               tables: Mapping[str, str] | None = None, slices: int | None = None) -> None:
-        from avro_registry_sink.spark.runtime.session import apply_hadoop_conf
-
         spark = records.sparkSession
         apply_hadoop_conf(spark, self.location.hadoop_conf())
         staging = self.location.hadoop_uri(f"{STAGING_DIR}/batch-{batch_id:010d}")
@@ -320,8 +319,6 @@ def read_file_sink(path: str | os.PathLike[str] | StorageURI, topic: str | None 
 
 def has_spark_kafka(spark: SparkSession) -> bool:
     """Whether Spark's Kafka data source (``spark-sql-kafka-0-10``) is on the session's classpath."""
-    from avro_registry_sink.spark.runtime.session import has_class
-
     return has_class(spark, "org.apache.spark.sql.kafka010.KafkaSourceProvider")
 
 
@@ -365,7 +362,6 @@ def _jvm_writer_missing(spark: SparkSession | None) -> str | None:
         return "no Spark session"
     if not has_spark_kafka(spark):
         return "Spark's Kafka connector (and its Kafka client) is not on the session"
-    from avro_registry_sink.spark.sinks import jvm_writer
 
     try:
         jvm_writer.load(spark)
@@ -501,12 +497,11 @@ class KafkaSink:
         self._admin: Any = None  # the driver's AdminClient, made by the first connect and kept for the run
         self.transactions: TransactionalWriter | None = None
         if delivery is DeliveryMode.EXACTLY_ONCE:
+            # exactly-once's protocol (0.1 s) only for a sink that delivers exactly once
             from avro_registry_sink.delivery import TransactionalWriter
 
             jvm = None
             if producer == "spark":
-                from avro_registry_sink.spark.sinks import jvm_writer
-
                 jvm = (jvm_writer.write, {"java_producer": self._java_conf("producer"),
                                           "java_consumer": self._java_conf("consumer")})
             self.transactions = TransactionalWriter(self.brokers, kafka, self._producer_conf(),

@@ -33,8 +33,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
 
+from avro_registry_sink.model import CHANGE_SCHEMA, ENCODED_DDL, KAFKA_SCHEMA, dead_letter_json
+from avro_registry_sink.spark.sources.sources import (
+    _arrow_schema,
+    _arrow_schema_of_encoded,
+    _error_json,
+    file_messages,
+    location_of,
+    parse_message,
+    peek_message,
+)
 from avro_registry_sink.spark.stages.plan import topic_partitions
+from avro_registry_sink.spark.stages.plan_cache import map_in_arrow
+from avro_registry_sink.spark.stages.stage import stage_for
+from avro_registry_sink.spark.stages.tally import StageOutput
+from avro_registry_sink.storage_fs import parse_storage_uri
 from avro_registry_sink.table import TableDef
+from avro_registry_sink.tabledef.catalog import pick_version
+from avro_registry_sink.workers import settle
+
+# The changelog readers (formats/) are imported by the functions that read messages: a storage tree's run imports
+# this module through the job's batch sources and reads no changelog (0.1-0.2 s here).
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -120,9 +139,6 @@ def _kafka_chunk(batches: list[pa.RecordBatch]) -> _Chunk:
 
 
 def _file_chunk(batches: list[pa.RecordBatch], spec: SourceSpec) -> _Chunk:
-    from avro_registry_sink.spark.sources.sources import file_messages
-    from avro_registry_sink.storage_fs import parse_storage_uri
-
     location = spec.location or parse_storage_uri(spec.path or ".")
     messages: list[str | None] = []
     sources: list[str] = []
@@ -190,7 +206,6 @@ def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list
                      counts: dict[str, int]) -> None:
     from avro_registry_sink.formats import format_named
     from avro_registry_sink.formats.changelog_arrow import Body, _candidates, utf8_messages
-    from avro_registry_sink.spark.sources.sources import peek_message
 
     n = len(chunk.messages)
     counts["n"] += n
@@ -283,8 +298,6 @@ def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool =
     fmt = spec.kind
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from avro_registry_sink.workers import settle
-
         settle()
         groups: dict[tuple[Any, ...], list[Any]] = {}
         ddls: list[dict[str, Any]] = []
@@ -303,7 +316,6 @@ def summarize_changelog(batch_df: DataFrame, spec: SourceSpec, *, sample: bool =
         for kind in ("error", "skip", "watermark"):
             if counts.get(kind):
                 out.append({"kind": kind, "n": counts[kind]})
-        from avro_registry_sink.spark.sources.sources import _arrow_schema
 
         yield pa.RecordBatch.from_pylist(out, schema=_arrow_schema(SUMMARY_DDL))
 
@@ -362,16 +374,11 @@ def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:
 
 
 def _encoded_schema() -> pa.Schema:
-    from avro_registry_sink.spark.sources.sources import _arrow_schema_of_encoded
-
     return _arrow_schema_of_encoded()
 
 
 def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
     """The encode stage's error (source, reason, message, table...) as a complete dead-letter record."""
-    from avro_registry_sink.model import dead_letter_json
-    from avro_registry_sink.spark.sources.sources import location_of
-
     record = json.loads(error)
     if "raw_base64" in record:
         return error
@@ -384,8 +391,6 @@ def _dead_letter(error: str, fmt: str, raw: bytes | str | None) -> str:
 
 def _finish(records: pa.RecordBatch, order_version: np.ndarray, order_file: pa.Array, order_line: np.ndarray,
             errors: pa.Array) -> pa.RecordBatch:
-    from avro_registry_sink.model import KAFKA_SCHEMA
-
     return pa.RecordBatch.from_arrays(
         [*records.select(KAFKA_SCHEMA.names).columns, pa.array(order_version, pa.int64()), order_file,
          pa.array(order_line, pa.int64()), errors], schema=_encoded_schema())
@@ -429,8 +434,6 @@ def _check_message(versions: Any, kind: str, schema: Any, table: Any, commit_ts:
                    filtered: dict[tuple[str, str], int]) -> bool:
     """A message read one by one, in a strict pass: whether it is left out (counted), or raise
     :class:`NeedsSummary` when the driver must see it first."""
-    from avro_registry_sink.tabledef.catalog import pick_version
-
     if kind not in ("dml", "ddl"):
         return False
     name = (schema, table)
@@ -455,8 +458,6 @@ def _check_message(versions: Any, kind: str, schema: Any, table: Any, commit_ts:
 def _same_bodies(tables: list[Any], plans: Mapping[tuple[str, str, int], Any]) -> list[list[Any]]:
     """The chunk's table versions in groups whose encoders write the same Avro bodies (tables of one shape),
     encoded in one call each (:func:`~avro_registry_sink.spark.stages.stage.encode_typed_group`)."""
-    from avro_registry_sink.spark.stages.stage import stage_for
-
     groups: list[tuple[Any, list[Any]]] = []
     for rows in tables:
         signature = stage_for(plans[rows.key]).encoder.body_signature()
@@ -474,7 +475,8 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                   excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
                   ) -> Iterator[pa.RecordBatch]:
     from avro_registry_sink.formats import format_named
-    from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA
+
+    # read at call time: tests/unit/test_changelog_arrow.py replaces stage.encode_typed_group to watch the calls
     from avro_registry_sink.spark.stages.stage import encode_change_batch, encode_typed, encode_typed_group
 
     n = len(chunk.messages)
@@ -501,7 +503,6 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
             yield _finish(records, rows.commit_ts, chunk.order_file.take(pa.array(rows.message)),
                           chunk.order_line[rows.message], errors)
     # The messages read one by one: the per-message readers, then the same encoder
-    from avro_registry_sink.spark.sources.sources import _error_json, parse_message, peek_message
 
     slow = np.union1d(slow, np.flatnonzero(pre)).astype(np.int64)
     if not slow.size and not found.crashed.size:
@@ -580,9 +581,6 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     (an accumulator of :class:`CountsParam`).
     """
     from avro_registry_sink.formats.changelog_arrow import TableVersions
-    from avro_registry_sink.model import ENCODED_DDL
-    from avro_registry_sink.spark.stages.plan_cache import map_in_arrow
-    from avro_registry_sink.spark.stages.tally import StageOutput
 
     fmt = spec.kind
     history = {key: list(versions) for key, versions in history.items()}

@@ -27,6 +27,7 @@ from avro_registry_sink.columnar import record_fields
 from avro_registry_sink.config import DecimalMode, EncodingOptions, PartitionStrategy
 from avro_registry_sink.model import MESSAGE_OVERHEAD, OP_ALIASES, OVERSIZE_ADVICE, Op
 from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir
+from avro_registry_sink.spark.runtime.session import has_class
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, rule_for
 
@@ -40,8 +41,6 @@ __all__ = ["ensure_spark_avro", "has_spark_avro", "jvm_encode_table", "jvm_stage
 
 def has_spark_avro(spark: SparkSession) -> bool:
     """Whether Spark's Avro functions (``spark-avro``) are on the session's classpath."""
-    from avro_registry_sink.spark.runtime.session import has_class
-
     return has_class(spark, "org.apache.spark.sql.avro.CatalystDataToAvro")
 
 

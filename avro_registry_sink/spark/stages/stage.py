@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from avro_registry_sink.changes import load_image
 from avro_registry_sink.columnar import ColumnarEncoder, decode_base64, parse_ops
 from avro_registry_sink.config import PartitionStrategy
 from avro_registry_sink.errors import AvroSinkError, ConfigError, EncodingError
@@ -46,11 +47,14 @@ from avro_registry_sink.model import (
     KAFKA_SCHEMA,
     MESSAGE_OVERHEAD,
     OVERSIZE_ADVICE,
+    Op,
     PlanKey,
     RefusalReason,
 )
 from avro_registry_sink.routing import Route
+from avro_registry_sink.spark.stages.jvm_stage import jvm_encode_table, jvm_stage_gap
 from avro_registry_sink.spark.stages.plan import StagePlan, topic_partitions
+from avro_registry_sink.spark.stages.tally import StageOutput
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -519,8 +523,6 @@ def encode_table(df: DataFrame, plan: StagePlan, *, keep: Sequence[str] = (), en
         raise ConfigError(f"Invalid engine {engine!r}: valid values are {', '.join(ENGINES)}.", option="engine",
                           value=engine)
     if engine != "arrow":
-        from avro_registry_sink.spark.stages.jvm_stage import jvm_encode_table, jvm_stage_gap
-
         gap = jvm_stage_gap(df, plan, keep)
         if gap is None:
             return jvm_encode_table(df, plan, keep)
@@ -591,8 +593,6 @@ def encode_changes(df: DataFrame, plans: Mapping[PlanKey, StagePlan], *, keep: S
     instead of failing the job. ``output``: a :class:`~avro_registry_sink.spark.stages.tally.StageOutput` (counted,
     or the file sink's lines; those need ``isolate`` and the order columns in ``keep``).
     """
-    from avro_registry_sink.spark.stages.tally import StageOutput
-
     plans = dict(plans)
     keep = tuple(keep)
     out_schema = _with_kept(KAFKA_DDL + (", error STRING" if isolate else ""), df, keep)
@@ -827,9 +827,6 @@ def _encode_rows(part: pa.RecordBatch, stage: _TableStage, version: int,
 
     Exact for every input the encoder accepts (its per-value path uses the reference converters), and
     each row's failure stays with that row."""
-    from avro_registry_sink.changes import load_image
-    from avro_registry_sink.model import Op
-
     plan = stage.plan
     omitted = {name.lower() for name in getattr(plan.encoding, "omitted", ())}
     rows = part.select(["op", "commit_ts", "before", "after"]).to_pylist()

@@ -27,7 +27,10 @@ from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from avro_registry_sink.model import FILE_LINES_DDL
+from avro_registry_sink.failpoints import failpoint
+from avro_registry_sink.model import FILE_LINES_DDL, is_misconfiguration
+from avro_registry_sink.spark.stages.file_lines import line_batch
+from avro_registry_sink.workers import settle
 
 __all__ = ["StageOutput", "Tally", "TallyParam", "empty_tally", "spread_verdicts", "tallied", "tally_of"]
 
@@ -134,8 +137,6 @@ class StageOutput:
         def lines(batches: Iterator[Any]) -> Iterator[Any]:
             import pyarrow.compute as pc
 
-            from avro_registry_sink.spark.stages.file_lines import line_batch
-
             for out in counted(batches):
                 if "error" in out.schema.names and out.column("error").null_count < out.num_rows:
                     out = out.filter(pc.is_null(out.column("error")))
@@ -148,11 +149,7 @@ class StageOutput:
 def tallied(encode: Callable[[Iterator[Any]], Iterator[Any]], accumulator: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """``encode`` (a ``mapInArrow`` function) adding a :func:`tally_of` each batch it yields to ``accumulator``
     (and passing the ``stage.encoded`` failpoint, :mod:`~avro_registry_sink.failpoints`, with each)."""
-    from avro_registry_sink.failpoints import failpoint
-
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from avro_registry_sink.workers import settle
-
         settle()
         for out in encode(batches):
             if accumulator is not None:
@@ -187,8 +184,6 @@ def spread_verdicts(encode: Callable[[Iterator[Any]], Iterator[Any]],
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import numpy as np
         import pyarrow as pa
-
-        from avro_registry_sink.model import is_misconfiguration
 
         for out in encode(batches):
             names = out.schema.names
