@@ -1,27 +1,115 @@
-"""The documentation's runnable blocks (a ```bash fence right after ``<!-- runnable -->``) pass as written, in
-order per page, in a fresh directory with the package's commands on the PATH."""
+"""The documentation's code blocks, as a reader runs them.
+
+A ```bash fence right after ``<!-- runnable -->`` is run as written: a page's runnable blocks in order in one
+shell, as a reader pastes them into one terminal (a variable one block exports, or a registry it starts in the
+background, is there for the next), in a fresh directory with the package's commands on the PATH. The pages name
+what a reader may change through variables with defaults, and the suite sets only those: ``KAFKA_BOOTSTRAP`` (the
+suite's broker), ``REGISTRY_PORT`` (a free port) and ``TOPIC_PREFIX`` (topics of this run alone). Every other
+shell or Python block of docs/ is listed in :data:`NOT_RUN` with why it cannot run here.
+
+The tour's Kafka step (docs/index.md, step 5) is then read back with confluent-kafka's ``DeserializingConsumer``
+and ``AvroDeserializer`` against the registry the page starts (started again as the page says, on its file), and
+its records replay to the demo's rows.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark]
-
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"<!-- runnable -->\s*\n```bash\n(.*?)```", re.S)
+#: Every fenced block of code a reader could paste (diagrams, JSON and properties files are not code).
+CODE = re.compile(r"^(<!-- runnable -->\s*\n)?```(bash|sh|shell|console|python)\n(.*?)^```", re.S | re.M)
+TOUR_ROWS = 40  # the tour's `demo --dir tour --rows 40`
+
+#: The code blocks the suite does not run, by page and first line, with why (a page's block that is in neither
+#: this list nor marked runnable fails test_every_code_block_is_run_or_says_why_not).
+NOT_RUN: dict[tuple[str, str], str] = {
+    ("index.md", "# 1. install, then run the main job on the embedded defaults (demo TiCDC data -> Avro files)"):
+        "needs a checkout of the repository, and its second command runs the whole suite, this test among it",
+    ("tutorials/storage-tree.md", "avro-registry-sink run --source trial/input --tables trial/tables.sql "
+                                  "--config trial/ticdc.toml \\"):
+        "steps 3 and 5: a Spark run (20-40 s) of the command the tour's step 2 runs twice on the same demo tree",
+    ("tutorials/storage-tree.md", "avro-registry-sink status --checkpoint trial/checkpoint"):
+        "step 4 reads step 3's checkpoint and state (step 3 is not run); the tour's step 4 runs history and diff",
+    ("tutorials/storage-tree.md", "avro-registry-sink registry serve --port 8081 --data trial/registry.db &"):
+        "step 6: the tour's Kafka step runs these commands on the same demo tree and its records are read back here",
+    ("tutorials/canal-json-topic.md", 'avro-registry-sink run --source "canal-json+kafka://'
+                                      '${KAFKA_BOOTSTRAP:-127.0.0.1:19092}/tutorial-canal" \\'):
+        "a Spark run from a Kafka source (20-40 s, over the suite's budget); the job on the demo's changes as "
+        "canal-json messages runs in tests/integration/test_e2e_kafka.py",
+    ("tutorials/canal-json-topic.md", "avro-registry-sink status --checkpoint canal-trial/checkpoint"):
+        "step 4 reads step 3's checkpoint and state (step 3 is not run)",
+    ("tutorials/debezium-json-topic.md", 'avro-registry-sink run --source "debezium-json+kafka://'
+                                         '${KAFKA_BOOTSTRAP:-127.0.0.1:19092}/tutorial-debezium" \\'):
+        "a Spark run from a Kafka source (20-40 s, over the suite's budget); the command `demo --to-kafka` prints "
+        "for a debezium-json topic runs in tests/integration/test_demo_topic_kafka.py",
+    ("tutorials/debezium-json-topic.md", "avro-registry-sink status --checkpoint dbz-trial/checkpoint"):
+        "step 4 reads step 3's checkpoint and state (step 3 is not run)",
+    ("benchmarks.md", "KAFKA_PORT=19092 scripts/kafka.sh start                # for the Kafka rows (optional)"):
+        "the benchmarks: hours on 10^6-10^7 rows; tests/unit/test_bench.py runs the harness on small inputs",
+    ("benchmarks.md", "# the harness alone, every input, file and Kafka output (5 rounds after a warm-up, load "
+                      "average per round)"):
+        "the benchmarks: hours on 10^6-10^7 rows; tests/unit/test_bench.py runs the harness on small inputs",
+    ("delivery.md", "avro-registry-sink verify --source /data/ticdc --tables schemas/shop.sql \\"):
+        "a reference example naming the reader's tree (/data/ticdc), broker and registry; verify on a real "
+        "broker runs in tests/integration/test_verify_kafka.py",
+    ("deployment.md", "avro-registry-sink run \\"):
+        "names an object store (s3://cdc-bucket at minio:9000) and a broker of the reader's; the job on an S3 API "
+        "server runs in tests/deploy/test_object_store.py",
+    ("deployment.md", "avro-registry-sink package --out dist --stores s3 --kafka"):
+        "needs a Spark standalone cluster (spark://master:7077); package and spark-submit on a local cluster run "
+        "in tests/deploy/test_cluster.py",
+    ("deployment.md", "# TLS with a client certificate (TiCDC: ca, cert and key together; they switch TLS on by "
+                      "themselves)"):
+        "option fragments, not commands; these URIs on the broker's TLS and SASL listeners run in "
+        "tests/integration/test_kafka_security.py",
+    ("development.md", "scripts/install.sh                       # .venv with the project and test extras"):
+        "runs the whole suite, this test among it",
+    ("operations.md", "PROMETHEUS_GRAPH_PNG=$PWD/docs/img/prometheus-graph.png \\"):
+        "runs tests/integration/test_prometheus.py, a test of the suite",
+    ("operations.md", "avro-registry-sink status --checkpoint CK [--json] [--max-lag SECONDS]"):
+        "a synopsis (CK is the reader's checkpoint); status on a job's checkpoint runs in tests/unit/test_status.py",
+    ("running.md", "# A TiCDC storage-sink directory (CSV or canal-json data files) into a real Kafka + registry, "
+                   "continuously"):
+        "reference examples naming the reader's tree (/data/ticdc), broker and registry; the tour and the "
+        "tutorials run the same commands on the demo's data",
+    ("python-api.md", "from avro_registry_sink.spark.functions import from_flat_avro, notebook_session, to_flat_avro"):
+        "a fragment (df is the reader's DataFrame); to_flat_avro and from_flat_avro on a real broker run in "
+        "tests/integration/test_notebook_api.py",
+    ("python-api.md", 'back.select(from_flat_avro("value", registry="http://127.0.0.1:8081", '
+                      'subject="shop_orders-value", major=2)'):
+        "continues the fragment above (its back DataFrame)",
+}
+
+
+def _pages() -> list[Path]:
+    return sorted((ROOT / "docs").rglob("*.md"))  # the tutorials/ pages too
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT / "docs").as_posix()
 
 
 def _blocks() -> list[tuple[str, int, str]]:
     out = []
-    for page in sorted((ROOT / "docs").rglob("*.md")):  # the tutorials/ pages too
+    for page in _pages():
         for number, match in enumerate(BLOCK.finditer(page.read_text(encoding="utf-8")), start=1):
-            out.append((page.relative_to(ROOT / "docs").as_posix(), number, match.group(1)))
+            out.append((_name(page), number, match.group(1)))
     return out
 
 
@@ -29,15 +117,189 @@ def test_there_are_runnable_blocks():
     assert len(_blocks()) >= 3
 
 
-@pytest.mark.parametrize("page", sorted({name for name, _, _ in _blocks()}))
-def test_the_runnable_blocks_of_a_page_pass(page, tmp_path):
+def test_every_code_block_is_run_or_says_why_not():
+    listed = set()
+    unlisted = []
+    for page in _pages():
+        for match in CODE.finditer(page.read_text(encoding="utf-8")):
+            if match.group(1):
+                continue
+            key = (_name(page), match.group(3).split("\n", 1)[0])
+            listed.add(key)
+            if key not in NOT_RUN:
+                unlisted.append(key)
+    assert not unlisted, ("code blocks neither marked <!-- runnable --> nor listed in NOT_RUN with a reason (page, "
+                          f"first line): {unlisted}")
+    stale = sorted(set(NOT_RUN) - listed)
+    assert not stale, f"NOT_RUN lists blocks that are no longer in docs/ (or are now runnable): {stale}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a page's blocks
+
+
+@dataclass(frozen=True)
+class PageRun:
+    """One page's runnable blocks run in one shell: where, with which variables, and what it printed."""
+
+    page: str
+    directory: Path
+    env: dict[str, str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def failure(self) -> str:
+        """Which block failed (its marker is the last on stderr), with the ends of both outputs."""
+        markers = re.findall(r"^::docs block (\d+)$", self.stderr, re.M)
+        number = int(markers[-1]) if markers else 0
+        script = next((s for name, n, s in _blocks() if name == self.page and n == number), "")
+        return (f"{self.page} block {number} failed (exit {self.returncode}):\n{script}\n--- stdout\n"
+                f"{self.stdout[-2000:]}\n--- stderr\n{self.stderr[-3000:]}")
+
+
+def _run_page(page: str, directory: Path, env: dict[str, str]) -> PageRun:
+    """The page's runnable blocks, in order, in one ``bash -euo pipefail`` (a marker on stderr before each)."""
+    script = "\n".join(f"echo '::docs block {number}' >&2\n{text}" for name, number, text in _blocks() if name == page)
+    with (directory / ".page.out").open("w+") as out, (directory / ".page.err").open("w+") as err:
+        # files, not pipes: a background process of a failed block (a registry) keeps no reader of ours waiting
+        shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=directory, env=env, stdout=out,
+                                 stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        try:
+            returncode = shell.wait(timeout=600)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # what a failed block left running in the background
+                os.killpg(shell.pid, signal.SIGTERM)
+        out.seek(0)
+        err.seek(0)
+        return PageRun(page, directory, env, returncode, out.read(), err.read())
+
+
+@pytest.fixture(scope="module")
+def run_page(tmp_path_factory) -> Callable[[str], PageRun]:
+    """Runs a page's blocks once per module (the tour's Kafka step is checked by a second test)."""
+    from tests.support.servers import ensure_kafka, free_port
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("AVRO_SINK_")}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, COLUMNS="160")
-    for name, number, script in _blocks():
-        if name != page:
-            continue
-        ran = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=600)
-        assert ran.returncode == 0, f"{page} block {number}:\n{script}\n{ran.stdout[-2000:]}\n{ran.stderr[-3000:]}"
-        assert "Traceback" not in ran.stderr, ran.stderr[-3000:]
+               PYSPARK_DRIVER_PYTHON=sys.executable, COLUMNS="160", KAFKA_BOOTSTRAP=ensure_kafka(),
+               REGISTRY_PORT=str(free_port()), TOPIC_PREFIX=f"docs_{uuid.uuid4().hex[:8]}")
+    env.pop("REGISTRY", None)
+    done: dict[str, PageRun] = {}
+
+    def run(page: str) -> PageRun:
+        if page not in done:
+            done[page] = _run_page(page, tmp_path_factory.mktemp(page.replace("/", "-")), env)
+        return done[page]
+
+    return run
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.parametrize("page", sorted({name for name, _, _ in _blocks()}))
+def test_the_runnable_blocks_of_a_page_pass(page, run_page):
+    ran = run_page(page)
+    assert ran.returncode == 0, ran.failure()
+    assert "Traceback" not in ran.stderr, ran.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------------------------------
+# The tour's Kafka step, read back
+
+
+@contextmanager
+def _registry_as_the_page_says(directory: Path, env: dict[str, str]) -> Iterator[str]:
+    """``avro-registry-sink registry serve --data tour/registry.db`` again (the page: "serves the same ids")."""
+    from tests.support.servers import free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(["avro-registry-sink", "registry", "serve", "--port", str(port), "--data",
+                               "tour/registry.db"], cwd=directory, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/subjects", timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"registry serve --data tour/registry.db did not answer on {url}: "
+                                         f"{server.communicate(timeout=10)[1][-2000:]}") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _read_topics(bootstrap: str, registry: str, topics: list[str]) -> dict[str, list[tuple[int, dict, dict | None]]]:
+    """Every record of the topics, as ``(partition, key, value or None)`` in partition and offset order, read with
+    confluent-kafka's DeserializingConsumer and AvroDeserializer for key and value."""
+    from confluent_kafka import DeserializingConsumer, TopicPartition
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    client = SchemaRegistryClient({"url": registry})
+    consumer = DeserializingConsumer({
+        "bootstrap.servers": bootstrap, "group.id": f"docs-tour-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "key.deserializer": AvroDeserializer(client),
+        "value.deserializer": AvroDeserializer(client)})
+    try:
+        ends: dict[tuple[str, int], int] = {}
+        for topic in topics:
+            metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+            assert metadata.error is None, f"{topic}: {metadata.error}"
+            for partition in metadata.partitions:
+                ends[(topic, partition)] = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                                          timeout=10)[1]
+        consumer.assign([TopicPartition(t, p, 0) for (t, p), end in ends.items() if end > 0])
+        got: dict[tuple[str, int], list[tuple[int, dict, dict | None]]] = {tp: [] for tp in ends}
+        left = {tp for tp, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 60
+        while left and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            tp = (message.topic(), message.partition())
+            got[tp].append((message.partition(), message.key(), message.value()))
+            if message.offset() + 1 >= ends[tp]:
+                left.discard(tp)
+        assert not left, f"partitions not read to their end within 60 s: {sorted(left)}"
+    finally:
+        consumer.close()
+    out: dict[str, list[tuple[int, dict, dict | None]]] = {topic: [] for topic in topics}
+    for (topic, _partition), records in sorted(got.items()):
+        out[topic].extend(records)
+    return out
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_the_tours_kafka_step_is_read_back_with_confluent_kafkas_deserializer(run_page, tmp_path):
+    from avro_registry_sink.sources.demo import generate_demo
+    from tests.support.job import expected_state, replay
+
+    ran = run_page("index.md")
+    assert ran.returncode == 0, ran.failure()
+    manifest = generate_demo(tmp_path / "demo", rows_per_table=TOUR_ROWS)  # the demo's seed: the tour's changes
+    expected = expected_state(manifest)
+    topics = {name: f"{ran.env['TOPIC_PREFIX']}_{name.replace('.', '_')}" for name in manifest.tables}
+    with _registry_as_the_page_says(ran.directory, ran.env) as registry:
+        records = _read_topics(ran.env["KAFKA_BOOTSTRAP"], registry, sorted(topics.values()))
+    for name, topic in topics.items():
+        counts = manifest.counts[name]
+        got = records[topic]
+        assert len(got) == counts.inserts + counts.updates + counts.deletes, (name, len(got), counts)
+        assert sum(value is None for _, _, value in got) == counts.deletes, name  # deletes are tombstones
+        assert replay((key, value) for _, key, value in got) == expected[name], name
+    # the page's own reader printed a shop.orders record of that topic, decoded with the page's registry
+    printed = [line for line in ran.stdout.splitlines() if line.startswith("{'")]
+    orders = {repr(value) for _, _, value in records[topics["shop.orders"]] if value is not None}
+    assert printed and printed[-1] in orders, (printed, sorted(orders)[:2])
+    # shop.orders' records are of both value schemas: before the ALTER TABLE without `channel`, after it with
+    values = [value for _, _, value in records[topics["shop.orders"]] if value is not None]
+    assert {"channel" in value for value in values} == {False, True}
