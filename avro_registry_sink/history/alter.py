@@ -157,6 +157,101 @@ def _cast(column: str, old: AvroField, new: AvroField, type_text: str) -> str:
     return f"{column}::{type_text}"
 
 
+# -- the values MySQL's ALTER gives a kept column ---------------------------------------------------------------------
+
+
+_TEMPORAL = ("DATE", "DATETIME", "TIMESTAMP", "TIME", "YEAR")
+
+
+def _kind(f: AvroField) -> str | None:
+    """The temporal/number/text family of a field (as ``schema.migration``'s rules tell them apart): DATE, DATETIME,
+    TIMESTAMP and TIME are text in TiCDC's Avro, YEAR an int; ``None`` for what no conversion here concerns."""
+    t = str(f.parameters.get("tidb_type") or "").upper()
+    if f.logical is not None:
+        return None
+    if f.type == "string" and t in ("DATE", "DATETIME", "TIMESTAMP", "TIME"):
+        return t
+    if f.type in ("int", "long"):
+        return "YEAR" if t == "YEAR" else "INTEGER"
+    if f.type == "string":
+        return "TEXT"
+    return f.type if f.type in ("float", "double") else None
+
+
+def _refuse(column: str, pair: str, why: str) -> ConfigError:
+    return ConfigError(f"column {column}: {pair}: {why}, and --sql has no statement that gives the rows MySQL's ALTER "
+                       "gives them; convert that column's values yourself (diff without --sql lists every change).",
+                       option="sql", value=column)
+
+
+def _conversion(old: AvroField, new: AvroField, column: str, dialect: str) -> tuple[str | None, str | None]:
+    """MySQL's conversion of a kept column's values where the type change alone (PostgreSQL's cast, MySQL's
+    ``MODIFY``) would give other values: ``(before, after)``, an expression over the column assigned to it before
+    the type change (in the old type) or after it (in the new one), ``None`` for nothing. Conversions MySQL refuses
+    for every value (DATE to YEAR) are left to the type change, which fails on any row as MySQL's ALTER does; those
+    no SQL here computes raise a ConfigError naming the column."""
+    s, d = _kind(old), _kind(new)
+    pg = dialect == "postgres"
+    name = quote(column, dialect)
+    if s in ("float", "double") and d == "INTEGER":  # rounded half away from zero (a cast rounds half to even)
+        return (f"round({name}::numeric)" if pg else f"ROUND(CAST({name} AS DECIMAL(65,30)))"), None
+    if s == "TEXT" and d == "INTEGER" and new.nullable:  # text that is no integer reads as NULL (the rules' OUT)
+        match = f"{name} ~ '^\\s*[-+]?[0-9]+\\s*$'" if pg else f"{name} REGEXP '^[[:space:]]*[-+]?[0-9]+[[:space:]]*$'"
+        return f"CASE WHEN {match} THEN {name} END", None
+    if s == "TEXT" and d == "TEXT":
+        return None, _members(old, new, name, dialect)
+    if s is None or d is None or s == d or not ({s, d} & set(_TEMPORAL)):
+        return None, None
+    pair = f"{s} to {d}"
+    if d == "TEXT":  # the text TiCDC prints is MySQL's text of the value (YEAR as four digits)
+        return None, (f"lpad({name}, 4, '0')" if pg else f"LPAD({name}, 4, '0')") if s == "YEAR" else None
+    if s == "YEAR" and d == "INTEGER":
+        return None, None
+    if d == "YEAR" and s in ("DATE", "DATETIME", "TIMESTAMP", "TIME"):
+        return None, None  # MySQL's ALTER refuses every value: so does the cast of the text to an integer
+    if s in ("TIME", "YEAR") and d in ("DATE", "DATETIME", "TIMESTAMP"):
+        raise _refuse(column, pair, "MySQL's ALTER takes the date of the day it ran (CURRENT_DATE)" if s == "TIME"
+                      else "MySQL's ALTER refuses every value")
+    if d == "INTEGER" and s in ("DATE", "DATETIME", "TIMESTAMP", "TIME"):  # the digits: YYYYMMDD[hhmmss], [-]hhmmss
+        separators = ":" if s == "TIME" else "-: "
+        expr = name
+        for sep in separators:
+            expr = f"replace({expr}, '{sep}', '')" if pg else f"REPLACE({expr}, '{sep}', '')"
+        return expr, None  # fractional seconds leave a '.': the cast fails, as MySQL's ALTER refuses them
+    if d == "TIME" and s == "DATE":
+        return "'00:00:00'", None
+    if d == "TIME" and s in ("DATETIME", "TIMESTAMP"):  # the time part
+        return (f"substr({name}, 12)" if pg else f"SUBSTRING({name}, 12)"), None
+    if d == "DATE" and s in ("DATETIME", "TIMESTAMP"):  # the date, the time rounded to the second
+        rounded = (f"to_char({name}::timestamp + interval '0.5 second', 'YYYY-MM-DD')" if pg else
+                   f"DATE_FORMAT(CAST({name} AS DATETIME(6)) + INTERVAL 500000 MICROSECOND, '%Y-%m-%d')")
+        return f"CASE WHEN {name} LIKE '% 23:59:59.%' THEN {rounded} ELSE substr({name}, 1, 10) END", None
+    if s == "DATE" and d in ("DATETIME", "TIMESTAMP"):
+        return (f"{name} || ' 00:00:00'" if pg else f"CONCAT({name}, ' 00:00:00')"), None
+    if {s, d} == {"DATETIME", "TIMESTAMP"}:
+        return None, None  # the same text
+    if s == "TEXT" and d == "DATE":  # Y-M-D or digits, printed YYYY-MM-DD
+        return (f"to_char({name}::date, 'YYYY-MM-DD')" if pg else
+                f"DATE_FORMAT(CAST({name} AS DATE), '%Y-%m-%d')"), None
+    raise _refuse(column, pair, "MySQL's ALTER converts the values (docs/registries.md, temporal pairs)")
+
+
+def _members(old: AvroField, new: AvroField, name: str, dialect: str) -> str | None:
+    """A SET column whose members changed order: its values printed in the new order, as MySQL prints its bitmask
+    (``x,y`` is ``y,x`` in ``SET('y','x')``)."""
+    types = {str(f.parameters.get("tidb_type") or "").upper() for f in (old, new)}
+    before, after = (str(f.parameters.get("allowed") or "").split(",") for f in (old, new))
+    if types != {"SET"} or [m for m in after if m in before] == [m for m in before if m in after]:
+        return None
+    if dialect == "postgres":
+        parts = [f"CASE WHEN {_string_literal(m, dialect)} = ANY(string_to_array({name}, ',')) THEN "
+                 f"{_string_literal(m, dialect)} END" for m in after]
+    else:
+        parts = [f"IF(FIND_IN_SET({_string_literal(m, dialect)}, {name}), {_string_literal(m, dialect)}, NULL)"
+                 for m in after]
+    return f"CASE WHEN {name} IS NULL THEN NULL ELSE concat_ws(',', {', '.join(parts)}) END"
+
+
 def alter_statements(diff: SchemaDiff, table: str, dialect: str) -> list[str]:
     """The statements that turn the downstream table of ``diff.before`` into that of ``diff.after``.
 
@@ -211,16 +306,25 @@ def alter_statements(diff: SchemaDiff, table: str, dialect: str) -> list[str]:
     for f in diff.after:
         kinds = changed.get(f.name, set())
         old = _old_field(diff, f.name)
-        if old is None or not kinds - {"connect.parameters"}:
+        if old is None or not kinds:
+            continue
+        column = quote(f.name, dialect)
+        before, after = _conversion(old, f, f.name, dialect)
+        if before is not None:
+            out.append(f"UPDATE {name} SET {column} = {before}")
+        if not kinds - {"connect.parameters"}:  # the same column: only its values change (a temporal type, a SET)
+            if after is not None:
+                out.append(f"UPDATE {name} SET {column} = {after}")
             continue
         in_key = f.name in key_after
-        column = quote(f.name, dialect)
         becomes_not_null = "nullability" in kinds and not f.nullable
         if becomes_not_null:
             fill = _literal(f, _default(f), dialect) if _default(f) is not None else _zero(f, dialect)
             out.append(f"UPDATE {name} SET {column} = {fill} WHERE {column} IS NULL")
         if dialect == "mysql":
             out.append(alter + "MODIFY COLUMN " + _column_definition(f, dialect, key=in_key))
+            if after is not None:
+                out.append(f"UPDATE {name} SET {column} = {after}")
             continue
         new_type = column_type(f, dialect)
         if "type" in kinds and column_type(old, dialect) != new_type:
@@ -236,6 +340,8 @@ def alter_statements(diff: SchemaDiff, table: str, dialect: str) -> list[str]:
                 out.append(alter + f"ALTER COLUMN {column} DROP DEFAULT")
         if "nullability" in kinds:
             out.append(alter + f"ALTER COLUMN {column} {'DROP' if f.nullable else 'SET'} NOT NULL")
+        if after is not None:
+            out.append(f"UPDATE {name} SET {column} = {after}")
     if key_changed and diff.key_after:
         out.append(alter + "ADD PRIMARY KEY (" + ", ".join(quote(k, dialect) for k in diff.key_after) + ")")
     return out
