@@ -5,7 +5,7 @@ shell, as a reader pastes them into one terminal (a variable one block exports, 
 background, is there for the next), in a fresh directory with the package's commands on the PATH. The pages name
 what a reader may change through variables with defaults, and the suite sets only those: ``KAFKA_BOOTSTRAP`` (the
 suite's broker), ``REGISTRY_PORT`` (a free port) and ``TOPIC_PREFIX`` (topics of this run alone). Every other
-shell or Python block of docs/ is listed in :data:`NOT_RUN` with why it cannot run here.
+shell or Python block of docs/ and the README is listed in :data:`NOT_RUN` with why it cannot run here.
 
 The tour's Kafka step (docs/index.md, step 5) is then read back with confluent-kafka's ``DeserializingConsumer``
 and ``AvroDeserializer`` against the registry the page starts (started again as the page says, on its file), and
@@ -36,11 +36,15 @@ BLOCK = re.compile(r"<!-- runnable -->\s*\n```bash\n(.*?)```", re.S)
 CODE = re.compile(r"^(<!-- runnable -->\s*\n)?```(bash|sh|shell|console|python)\n(.*?)^```", re.S | re.M)
 TOUR_ROWS = 40  # the tour's `demo --dir tour --rows 40`
 
-#: The code blocks the suite does not run, by page and first line, with why (a page's block that is in neither
-#: this list nor marked runnable fails test_every_code_block_is_run_or_says_why_not).
+#: The code blocks the suite does not run, by page and the start of their first line, with why (a page's block that
+#: is in neither this list nor marked runnable fails test_every_code_block_is_run_or_says_why_not).
 NOT_RUN: dict[tuple[str, str], str] = {
     ("index.md", "# 1. install, then run the main job on the embedded defaults (demo TiCDC data -> Avro files)"):
         "needs a checkout of the repository, and its second command runs the whole suite, this test among it",
+    ("README.md", "# 1. install, then run the main job on the embedded defaults (demo TiCDC data -> Avro files)"):
+        "needs a checkout of the repository, and its second command runs the whole suite, this test among it",
+    ("README.md", "source .venv/bin/activate"):
+        "needs the repository's .venv; its commands (demo, run, schemas, diff) run as docs/index.md's tour steps 1-4",
     ("tutorials/storage-tree.md", "avro-registry-sink run --source trial/input --tables trial/tables.sql "
                                   "--config trial/ticdc.toml \\"):
         "steps 3 and 5: a Spark run (20-40 s) of the command the tour's step 2 runs twice on the same demo tree",
@@ -82,7 +86,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "runs the whole suite, this test among it",
     ("operations.md", "PROMETHEUS_GRAPH_PNG=$PWD/docs/img/prometheus-graph.png \\"):
         "runs tests/integration/test_prometheus.py, a test of the suite",
-    ("operations.md", "avro-registry-sink status --checkpoint CK [--json] [--max-lag SECONDS]"):
+    ("operations.md", "avro-registry-sink status --checkpoint CK"):
         "a synopsis (CK is the reader's checkpoint); status on a job's checkpoint runs in tests/unit/test_status.py",
     ("running.md", "# A TiCDC storage-sink directory (CSV or canal-json data files) into a real Kafka + registry, "
                    "continuously"):
@@ -98,11 +102,11 @@ NOT_RUN: dict[tuple[str, str], str] = {
 
 
 def _pages() -> list[Path]:
-    return sorted((ROOT / "docs").rglob("*.md"))  # the tutorials/ pages too
+    return [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]  # the tutorials/ pages too
 
 
 def _name(page: Path) -> str:
-    return page.relative_to(ROOT / "docs").as_posix()
+    return page.relative_to(ROOT / "docs").as_posix() if page.is_relative_to(ROOT / "docs") else page.name
 
 
 def _blocks() -> list[tuple[str, int, str]]:
@@ -118,19 +122,20 @@ def test_there_are_runnable_blocks():
 
 
 def test_every_code_block_is_run_or_says_why_not():
-    listed = set()
+    used = set()
     unlisted = []
     for page in _pages():
         for match in CODE.finditer(page.read_text(encoding="utf-8")):
             if match.group(1):
                 continue
-            key = (_name(page), match.group(3).split("\n", 1)[0])
-            listed.add(key)
-            if key not in NOT_RUN:
-                unlisted.append(key)
+            name, first = _name(page), match.group(3).split("\n", 1)[0]
+            keys = [key for key in NOT_RUN if key[0] == name and first.startswith(key[1])]
+            used.update(keys)
+            if not keys:
+                unlisted.append((name, first))
     assert not unlisted, ("code blocks neither marked <!-- runnable --> nor listed in NOT_RUN with a reason (page, "
                           f"first line): {unlisted}")
-    stale = sorted(set(NOT_RUN) - listed)
+    stale = sorted(set(NOT_RUN) - used)
     assert not stale, f"NOT_RUN lists blocks that are no longer in docs/ (or are now runnable): {stale}"
 
 
@@ -151,16 +156,21 @@ class PageRun:
 
     def failure(self) -> str:
         """Which block failed (its marker is the last on stderr), with the ends of both outputs."""
-        markers = re.findall(r"^::docs block (\d+)$", self.stderr, re.M)
-        number = int(markers[-1]) if markers else 0
+        started = self.started()
+        number = max(started, default=0)
         script = next((s for name, n, s in _blocks() if name == self.page and n == number), "")
         return (f"{self.page} block {number} failed (exit {self.returncode}):\n{script}\n--- stdout\n"
                 f"{self.stdout[-2000:]}\n--- stderr\n{self.stderr[-3000:]}")
 
+    def started(self) -> dict[int, float]:
+        """When each block started (bash's EPOCHREALTIME), by block number."""
+        return {int(n): float(at) for n, at in re.findall(r"^::docs block (\d+) at ([\d.]+)$", self.stderr, re.M)}
+
 
 def _run_page(page: str, directory: Path, env: dict[str, str]) -> PageRun:
     """The page's runnable blocks, in order, in one ``bash -euo pipefail`` (a marker on stderr before each)."""
-    script = "\n".join(f"echo '::docs block {number}' >&2\n{text}" for name, number, text in _blocks() if name == page)
+    script = "\n".join(f'echo "::docs block {number} at $EPOCHREALTIME" >&2\n{text}'
+                       for name, number, text in _blocks() if name == page)
     with (directory / ".page.out").open("w+") as out, (directory / ".page.err").open("w+") as err:
         # files, not pipes: a background process of a failed block (a registry) keeps no reader of ours waiting
         shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=directory, env=env, stdout=out,
