@@ -27,7 +27,7 @@ paths: :mod:`tests.unit.test_changelog_arrow` checks it byte for byte through th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -672,202 +672,137 @@ def _cut_types(texts: pa.Array) -> tuple[np.ndarray, _TypeObjects | None]:
     return ok, _TypeObjects(body=body, codes=codes_kept, keys=keys)
 
 
-def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[str, ...], versions: TableVersions,
-                out: Rows, slow: np.ndarray, skipped: np.ndarray, *, whole: bool = False) -> None:
-    """Read the messages ``todo`` (indexes into ``texts``) whose table versions have the column names ``columns``
-    (``whole``: with their ``sqlType`` and ``mysqlType`` parsed, not cut out; see :func:`_cut_types`)."""
-    sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))  # (todo: ascending, distinct)
-    types: _TypeObjects | None = None
-    if columns and not whole:
-        cut, types = _cut_types(sub)
-        if types is None:
-            whole = True
-        elif not cut.all():
-            _canal_part(texts, body, todo[~cut], columns, versions, out, slow, skipped, whole=True)
-            todo = todo[cut]
-    if types is not None:
-        parsed = _read_body(types.body, todo.size, _canal_schema(columns, cut=True))
-        if parsed is not None and any(parsed.schema.field(name).type.num_fields for name in ("sqlType", "mysqlType")):
-            _canal_part(texts, body, todo, columns, versions, out, slow, skipped, whole=True)  # a second sqlType...
-            return
+# --------------------------------------------------------------------------------------------------
+# The skeleton both formats' readers share: a parse of some messages -> per message its op, commit ts and
+# table, the table versions taken, the keys no column has, and the output rows. What a format adds (how it
+# parses, where its rows and images are, how a null is told from a missing key) is in its own part.
+
+#: A fits check of a table version (see :func:`_take_versions`): (table, definition, its rows, the first version
+#: taken or None) -> True: taken, False: its rows read one by one, None: left for the driver (``out.needs``).
+_Fits = Callable[[tuple[str, str], TableDef, np.ndarray, TableDef | None], bool | None]
+#: An output column (see :func:`_emit`): (column name, the rows taken, rows that are a key change's DELETE half,
+#: the rows' op codes) -> the column's values.
+_Column = Callable[[str, pa.Array, np.ndarray, np.ndarray], pa.Array]
+
+
+@dataclass
+class _Part:
+    """A parse of the messages ``todo`` (indexes into the batch) on its way to rows, per message: its op code,
+    commit ts and table (an index into ``names``), whether it gives no rows (``quiet``) or is read one by one
+    (``reject``), and the table version it belongs to (``key_code``, an index into ``keys`` and ``tables``)."""
+
+    todo: np.ndarray
+    op: np.ndarray
+    ts: np.ndarray
+    codes: np.ndarray
+    names: list[Any]
+    quiet: np.ndarray
+    reject: np.ndarray
+    key_code: np.ndarray = field(init=False)
+    keys: list[PlanKey] = field(default_factory=list)
+    tables: list[TableDef] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.key_code = np.full(len(self.todo), -1, np.int64)
+
+    def live(self) -> np.ndarray:
+        return ~self.quiet & ~self.reject
+
+
+def _split_or_slow(todo: np.ndarray, can_split: bool, again: Callable[[np.ndarray], None], slow: np.ndarray) -> None:
+    """A piece Arrow's reader refused: read ``todo`` again as smaller pieces (``again(piece)``, down to
+    :data:`_SMALLEST_PIECE` messages), else one by one."""
+    if can_split and todo.size > _SMALLEST_PIECE:
+        for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
+            again(piece)
     else:
-        parsed = _read(sub, _canal_schema(columns)) if columns else None
-    if parsed is None:
-        if columns and todo.size > _SMALLEST_PIECE:
-            for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
-                _canal_part(texts, body, piece, columns, versions, out, slow, skipped)
-        else:
-            slow[todo] = True
-        return
-    m = len(todo)
-    kind = parsed.column("type").combine_chunks()
-    is_ddl = _np(parsed.column("isDdl"), False).astype(bool)
-    watermark = _np(pc.equal(kind, "TIDB_WATERMARK"), False)
-    op = np.full(m, -1, np.int8)
-    for code, word in ((_OP_INSERT, "INSERT"), (_OP_UPDATE, "UPDATE"), (_OP_DELETE, "DELETE")):
-        op[_np(pc.equal(kind, word), False)] = code
-    ts, has_ts = _canal_commit_ts(parsed)
-    codes, names = _table_codes(parsed)
-    # DDLs and watermarks give no rows (the driver applies DDLs, and reports one it cannot read)
-    quiet = watermark | is_ddl
-    reject = ~quiet & ((op < 0) | ~has_ts | (codes < 0))
-    if versions.dml_only:
-        reject |= quiet
-        quiet = np.zeros(m, bool)
-    # Unknown top-level keys holding objects could hide keys of the row objects from the key counts below.
+        slow[todo] = True
+
+
+def _op_codes(text: pa.Array, words: Sequence[tuple[int, tuple[str, ...]]]) -> np.ndarray:
+    """Each message's op code from its op text (``words``: each code's texts), -1 for any other."""
+    op = np.full(len(text), -1, np.int8)
+    for code, texts in words:
+        for word in texts:
+            op[_np(pc.equal(text, word), False)] = code
+    return op
+
+
+def _unknown_objects(parsed: pa.Table, top: tuple[str, ...]) -> np.ndarray:
+    """Messages with a top-level key outside ``top`` holding an object or a list: it could hide keys of the row
+    objects from the key counts."""
+    found = np.zeros(parsed.num_rows, bool)
     for name in parsed.column_names:
         kind_of = parsed.schema.field(name).type
-        if name not in _CANAL_TOP and (pa.types.is_struct(kind_of) or pa.types.is_list(kind_of)):
-            reject |= _valid(parsed.column(name))
-    # Tables and versions
-    key_code = np.full(m, -1, np.int64)
-    keys: list[PlanKey] = []
-    tables: list[TableDef] = []
-    if versions.strict:
-        for code in np.unique(codes[is_ddl]):
-            if code < 0 or not versions.left_out(names[code]):
-                out.needs = out.needs or "a DDL"
-    for code, name in enumerate(names):
-        mine = codes == code
-        rows = np.flatnonzero(mine & ~quiet & ~reject)
+        if name not in top and (pa.types.is_struct(kind_of) or pa.types.is_list(kind_of)):
+            found |= _valid(parsed.column(name))
+    return found
+
+
+def _take_versions(part: _Part, versions: TableVersions, out: Rows, fits: _Fits,
+                   also_left: np.ndarray | None = None) -> None:
+    """Each table's messages (neither quiet nor rejected) by table version (:func:`_planned_groups`), each version
+    ``fits`` takes given its key code. The messages of a table ``[filter] rules`` leave out turn quiet, counted in
+    ``out.filtered`` with those ``also_left`` marks."""
+    for code, name in enumerate(part.names):
+        mine = part.codes == code
+        rows = np.flatnonzero(mine & ~part.quiet & ~part.reject)
         if versions.left_out(name):
-            left = rows.size + int(np.count_nonzero(mine & is_ddl & ~watermark))
+            left = rows.size + (int(np.count_nonzero(mine & also_left)) if also_left is not None else 0)
             if left:
                 out.filtered[name] = out.filtered.get(name, 0) + left
-            quiet[rows] = True
+            part.quiet[rows] = True
             continue
         if not rows.size:
             continue
-        for key, definition, chosen in _planned_groups(name, rows, ts, versions, out, reject):
-            if tuple(c.name for c in definition.columns) != columns:
-                reject[chosen] = True
+        for key, definition, chosen in _planned_groups(name, rows, part.ts, versions, out, part.reject):
+            taken = fits(name, definition, chosen, part.tables[0] if part.tables else None)
+            if taken is False:
+                part.reject[chosen] = True
+            if not taken:
                 continue
-            if versions.strict and name in versions.shapes and not (
-                    types.same_shape(chosen, versions.shapes[name]) if types is not None
-                    else _same_shape(parsed, chosen, versions.shapes[name])):
-                out.needs = out.needs or f"the columns of {name[0]}.{name[1]}"
+            part.key_code[chosen] = len(part.keys)
+            part.keys.append(key)
+            part.tables.append(definition)
+
+
+def _settle(part: _Part, skipped: np.ndarray, slow: np.ndarray) -> bool:
+    """Mark the quiet messages skipped; with no table version taken or no live message left, the rejected ones
+    slow, and False (nothing more to read)."""
+    skipped[part.todo[part.quiet]] = True
+    if not part.keys or not part.live().any():
+        slow[part.todo[part.reject]] = True
+        return False
+    return True
+
+
+def _reject_unknown_keys(part: _Part, body: Body, extra: Sequence[str],
+                         images: Sequence[tuple[pa.Array, np.ndarray | None, np.ndarray | None]]) -> None:
+    """Reject the messages holding a key ``extra`` names (a column the definition lacks, or a column in another
+    case): a value of it in one of the ``images`` (row objects; ``(rows, each row's message or None: one per
+    message, the messages where that image counts or None: all)``), or the key in the text (an explicit null)."""
+    for name in extra:
+        for image, owner, counts in images:
+            index = image.type.get_field_index(name)
+            if index < 0:
                 continue
-            if tables and any(_converts_differently(a, b) for a, b in zip(definition.columns, tables[0].columns, strict=False)):
-                reject[chosen] = True  # a type change without a name change: rare, one by one
-                continue
-            key_code[chosen] = len(keys)
-            keys.append(key)
-            tables.append(definition)
-    skipped[todo[quiet]] = True
-    live = ~quiet & ~reject
-    if not keys or not live.any():
-        slow[todo[reject]] = True
-        return
-    data = parsed.column("data").combine_chunks()
-    old = parsed.column("old").combine_chunks()
-    data_len = _np(pc.list_value_length(data), 0).astype(np.int64)
-    old_len = _np(pc.list_value_length(old), 0).astype(np.int64)
-    has_old = (op == _OP_UPDATE) & _valid(old)
-    reject |= live & (data_len == 0)  # no rows in data (or no data)
-    reject |= live & has_old & (old_len != data_len)
-    row_type = data.type.value_type
-    flat = pc.list_flatten(data)
-    parent = _np(pc.list_parent_indices(data)).astype(np.int64)
-    old_flat = pc.list_flatten(old)
-    old_parent = _np(pc.list_parent_indices(old)).astype(np.int64)
-    if flat.null_count:
-        reject[np.unique(parent[~_valid(flat)])] = True  # a row that is not an object
-    if old_flat.null_count:
-        hit = np.unique(old_parent[~_valid(old_flat)])
-        reject[hit] |= has_old[hit]
-    extra = [f.name for f in row_type if f.name not in columns]
-    for name in extra:  # keys the definition lacks ("unknown column"), or a column in another case
-        reject[np.unique(parent[_valid(pc.struct_field(flat, [row_type.get_field_index(name)]))])] = True
-        old_type = old_flat.type
-        if old_type.get_field_index(name) >= 0:
-            hit = np.unique(old_parent[_valid(pc.struct_field(old_flat, [old_type.get_field_index(name)]))])
-            reject[hit] |= has_old[hit]
-        candidates = np.flatnonzero(~quiet & ~reject)  # an explicit null for an unknown key: in the text
-        reject[candidates[_key_counts(body, todo[candidates], name) > 0]] = True
-    # Converted values (data rows, then old rows), and the rows that cannot be taken as they are
-    live = ~quiet & ~reject
-    data_rows = live[parent]
-    old_rows = (live & has_old)[old_parent]
-    by_name = {c.name: c for c in tables[0].columns}
-    typed: dict[str, pa.Array] = {}
-    typed_old: dict[str, pa.Array] = {}
-    for name in columns:
-        col = by_name[name]
-        conv, bad = _canal_column(col, pc.struct_field(flat, [row_type.get_field_index(name)]))
-        reject[np.unique(parent[bad & data_rows])] = True
-        typed[name] = conv
-        if old_parent.size:
-            conv_old, bad_old = _canal_column(col, pc.struct_field(old_flat, [old_flat.type.get_field_index(name)]))
-            reject[np.unique(old_parent[bad_old & old_rows])] = True
-            typed_old[name] = conv_old
-    # Nulls: present as null, or missing? Only where it matters (see the module docs).
-    meta = _MetaKeys(parsed) if types is None else _MetaKeys(parsed, ("_tidb",), types)
-    key_names = set(tables[0].handle_key_names() or ())
-    old_rows_n = np.where(has_old, old_len, 0)
-    for name in columns:
-        live = ~quiet & ~reject
-        data_null = ~_valid(typed[name]) & live[parent]
-        if not data_null.any():
-            continue
-        msgs = np.unique(parent[data_null])
-        if name in key_names:
-            reject[msgs[op[msgs] == _OP_DELETE]] = True  # a DELETE without its key: the reader reports it
-        check = msgs[op[msgs] != _OP_DELETE]
-        if not check.size:
-            continue
-        extra_meta, unknown = meta.count(name, check)
-        counts = _key_counts(body, todo[check], name) - extra_meta
-        all_present = counts == data_len[check] + old_rows_n[check]
-        old_valid_n = (np.bincount(old_parent[_valid(typed_old[name]) & old_rows], minlength=m)[check]
-                       if old_parent.size else np.zeros(check.size, np.int64))
-        data_present = np.where(old_valid_n == old_rows_n[check], counts - old_rows_n[check], -1)
-        ok = ~unknown & (all_present | (data_present == data_len[check]))
-        reject[check[~ok]] = True
-    # UPDATEs with old rows: the before image's key is the old value where old has the key, else the new one
-    live = ~quiet & ~reject
-    before_key: dict[str, pa.Array] = {}
-    split = np.zeros(len(flat), bool)
-    if key_names and (live & has_old).any():
-        data_start = np.zeros(m + 1, np.int64)
-        np.cumsum(data_len, out=data_start[1:])
-        old_start = np.zeros(m + 1, np.int64)
-        np.cumsum(old_len, out=old_start[1:])
-        paired_rows = np.flatnonzero(live[parent] & has_old[parent])
-        pair = np.full(len(flat), -1, np.int64)  # data row -> the old row at the same position
-        pair[paired_rows] = old_start[parent[paired_rows]] + (paired_rows - data_start[parent[paired_rows]])
-        has_pair = pair >= 0
-        differs = np.zeros(len(flat), bool)
-        for name in sorted(key_names):
-            new = typed[name]
-            old_values = typed_old[name]
-            if old_values.type != new.type:  # ENUM/SET numbers on one side, names on the other
-                if old_values.null_count == len(old_values):
-                    old_values = pa.nulls(len(old_values), new.type)
-                elif new.null_count == len(new):
-                    new = pa.nulls(len(new), old_values.type)
-                else:
-                    reject[np.unique(parent[has_pair])] = True
-                    continue
-            paired = old_values.take(pa.array(np.maximum(pair, 0)))
-            old_null = ~_valid(paired) & has_pair
-            if old_null.any():
-                msgs = np.unique(parent[old_null])
-                extra_meta, unknown = meta.count(name, msgs)
-                in_old = _key_counts(body, todo[msgs], name) - extra_meta - data_len[msgs]
-                valid_in_old = np.bincount(old_parent[_valid(old_values) & old_rows], minlength=m)[msgs]
-                # every null key in old must be a missing key (the before image keeps the new value)
-                reject[msgs[unknown | (in_old != valid_in_old)]] = True
-                paired = pc.if_else(pa.array(old_null), new, paired)
-            before = pc.if_else(pa.array(has_pair), paired, new)
-            before_key[name] = before
-            differs |= ~_same(before, new)
-        split = differs & has_pair
-    live = ~quiet & ~reject
-    slow[todo[reject]] = True
-    if not live.any():
-        return
-    # Output rows: each data row of a live message; an UPDATE that changes the key becomes DELETE + INSERT
-    base = np.flatnonzero(live[parent])
+            valid = _valid(pc.struct_field(image, [index]))
+            if owner is None:
+                part.reject |= valid
+            elif counts is None:
+                part.reject[np.unique(owner[valid])] = True
+            else:
+                hit = np.unique(owner[valid])
+                part.reject[hit] |= counts[hit]
+        candidates = np.flatnonzero(~part.quiet & ~part.reject)  # an explicit null for an unknown key: in the text
+        part.reject[candidates[_key_counts(body, part.todo[candidates], name) > 0]] = True
+
+
+def _emit(out: Rows, part: _Part, columns: tuple[str, ...], base: np.ndarray, split: np.ndarray,
+          message_of: np.ndarray | None, column: _Column) -> None:
+    """Output rows: the rows ``base`` (each a message's, ``message_of[row]``; None: rows are messages), a row
+    ``split`` marks (an UPDATE that changes the key) as DELETE + INSERT; the rows of each table version together,
+    in message order: one take per column, then a slice per table version into ``out.tables``."""
     halves = split[base]
     repeat = np.where(halves, 2, 1)
     take_rows = np.repeat(base, repeat)
@@ -877,25 +812,247 @@ def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[st
         first = (np.cumsum(repeat) - repeat)[halves]
         first_half[first] = True
         second_half[first + 1] = True
-    # the rows of each table version together, in message order: one take per column, then a slice per table
-    order = np.argsort(key_code[parent[take_rows]], kind="stable")
+    order = np.argsort(part.key_code[take_rows if message_of is None else message_of[take_rows]], kind="stable")
     take_rows, first_half, second_half = take_rows[order], first_half[order], second_half[order]
-    msg = parent[take_rows]
-    row_op = op[msg].astype(np.uint8)
+    msg = take_rows if message_of is None else message_of[take_rows]
+    row_op = part.op[msg].astype(np.uint8)
     row_op[first_half] = _OP_DELETE
     row_op[second_half] = _OP_INSERT
     indices = pa.array(take_rows)
-    arrays = []
-    for name in columns:
-        column = typed[name].take(indices)
-        if first_half.any() and name in before_key:
-            column = pc.if_else(pa.array(first_half), before_key[name].take(indices), column)
-        arrays.append(column)
+    arrays = [column(name, indices, first_half, row_op) for name in columns]
     batch = pa.RecordBatch.from_arrays(arrays, names=list(columns))
-    for k, start, stop in _runs(key_code[msg]):
-        part = batch if stop - start == batch.num_rows else batch.slice(start, stop - start)
-        out.tables.append(TableRows(key=keys[k], columns=part, op_codes=row_op[start:stop],
-                                    commit_ts=ts[msg[start:stop]], message=todo[msg[start:stop]]))
+    for k, start, stop in _runs(part.key_code[msg]):
+        piece = batch if stop - start == batch.num_rows else batch.slice(start, stop - start)
+        out.tables.append(TableRows(key=part.keys[k], columns=piece, op_codes=row_op[start:stop],
+                                    commit_ts=part.ts[msg[start:stop]], message=part.todo[msg[start:stop]]))
+
+
+# --------------------------------------------------------------------------------------------------
+# canal-json's part
+
+_CANAL_OPS = ((_OP_INSERT, ("INSERT",)), (_OP_UPDATE, ("UPDATE",)), (_OP_DELETE, ("DELETE",)))
+
+
+@dataclass
+class _CanalRows:
+    """The row objects of canal-json messages: ``data`` and ``old`` flattened (``parent``, ``old_parent``: each
+    row's message), the rows per message, and each column's values converted (``typed``, ``typed_old``; ``old_rows``:
+    the old rows whose messages were live when converted)."""
+
+    flat: pa.Array
+    parent: np.ndarray
+    old_flat: pa.Array
+    old_parent: np.ndarray
+    data_len: np.ndarray
+    old_len: np.ndarray
+    has_old: np.ndarray
+    old_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    typed: dict[str, pa.Array] = field(default_factory=dict)
+    typed_old: dict[str, pa.Array] = field(default_factory=dict)
+
+
+def _canal_parse(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[str, ...], versions: TableVersions,
+                 out: Rows, slow: np.ndarray, skipped: np.ndarray,
+                 whole: bool) -> tuple[np.ndarray, pa.Table, _TypeObjects | None] | None:
+    """The messages of ``todo`` parsed here, their parse and the type objects cut out of them (None: parsed
+    whole); None where every message was handed on (read whole, in smaller pieces, or one by one)."""
+    sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))  # (todo: ascending, distinct)
+    types: _TypeObjects | None = None
+    if columns and not whole:
+        cut, types = _cut_types(sub)
+        if types is not None and not cut.all():
+            _canal_part(texts, body, todo[~cut], columns, versions, out, slow, skipped, whole=True)
+            todo = todo[cut]
+    if types is not None:
+        parsed = _read_body(types.body, todo.size, _canal_schema(columns, cut=True))
+        if parsed is not None and any(parsed.schema.field(name).type.num_fields for name in ("sqlType", "mysqlType")):
+            _canal_part(texts, body, todo, columns, versions, out, slow, skipped, whole=True)  # a second sqlType...
+            return None
+    else:
+        parsed = _read(sub, _canal_schema(columns)) if columns else None
+    if parsed is None:
+        _split_or_slow(todo, bool(columns), lambda piece: _canal_part(texts, body, piece, columns, versions, out, slow,
+                                                                      skipped), slow)
+        return None
+    return todo, parsed, types
+
+
+def _canal_rows_of(parsed: pa.Table, part: _Part) -> _CanalRows:
+    """The row objects of each message; a message without rows, with ``old`` rows other in number than ``data``'s,
+    or with a row that is not an object is rejected."""
+    data = parsed.column("data").combine_chunks()
+    old = parsed.column("old").combine_chunks()
+    data_len = _np(pc.list_value_length(data), 0).astype(np.int64)
+    old_len = _np(pc.list_value_length(old), 0).astype(np.int64)
+    has_old = (part.op == _OP_UPDATE) & _valid(old)
+    live = part.live()
+    part.reject |= live & (data_len == 0)  # no rows in data (or no data)
+    part.reject |= live & has_old & (old_len != data_len)
+    rows = _CanalRows(flat=pc.list_flatten(data), parent=_np(pc.list_parent_indices(data)).astype(np.int64),
+                      old_flat=pc.list_flatten(old), old_parent=_np(pc.list_parent_indices(old)).astype(np.int64),
+                      data_len=data_len, old_len=old_len, has_old=has_old)
+    if rows.flat.null_count:
+        part.reject[np.unique(rows.parent[~_valid(rows.flat)])] = True  # a row that is not an object
+    if rows.old_flat.null_count:
+        hit = np.unique(rows.old_parent[~_valid(rows.old_flat)])
+        part.reject[hit] |= has_old[hit]
+    return rows
+
+
+def _canal_typed(rows: _CanalRows, part: _Part, columns: tuple[str, ...], definition: TableDef) -> None:
+    """Converted values (data rows, then old rows); a message with a value that cannot be taken as it is is
+    rejected."""
+    live = part.live()
+    data_rows = live[rows.parent]
+    rows.old_rows = (live & rows.has_old)[rows.old_parent]
+    by_name = {c.name: c for c in definition.columns}
+    for name in columns:
+        col = by_name[name]
+        conv, bad = _canal_column(col, pc.struct_field(rows.flat, [rows.flat.type.get_field_index(name)]))
+        part.reject[np.unique(rows.parent[bad & data_rows])] = True
+        rows.typed[name] = conv
+        if rows.old_parent.size:
+            conv_old, bad_old = _canal_column(col, pc.struct_field(rows.old_flat, [rows.old_flat.type.get_field_index(name)]))
+            part.reject[np.unique(rows.old_parent[bad_old & rows.old_rows])] = True
+            rows.typed_old[name] = conv_old
+
+
+def _canal_nulls(rows: _CanalRows, part: _Part, body: Body, columns: tuple[str, ...], key_names: set[str],
+                 meta: _MetaKeys) -> None:
+    """Nulls: present as null, or missing? Only where it matters (see the module docs): a message where that
+    cannot be told from its text, or where a key is missing, is rejected."""
+    m = len(part.todo)
+    old_rows_n = np.where(rows.has_old, rows.old_len, 0)
+    for name in columns:
+        live = part.live()
+        data_null = ~_valid(rows.typed[name]) & live[rows.parent]
+        if not data_null.any():
+            continue
+        msgs = np.unique(rows.parent[data_null])
+        if name in key_names:
+            part.reject[msgs[part.op[msgs] == _OP_DELETE]] = True  # a DELETE without its key: the reader reports it
+        check = msgs[part.op[msgs] != _OP_DELETE]
+        if not check.size:
+            continue
+        extra_meta, unknown = meta.count(name, check)
+        counts = _key_counts(body, part.todo[check], name) - extra_meta
+        all_present = counts == rows.data_len[check] + old_rows_n[check]
+        old_valid_n = (np.bincount(rows.old_parent[_valid(rows.typed_old[name]) & rows.old_rows], minlength=m)[check]
+                       if rows.old_parent.size else np.zeros(check.size, np.int64))
+        data_present = np.where(old_valid_n == old_rows_n[check], counts - old_rows_n[check], -1)
+        ok = ~unknown & (all_present | (data_present == rows.data_len[check]))
+        part.reject[check[~ok]] = True
+
+
+def _canal_before_keys(rows: _CanalRows, part: _Part, body: Body, key_names: set[str],
+                       meta: _MetaKeys) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """UPDATEs with old rows: the before image's key is the old value where old has the key, else the new one.
+    Returns the before images' key columns, and the data rows whose key changes (each a DELETE + INSERT)."""
+    live = part.live()
+    before_key: dict[str, pa.Array] = {}
+    if not (key_names and (live & rows.has_old).any()):
+        return before_key, np.zeros(len(rows.flat), bool)
+    m = len(part.todo)
+    parent, old_parent = rows.parent, rows.old_parent
+    data_start = np.zeros(m + 1, np.int64)
+    np.cumsum(rows.data_len, out=data_start[1:])
+    old_start = np.zeros(m + 1, np.int64)
+    np.cumsum(rows.old_len, out=old_start[1:])
+    paired_rows = np.flatnonzero(live[parent] & rows.has_old[parent])
+    pair = np.full(len(rows.flat), -1, np.int64)  # data row -> the old row at the same position
+    pair[paired_rows] = old_start[parent[paired_rows]] + (paired_rows - data_start[parent[paired_rows]])
+    has_pair = pair >= 0
+    differs = np.zeros(len(rows.flat), bool)
+    for name in sorted(key_names):
+        new = rows.typed[name]
+        old_values = rows.typed_old[name]
+        if old_values.type != new.type:  # ENUM/SET numbers on one side, names on the other
+            if old_values.null_count == len(old_values):
+                old_values = pa.nulls(len(old_values), new.type)
+            elif new.null_count == len(new):
+                new = pa.nulls(len(new), old_values.type)
+            else:
+                part.reject[np.unique(parent[has_pair])] = True
+                continue
+        paired = old_values.take(pa.array(np.maximum(pair, 0)))
+        old_null = ~_valid(paired) & has_pair
+        if old_null.any():
+            msgs = np.unique(parent[old_null])
+            extra_meta, unknown = meta.count(name, msgs)
+            in_old = _key_counts(body, part.todo[msgs], name) - extra_meta - rows.data_len[msgs]
+            valid_in_old = np.bincount(old_parent[_valid(old_values) & rows.old_rows], minlength=m)[msgs]
+            # every null key in old must be a missing key (the before image keeps the new value)
+            part.reject[msgs[unknown | (in_old != valid_in_old)]] = True
+            paired = pc.if_else(pa.array(old_null), new, paired)
+        before = pc.if_else(pa.array(has_pair), paired, new)
+        before_key[name] = before
+        differs |= ~_same(before, new)
+    return before_key, differs & has_pair
+
+
+def _canal_part(texts: pa.Array, body: Body, todo: np.ndarray, columns: tuple[str, ...], versions: TableVersions,
+                out: Rows, slow: np.ndarray, skipped: np.ndarray, *, whole: bool = False) -> None:
+    """Read the messages ``todo`` (indexes into ``texts``) whose table versions have the column names ``columns``
+    (``whole``: with their ``sqlType`` and ``mysqlType`` parsed, not cut out; see :func:`_cut_types`)."""
+    read = _canal_parse(texts, body, todo, columns, versions, out, slow, skipped, whole)
+    if read is None:
+        return
+    todo, parsed, types = read
+    kind = parsed.column("type").combine_chunks()
+    is_ddl = _np(parsed.column("isDdl"), False).astype(bool)
+    watermark = _np(pc.equal(kind, "TIDB_WATERMARK"), False)
+    op = _op_codes(kind, _CANAL_OPS)
+    ts, has_ts = _canal_commit_ts(parsed)
+    codes, names = _table_codes(parsed)
+    # DDLs and watermarks give no rows (the driver applies DDLs, and reports one it cannot read)
+    quiet = watermark | is_ddl
+    reject = ~quiet & ((op < 0) | ~has_ts | (codes < 0))
+    if versions.dml_only:
+        reject |= quiet
+        quiet = np.zeros(len(todo), bool)
+    reject |= _unknown_objects(parsed, _CANAL_TOP)
+    part = _Part(todo, op, ts, codes, names, quiet, reject)
+    if versions.strict:
+        for code in np.unique(codes[is_ddl]):
+            if code < 0 or not versions.left_out(names[code]):
+                out.needs = out.needs or "a DDL"
+
+    def fits(name: tuple[str, str], definition: TableDef, chosen: np.ndarray, first: TableDef | None) -> bool | None:
+        if tuple(c.name for c in definition.columns) != columns:
+            return False
+        if versions.strict and name in versions.shapes and not (
+                types.same_shape(chosen, versions.shapes[name]) if types is not None
+                else _same_shape(parsed, chosen, versions.shapes[name])):
+            out.needs = out.needs or f"the columns of {name[0]}.{name[1]}"
+            return None
+        # a type change without a name change: rare, one by one
+        return first is None or not any(_converts_differently(a, b)
+                                        for a, b in zip(definition.columns, first.columns, strict=False))
+
+    _take_versions(part, versions, out, fits, also_left=is_ddl & ~watermark)
+    if not _settle(part, skipped, slow):
+        return
+    rows = _canal_rows_of(parsed, part)
+    _reject_unknown_keys(part, body, [f.name for f in rows.flat.type if f.name not in columns],
+                         [(rows.flat, rows.parent, None), (rows.old_flat, rows.old_parent, rows.has_old)])
+    definition = part.tables[0]
+    _canal_typed(rows, part, columns, definition)
+    meta = _MetaKeys(parsed) if types is None else _MetaKeys(parsed, ("_tidb",), types)
+    key_names = set(definition.handle_key_names() or ())
+    _canal_nulls(rows, part, body, columns, key_names, meta)
+    before_key, split = _canal_before_keys(rows, part, body, key_names, meta)
+    live = part.live()
+    slow[todo[part.reject]] = True
+    if not live.any():
+        return
+
+    def column(name: str, indices: pa.Array, first_half: np.ndarray, _row_op: np.ndarray) -> pa.Array:
+        values = rows.typed[name].take(indices)
+        if first_half.any() and name in before_key:
+            values = pc.if_else(pa.array(first_half), before_key[name].take(indices), values)
+        return values
+
+    _emit(out, part, columns, np.flatnonzero(live[rows.parent]), split, rows.parent, column)
 
 
 def _runs(groups: np.ndarray) -> Iterator[tuple[int, int, int]]:
@@ -1190,11 +1347,13 @@ def _typed_as_debezium(col: ColumnDef) -> pa.DataType:
     return pa.string()
 
 
-def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, versions: TableVersions, out: Rows,
-                   slow: np.ndarray, skipped: np.ndarray, *, scan: bool = True) -> None:
-    """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``: with the
-    compiled scanner (:mod:`~avro_registry_sink.formats.native_scan`) where it is built, and with Arrow's reader
-    what it declines (or all, ``scan=False``)."""
+_DEBEZIUM_OPS = ((_OP_INSERT, ("c", "r")), (_OP_UPDATE, ("u",)), (_OP_DELETE, ("d",)))
+
+
+def _debezium_parse(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, versions: TableVersions, out: Rows,
+                    slow: np.ndarray, skipped: np.ndarray, scan: bool) -> tuple[np.ndarray, pa.Table] | None:
+    """The payloads of ``todo`` parsed here and their parse; None where every payload was handed on (declined by
+    the scanner or crashed it, read in smaller pieces, or one by one)."""
     tables_of_shape = [d for h in versions.history.values() for _, d in h if _debezium_shape(d) == shape]
     sub = texts if todo.size == len(texts) else texts.take(pa.array(todo))
     scanned = scan_debezium(sub, shape) if tables_of_shape and scan else None
@@ -1206,150 +1365,113 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
             _debezium_part(texts, body, todo[declined], shape, versions, out, slow, skipped, scan=False)
         done = declined | crashed
         if done.all():
-            return
+            return None
         if done.any():
             todo, parsed = todo[~done], parsed.filter(pa.array(~done))
     else:
         parsed = _read(sub, _debezium_schema(shape, tables_of_shape[0])) if tables_of_shape else None
     if parsed is None:
-        if tables_of_shape and todo.size > _SMALLEST_PIECE:
-            for piece in np.array_split(todo, min(_PIECES, -(-todo.size // _SMALLEST_PIECE))):
-                _debezium_part(texts, body, piece, shape, versions, out, slow, skipped, scan=False)
-        else:
-            slow[todo] = True
+        _split_or_slow(todo, bool(tables_of_shape), lambda piece: _debezium_part(
+            texts, body, piece, shape, versions, out, slow, skipped, scan=False), slow)
+        return None
+    return todo, parsed
+
+
+def _debezium_nulls(part: _Part, body: Body, parsed: pa.Table, columns: tuple[str, ...], key_names: set[str],
+                    after: dict[str, pa.Array], before: dict[str, pa.Array], has_before: np.ndarray) -> None:
+    """A key's null (or missing key) is left to the per-message reader; another column's null in ``after`` must
+    be a key in the text (present as null, not missing)."""
+    meta = _MetaKeys(parsed, containers=("source", "transaction"))
+    is_delete = part.op == _OP_DELETE
+    for name in columns:
+        live = part.live()
+        after_null = live & ~is_delete & ~_valid(after[name])
+        before_null = live & has_before & ~_valid(before[name])
+        if name in key_names:  # a key's null (or missing key): the per-message reader decides
+            part.reject |= (before_null & (is_delete | (part.op == _OP_UPDATE))) | after_null
+            continue
+        check = np.flatnonzero(after_null)
+        if not check.size:
+            continue
+        extra_meta, unknown = meta.count(name, check)
+        counts = _key_counts(body, part.todo[check], name) - extra_meta
+        # after has the key (as null) when the key occurs once more than before can hold it
+        ok = ~unknown & (counts == 1 + has_before[check].astype(np.int64))
+        part.reject[check[~ok]] = True
+
+
+def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, versions: TableVersions, out: Rows,
+                   slow: np.ndarray, skipped: np.ndarray, *, scan: bool = True) -> None:
+    """Read the bare debezium payloads ``todo`` whose table versions have the parse shape ``shape``: with the
+    compiled scanner (:mod:`~avro_registry_sink.formats.native_scan`) where it is built, and with Arrow's reader
+    what it declines (or all, ``scan=False``)."""
+    read = _debezium_parse(texts, body, todo, shape, versions, out, slow, skipped, scan)
+    if read is None:
         return
-    m = len(todo)
+    todo, parsed = read
     columns = tuple(name for name, _ in shape)
     op_text = parsed.column("op").combine_chunks()
-    op = np.full(m, -1, np.int8)
-    for code, words in ((_OP_INSERT, ("c", "r")), (_OP_UPDATE, ("u",)), (_OP_DELETE, ("d",))):
-        for word in words:
-            op[_np(pc.equal(op_text, word), False)] = code
+    op = _op_codes(op_text, _DEBEZIUM_OPS)
     ts, has_ts = _debezium_commit_ts(parsed)
     codes, names = _debezium_codes(parsed)
     watermark = _np(pc.equal(op_text, "m"), False) & has_ts
     quiet = watermark.copy()
     # an envelope, another op (a DDL, TRUNCATE), or no table or commit ts: read one by one
     reject = ~quiet & ((op < 0) | ~has_ts | (codes < 0))
-    for name in parsed.column_names:
-        if name in ("payload", "schema"):
-            reject |= ~quiet  # the Connect envelope: field schemas may change units
-        kind_of = parsed.schema.field(name).type
-        if name not in _DEBEZIUM_TOP and (pa.types.is_struct(kind_of) or pa.types.is_list(kind_of)):
-            reject |= _valid(parsed.column(name))
-    key_code = np.full(m, -1, np.int64)
-    keys: list[PlanKey] = []
-    tables: list[TableDef] = []
+    if "payload" in parsed.column_names or "schema" in parsed.column_names:
+        reject |= ~quiet  # the Connect envelope: field schemas may change units
+    reject |= _unknown_objects(parsed, _DEBEZIUM_TOP)
+    part = _Part(todo, op, ts, codes, names, quiet, reject)
     if versions.strict:
         for i in np.flatnonzero(~watermark & (op < 0) & _valid(op_text)):
             if op_text[int(i)].as_py() in ("t",) and (codes[i] < 0 or not versions.left_out(names[codes[i]])):
                 out.needs = out.needs or "a DDL"
-    for code, name in enumerate(names):
-        rows = np.flatnonzero((codes == code) & ~quiet & ~reject)
-        if versions.left_out(name):
-            if rows.size:
-                out.filtered[name] = out.filtered.get(name, 0) + int(rows.size)
-            quiet[rows] = True
-            continue
-        if not rows.size:
-            continue
-        for key, definition, chosen in _planned_groups(name, rows, ts, versions, out, reject):
-            if _debezium_shape(definition) != shape or (tables and any(
-                    _converts_differently(a, b) or a.fsp != b.fsp or a.scale != b.scale
-                    for a, b in zip(definition.columns, tables[0].columns, strict=False))):
-                reject[chosen] = True
-                continue
-            key_code[chosen] = len(keys)
-            keys.append(key)
-            tables.append(definition)
-    skipped[todo[quiet]] = True
-    live = ~quiet & ~reject
-    if not keys or not live.any():
-        slow[todo[reject]] = True
+
+    def fits(name: tuple[str, str], definition: TableDef, chosen: np.ndarray, first: TableDef | None) -> bool:
+        return not (_debezium_shape(definition) != shape or (first is not None and any(
+            _converts_differently(a, b) or a.fsp != b.fsp or a.scale != b.scale
+            for a, b in zip(definition.columns, first.columns, strict=False))))
+
+    _take_versions(part, versions, out, fits)
+    if not _settle(part, skipped, slow):
         return
     before = parsed.column("before").combine_chunks()
     after = parsed.column("after").combine_chunks()
     has_before, has_after = _valid(before), _valid(after)
     is_delete = op == _OP_DELETE
-    reject |= live & ~is_delete & ~has_after  # an insert/update without after
-    reject |= live & is_delete & ~has_before  # a delete without before
-    row_type = after.type
-    extra = {f.name for f in row_type if f.name not in columns} | {f.name for f in before.type if f.name not in columns}
-    for name in sorted(extra):  # "unknown column", or another case
-        for image in (after, before):
-            index = image.type.get_field_index(name)
-            if index >= 0:
-                reject |= _valid(pc.struct_field(image, [index]))
-        candidates = np.flatnonzero(~quiet & ~reject)
-        reject[candidates[_key_counts(body, todo[candidates], name) > 0]] = True
-    definition = tables[0]
+    live = part.live()
+    part.reject |= live & ~is_delete & ~has_after  # an insert/update without after
+    part.reject |= live & is_delete & ~has_before  # a delete without before
+    extra = {f.name for f in after.type if f.name not in columns} | {f.name for f in before.type if f.name not in columns}
+    _reject_unknown_keys(part, body, sorted(extra), [(after, None, None), (before, None, None)])  # "unknown column"
+    definition = part.tables[0]
     by_name = {c.name: c for c in definition.columns}
     key_names = set(definition.handle_key_names() or ())
     typed_after: dict[str, pa.Array] = {}
     typed_before: dict[str, pa.Array] = {}
-    live = ~quiet & ~reject
+    live = part.live()
     for name in columns:
-        col = by_name[name]
-        conv, bad = _debezium_column(col, pc.struct_field(after, [row_type.get_field_index(name)]))
-        reject |= bad & live & has_after
-        typed_after[name] = conv
-        conv_b, bad_b = _debezium_column(col, pc.struct_field(before, [before.type.get_field_index(name)]))
-        reject |= bad_b & live & has_before
-        typed_before[name] = conv_b
-    meta = _MetaKeys(parsed, containers=("source", "transaction"))
-    for name in columns:
-        live = ~quiet & ~reject
-        after_null = live & ~is_delete & ~_valid(typed_after[name])
-        before_null = live & has_before & ~_valid(typed_before[name])
-        if name in key_names:  # a key's null (or missing key): the per-message reader decides
-            reject |= (before_null & (is_delete | (op == _OP_UPDATE))) | after_null
-            continue
-        check = np.flatnonzero(after_null)
-        if not check.size:
-            continue
-        extra_meta, unknown = meta.count(name, check)
-        counts = _key_counts(body, todo[check], name) - extra_meta
-        # after has the key (as null) when the key occurs once more than before can hold it
-        ok = ~unknown & (counts == 1 + has_before[check].astype(np.int64))
-        reject[check[~ok]] = True
-    live = ~quiet & ~reject
+        typed_after[name], bad = _debezium_column(by_name[name], pc.struct_field(after, [after.type.get_field_index(name)]))
+        part.reject |= bad & live & has_after
+        typed_before[name], bad = _debezium_column(by_name[name],
+                                                   pc.struct_field(before, [before.type.get_field_index(name)]))
+        part.reject |= bad & live & has_before
+    _debezium_nulls(part, body, parsed, columns, key_names, typed_after, typed_before, has_before)
+    live = part.live()
     # UPDATEs with a before image: a key change becomes DELETE + INSERT (split_key_change)
-    split = np.zeros(m, bool)
-    if key_names:
-        pair = live & (op == _OP_UPDATE) & has_before
-        differs = np.zeros(m, bool)
-        for name in sorted(key_names):
-            differs |= ~_same(typed_before[name], typed_after[name])
-        split = pair & differs
-    slow[todo[reject]] = True
+    differs = np.zeros(len(todo), bool)
+    for name in sorted(key_names):
+        differs |= ~_same(typed_before[name], typed_after[name])
+    split = live & (op == _OP_UPDATE) & has_before & differs
+    slow[todo[part.reject]] = True
     if not live.any():
         return
-    base = np.flatnonzero(live)
-    halves = split[base]
-    repeat = np.where(halves, 2, 1)
-    take_rows = np.repeat(base, repeat)
-    first_half = np.zeros(take_rows.size, bool)
-    second_half = np.zeros(take_rows.size, bool)
-    if halves.any():
-        first = (np.cumsum(repeat) - repeat)[halves]
-        first_half[first] = True
-        second_half[first + 1] = True
-    order = np.argsort(key_code[take_rows], kind="stable")  # each table version's rows together (see _canal_part)
-    take_rows, first_half, second_half = take_rows[order], first_half[order], second_half[order]
-    row_op = op[take_rows].astype(np.uint8)
-    row_op[first_half] = _OP_DELETE
-    row_op[second_half] = _OP_INSERT
-    use_before = (row_op == _OP_DELETE)
-    indices = pa.array(take_rows)
-    arrays = []
-    for name in columns:
-        column = pc.if_else(pa.array(use_before), typed_before[name].take(indices), typed_after[name].take(indices))
-        arrays.append(column)
-    batch = pa.RecordBatch.from_arrays(arrays, names=list(columns))
-    for k, start, stop in _runs(key_code[take_rows]):
-        part = batch if stop - start == batch.num_rows else batch.slice(start, stop - start)
-        out.tables.append(TableRows(key=keys[k], columns=part, op_codes=row_op[start:stop],
-                                    commit_ts=ts[take_rows[start:stop]], message=todo[take_rows[start:stop]]))
+
+    def column(name: str, indices: pa.Array, _first_half: np.ndarray, row_op: np.ndarray) -> pa.Array:
+        return pc.if_else(pa.array(row_op == _OP_DELETE), typed_before[name].take(indices),
+                          typed_after[name].take(indices))
+
+    _emit(out, part, columns, np.flatnonzero(live), split, None, column)
 
 
 _DEBEZIUM = _Format(shape=_debezium_shape, light=_debezium_light, light_schema=_DEBEZIUM_LIGHT, part=_debezium_part)
