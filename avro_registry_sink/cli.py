@@ -1051,18 +1051,22 @@ def status(
     checkpoint: Annotated[str, typer.Option("--checkpoint", help="The job's checkpoint directory or storage URI.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON (default: text on a terminal, JSON otherwise).")] = False,
     max_lag: Annotated[float | None, typer.Option("--max-lag", min=0, help="Seconds: a table whose newest delivered commit ts (exactly once: its resolved ts) is older makes the job 'behind' (exit 1).")] = None,
+    max_backlog: Annotated[int | None, typer.Option("--max-backlog", min=0, help="A table of a storage tree with more data files, or a Kafka topic with more messages, that no committed batch took makes the job 'behind' (exit 1).")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="The run's --source, for the backlog: default the one the checkpoint's job.json records (give it when the source needs credentials, which job.json leaves out).")] = None,
+    backlog: Annotated[bool, typer.Option("--backlog/--no-backlog", help="Measure the input backlog against the source (a listing of the storage tree, or the Kafka topics' end offsets); --no-backlog: the checkpoint alone.")] = True,
 ) -> None:
-    """What a running or stopped job has delivered, from its checkpoint alone (no Spark): the last committed batch
-    and its time, per table the rows, newest commit ts and lag (exactly once: the resolved ts), dead letters
-    pending replay, held files, the last error, the exactly-once writer ids.
+    """What a running or stopped job has delivered, from its checkpoint (no Spark): the last committed batch and
+    its time, per table the rows, newest commit ts and lag (exactly once: the resolved ts), the input backlog (a
+    storage tree's data files per table, a Kafka source's messages per topic and partition, that no committed batch
+    took), dead letters pending replay, held files, the last error, the exactly-once writer ids.
 
-    Exit status 0 healthy, 1 behind (a table's lag over --max-lag), 2 failed (the last run's error is newer than
-    its last commit) or not a checkpoint.
+    Exit status 0 healthy, 1 behind (a table's lag over --max-lag, a backlog over --max-backlog), 2 failed (the
+    last run's error is newer than its last commit) or not a checkpoint.
     """
     from avro_registry_sink.status import read_status
 
     try:
-        report = read_status(checkpoint, max_lag=max_lag)
+        report = read_status(checkpoint, max_lag=max_lag, max_backlog=max_backlog, source=source, backlog=backlog)
     except (AvroSinkError, ValueError) as exc:
         raise fail(str(exc)) from None
     if as_json or not sys.stdout.isatty():
@@ -1088,6 +1092,19 @@ def _print_status(report: Any) -> None:
                     if "resolved_ts" in entry else "")
         typer.echo(f"  {table}: {entry['rows']} rows, newest commit ts {entry['newest_commit_ts']} "
                    f"({entry['lag_seconds']} s behind){resolved}")
+    backlog = report.backlog
+    if backlog is not None and "unknown" in backlog:
+        typer.echo(f"backlog: unknown: {backlog['unknown']}")
+    elif backlog is not None and backlog.get("kind") == "storage":
+        typer.echo(f"backlog: {backlog['files']} data files ({backlog['bytes']} bytes) no committed batch took")
+        for table, entry in backlog["tables"].items():
+            typer.echo(f"  {table}: {entry['files']} files ({entry['bytes']} bytes)")
+    elif backlog is not None:
+        typer.echo(f"backlog: {backlog['messages']} messages past the last committed batch")
+        for topic, entry in backlog["topics"].items():
+            parts = ", ".join(f"{p}: {n}" for p, n in entry.get("partitions", {}).items())
+            typer.echo(f"  {topic}: " + (f"unknown: {entry['unknown']}" if "unknown" in entry else
+                                         f"{entry['messages']} messages (partition {parts})"))
     typer.echo(f"dead letters: {report.dead_lettered} rows, {report.dead_letters_pending} pending replay; "
                f"held files: {len(report.held_files)}")
     if report.last_error:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.progress import BatchReport
 
 __all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "KafkaEndOffsets", "StorageBacklog", "commit_ts_seconds",
-           "interval_seconds", "serve_metrics", "storage_refresh_seconds"]
+           "interval_seconds", "serve_metrics", "storage_refresh_seconds", "watermarks"]
 
 NAMESPACE = "avro_sink"
 
@@ -106,6 +106,23 @@ class _LagCollector:
         yield resolved_lag
 
 
+def watermarks(consumer: Any, topics: Iterable[str], timeout: float) -> dict[tuple[str, int], tuple[int, int]]:
+    """``{(topic, partition): (low, high)}``: the first and the end offset of every partition of ``topics`` that the
+    cluster lists, through a confluent-kafka ``consumer`` (one metadata request, one watermark request a partition,
+    each bounded by ``timeout`` seconds; a broker that does not answer raises ``KafkaException``). A topic the
+    cluster does not list has no entry."""
+    from confluent_kafka import TopicPartition
+
+    meta = consumer.list_topics(timeout=timeout)
+    out = {}
+    for topic in topics:
+        found = meta.topics.get(topic)
+        for partition in sorted(found.partitions if found is not None else ()):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            out[(topic, partition)] = (int(low), int(high))
+    return out
+
+
 class KafkaEndOffsets:
     """The end offsets (high watermarks) of a Kafka source's partitions, refreshed every ``refresh`` seconds by a
     daemon thread: one metadata request and one watermark request a partition each time, bounded by the topics'
@@ -136,20 +153,13 @@ class KafkaEndOffsets:
             return dict(self._latest)
 
     def _run(self) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer
 
         consumer = Consumer(self._conf)
         try:
             while not self._stop.is_set():
                 try:
-                    meta = consumer.list_topics(timeout=self._timeout)
-                    out = {}
-                    for topic in self.topics:
-                        found = meta.topics.get(topic)
-                        for partition in sorted(found.partitions if found is not None else ()):
-                            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                                        timeout=self._timeout)
-                            out[(topic, partition)] = int(high)
+                    out = {key: high for key, (_low, high) in watermarks(consumer, self.topics, self._timeout).items()}
                     with self._lock:
                         self._latest, self._error = out, None
                 except Exception as exc:  # noqa: BLE001 - reported by the next scrape

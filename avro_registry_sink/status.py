@@ -12,10 +12,15 @@
     <checkpoint>/last-error.json            a failed run's error
 
 Side state is read as of the last committed batch (a batch that failed after writing its state is not
-committed: its files are newer and ignored). The verdict: ``failed`` when the last error is newer than the last
-commit (or the path is no checkpoint), ``behind`` when a table's lag is over ``max_lag``, else ``healthy``.
+committed: its files are newer and ignored). The backlog is the input that no committed batch took, measured now
+against the source (``job.json``'s, or the ``source`` given): a storage tree's data files (and bytes) per table
+that the last committed batch's offset (``spark/offsets/<batch>``) does not cover, a Kafka source's end offsets
+minus that offset per partition. The verdict: ``failed`` when the last error is newer than the last commit (or
+the path is no checkpoint), ``behind`` when a table's lag is over ``max_lag`` or a table's (storage) or topic's
+(Kafka) backlog over ``max_backlog``, else ``healthy``. A backlog that cannot be measured (a broker or store that
+does not answer) says why and leaves the verdict as it is, as a table without a commit ts does.
 
->>> # report = read_status("ck", max_lag=600); report.verdict, report.to_json()["tables"]
+>>> # report = read_status("ck", max_lag=600); report.verdict, report.to_json()["tables"], report.backlog
 """
 
 from __future__ import annotations
@@ -26,14 +31,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
-from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
+from avro_registry_sink.checkpoint_logs import batch_source_offset, last_committed_batch
+from avro_registry_sink.errors import AvroSinkError, ConfigError
+from avro_registry_sink.kafka_options import kafka_options
+from avro_registry_sink.redact import redact_url
+from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, StoreFS, parse_storage_uri
 
-__all__ = ["EXIT_STATUS", "JobStatus", "read_status"]
+__all__ = ["BACKLOG_TIMEOUT", "EXIT_STATUS", "JobStatus", "input_backlog", "read_status"]
 
 #: The exit status of each verdict (``status``'s, for scripts and liveness probes).
 EXIT_STATUS = {"healthy": 0, "behind": 1, "failed": 2}
-_BATCH_FILE = re.compile(r"\d+")
+#: Seconds a Kafka source's brokers have to answer each request for the backlog.
+BACKLOG_TIMEOUT = 5.0
 _STATE_FILE = re.compile(r"(\d{10})\.json")
 
 
@@ -59,6 +70,8 @@ class JobStatus:
     held_files: list[str] = field(default_factory=list)
     last_error: dict[str, Any] | None = None
     exactly_once: dict[str, Any] | None = None
+    #: the input no committed batch took (:func:`input_backlog`); ``None``: not asked (``backlog=False``)
+    backlog: dict[str, Any] | None = None
 
     @property
     def exit_status(self) -> int:
@@ -70,7 +83,7 @@ class JobStatus:
                 "last_commit_time": self.last_commit_time, "rows": self.rows,
                 "tables": dict(sorted(self.tables.items())), "dead_lettered": self.dead_lettered,
                 "dead_letters_pending": self.dead_letters_pending, "held_files": list(self.held_files),
-                "last_error": self.last_error, "exactly_once": self.exactly_once}
+                "last_error": self.last_error, "exactly_once": self.exactly_once, "backlog": self.backlog}
 
 
 def _newest_id(store: StoreFS, directory: str, pattern: re.Pattern[str], below: int | None = None) -> int | None:
@@ -116,11 +129,132 @@ def _pending_dead_letters(checkpoint: str) -> tuple[int, int]:
     return total, len(ids)
 
 
-def read_status(checkpoint: str | Path, *, max_lag: float | None = None, now: float | None = None) -> JobStatus:
+def _parse_source(text: str) -> tuple[str, Any]:
+    """A ``--source`` as the backlog needs it, without the Spark wing's parser (which loads Spark): ``("storage",
+    StorageURI)``, ``("kafka", (brokers, topics, KafkaOptions))`` or ``("files", None)`` (changelog files)."""
+    if "://" not in text:
+        return "storage", parse_storage_uri(text, option="source", allowed=frozenset({"pathGlobFilter"}))
+    split = urlsplit(text)
+    scheme = split.scheme.lower()
+    if scheme in ("storage", "local"):  # this project's (and TiCDC's local) spelling of a directory
+        query = f"?{split.query}" if split.query else ""
+        return "storage", parse_storage_uri(f"file://{unquote(split.netloc + split.path)}{query}", option="source",
+                                            allowed=frozenset({"pathGlobFilter"}))
+    if scheme in STORE_OF_SCHEME:
+        return "storage", parse_storage_uri(text, option="source", allowed=frozenset({"pathGlobFilter"}))
+    kind, _, transport = scheme.partition("+")
+    if kind not in ("canal-json", "debezium-json") or not transport:
+        raise ConfigError(f"Invalid source {redact_url(text)!r}: expected a storage tree (a path, storage:///dir, "
+                          "s3://bucket/prefix, ...), canal-json+kafka://host:port/topic or "
+                          "debezium-json+kafka://host:port/topic (or a changelog directory).",
+                          option="source", value=redact_url(text))
+    if transport != "kafka":
+        return "files", None
+    params = dict(parse_qsl(split.query, keep_blank_values=True))
+    brokers = tuple(b for b in split.netloc.rpartition("@")[2].split(",") if b)
+    topics = tuple(t for t in unquote(split.path.lstrip("/")).split(",") if t)
+    return "kafka", (brokers, topics, kafka_options(params))
+
+
+def _storage_backlog(location: StorageURI, committed: Any) -> dict[str, Any]:
+    # the storage tree's modules load the input formats (0.3-0.5 s): only a storage source's status needs them
+    from avro_registry_sink.sources.storage import StorageLayout
+    from avro_registry_sink.sources.storage_offsets import list_tree, pending_files
+
+    if location.is_local and not Path(location.path).is_dir():
+        return {"unknown": f"the source directory {location.path!r} does not exist (or is no directory)"}
+    pending = pending_files(committed, list_tree(StorageLayout(location)))
+    tables = {table: {"files": files, "bytes": size} for table, (files, size) in sorted(pending.items())}
+    return {"files": sum(t["files"] for t in tables.values()), "bytes": sum(t["bytes"] for t in tables.values()),
+            "tables": tables}
+
+
+def _kafka_backlog(brokers: tuple[str, ...], topics: tuple[str, ...], opts: Any, committed: Any,
+                   timeout: float) -> dict[str, Any]:
+    from confluent_kafka import Consumer, KafkaException
+
+    from avro_registry_sink.kafka_client import client_conf, explain
+    from avro_registry_sink.metrics import watermarks
+
+    where = ",".join(brokers)
+    conf = {**client_conf(where, opts, "consumer"), "group.id": "avro-registry-sink-status",
+            "enable.auto.commit": False}
+    consumer = Consumer(conf)
+    try:
+        marks = watermarks(consumer, topics, timeout)
+    except KafkaException as exc:
+        error: Any = exc.args[0] if exc.args else None
+        name, text = (error.name(), error.str()) if hasattr(error, "name") else ("", str(exc))
+        return {"unknown": f"Kafka at {where} did not answer within {timeout:g} s, so the backlog is unknown: "
+                           f"{explain(name, text, where, opts)}"}
+    finally:
+        consumer.close()
+    done = committed if isinstance(committed, dict) else {}
+    out: dict[str, Any] = {}
+    for topic in topics:
+        parts = {p: (low, high) for (t, p), (low, high) in marks.items() if t == topic}
+        if not parts:
+            out[topic] = {"messages": None, "unknown": f"the cluster at {where} does not list topic {topic!r}"}
+            continue
+        partitions = {}
+        for partition, (low, high) in sorted(parts.items()):
+            taken = (done.get(topic) or {}).get(str(partition))
+            # before the first committed batch (or a partition added since): from the partition's first offset
+            start = low if taken is None else max(low, int(taken))
+            partitions[str(partition)] = max(0, high - start)
+        out[topic] = {"messages": sum(partitions.values()), "partitions": partitions}
+    return {"messages": sum(t["messages"] or 0 for t in out.values()), "topics": out}
+
+
+def input_backlog(source: str, committed: Any, *, timeout: float = BACKLOG_TIMEOUT) -> dict[str, Any]:
+    """The input of ``source`` (a ``--source`` URI) that the offset ``committed`` (the source's offset of the last
+    committed batch, as Spark's offset log holds it; ``None``: no batch committed) does not cover, measured now:
+
+    * a storage tree: ``{"kind": "storage", "files", "bytes", "tables": {table: {"files", "bytes"}}}``, the data
+      files above each data directory's highest number taken and gap files that appeared since (the metrics'
+      :func:`~avro_registry_sink.sources.storage_offsets.pending_files`); held files were taken;
+    * Kafka topics: ``{"kind": "kafka", "messages", "topics": {topic: {"messages", "partitions": {partition:
+      messages}}}}``, each partition's end offset less the committed offset (none: its first offset);
+    * ``"unknown"``: why it could not be measured (a broker or store that does not answer, changelog files)."""
+    kind, where = _parse_source(source)
+    head: dict[str, Any] = {"kind": kind, "source": str(where) if kind == "storage" else redact_url(source)}
+    if kind == "files":
+        return {**head, "unknown": "not measured for changelog files (only storage trees and Kafka topics)"}
+    try:
+        if kind == "storage":
+            return {**head, **_storage_backlog(where, committed)}
+        brokers, topics, opts = where
+        return {**head, **_kafka_backlog(brokers, topics, opts, committed, timeout)}
+    except (AvroSinkError, OSError, ValueError) as exc:
+        return {**head, "unknown": " ".join(str(exc).split())}
+
+
+def _read_backlog(store: StoreFS, status: JobStatus, source: str | None, timeout: float) -> dict[str, Any]:
+    """The backlog of ``status``'s job: from ``source`` (``--source``), else the source ``job.json`` records."""
+    text = source or status.source
+    if not text:
+        return {"unknown": "the checkpoint's job.json records no source: give the run's --source"}
+    if source is None and "***" in text:
+        return {"source": text, "unknown": "job.json records the source without its credentials (***): give the "
+                                           "run's --source"}
+    try:
+        committed = None if status.last_batch is None else batch_source_offset(store, status.last_batch)
+    except (OSError, ValueError) as exc:
+        return {"source": redact_url(text), "unknown": f"the last committed batch's offsets (spark/offsets/"
+                                                       f"{status.last_batch}) cannot be read: {' '.join(str(exc).split())}"}
+    return input_backlog(text, committed, timeout=timeout)
+
+
+def read_status(checkpoint: str | Path, *, max_lag: float | None = None, max_backlog: int | None = None,
+                source: str | None = None, backlog: bool = True, timeout: float = BACKLOG_TIMEOUT,
+                now: float | None = None) -> JobStatus:
     """The status of the job of ``checkpoint`` (a directory or a storage URI; see the module docs).
 
     ``max_lag`` (seconds): a table whose newest delivered commit ts (exactly once: its resolved ts) is older makes
-    the job ``behind``. A checkpoint error (unreadable, damaged) makes it ``failed`` with the reason."""
+    the job ``behind``; so does a table (storage tree: data files) or topic (Kafka: messages) whose backlog is over
+    ``max_backlog``. ``backlog``: measure the backlog (:func:`input_backlog`) against ``source`` (a ``--source`` URI;
+    default: the one ``job.json`` records), each Kafka request bounded by ``timeout`` seconds. A checkpoint error
+    (unreadable, damaged) makes it ``failed`` with the reason."""
     now = time.time() if now is None else now
     uri = parse_storage_uri(str(checkpoint), option="checkpoint")
     status = JobStatus(checkpoint=str(checkpoint))
@@ -132,7 +266,7 @@ def read_status(checkpoint: str | Path, *, max_lag: float | None = None, now: fl
         return status
     try:
         status.source = json.loads(store.read_text("job.json")).get("source")
-        last = _newest_id(store, "spark/commits", _BATCH_FILE)
+        last = last_committed_batch(store)
         status.last_batch = last
         if last is not None and store.exists(f"spark/offsets/{last}"):
             lines = store.read_text(f"spark/offsets/{last}").splitlines()
@@ -168,6 +302,8 @@ def read_status(checkpoint: str | Path, *, max_lag: float | None = None, now: fl
         status.verdict = "failed"
         status.reasons.append(" ".join(str(exc).split()))
         return status
+    if backlog:
+        status.backlog = _read_backlog(store, status, source, timeout)
     error = status.last_error
     if error is not None and (status.last_commit_time is None or float(error.get("time", 0)) > status.last_commit_time):
         status.verdict = "failed"
@@ -180,4 +316,15 @@ def read_status(checkpoint: str | Path, *, max_lag: float | None = None, now: fl
             if lag is not None and lag > max_lag:
                 status.verdict = "behind"
                 status.reasons.append(f"table {table} is {lag:.0f} s behind its source (over --max-lag {max_lag:g} s)")
+    if max_backlog is not None and status.backlog is not None:
+        for table, entry in status.backlog.get("tables", {}).items():
+            if entry["files"] > max_backlog:
+                status.verdict = "behind"
+                status.reasons.append(f"table {table} has {entry['files']} data files no committed batch took "
+                                      f"(over --max-backlog {max_backlog})")
+        for topic, entry in status.backlog.get("topics", {}).items():
+            if (entry.get("messages") or 0) > max_backlog:
+                status.verdict = "behind"
+                status.reasons.append(f"topic {topic} has {entry['messages']} messages past the last committed batch "
+                                      f"(over --max-backlog {max_backlog})")
     return status

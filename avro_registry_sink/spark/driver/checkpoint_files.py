@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from avro_registry_sink.checkpoint_logs import last_committed_batch
+from avro_registry_sink.checkpoint_logs import log_ids as _ids
 from avro_registry_sink.errors import CheckpointError, ConfigError
 from avro_registry_sink.storage_fs import StorageURI, StoreFS
 
@@ -177,22 +179,6 @@ def read_json_lines(path: Path, advice: str) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------------------------------
 # Spark's logs
-
-
-def _ids(files: Iterable[str], directory: str) -> dict[int, str]:
-    """Batch id -> relative path of the log files directly in ``directory`` (``N`` and ``N.compact``)."""
-    out = {}
-    for path in files:
-        head, _, name = path.rpartition("/")
-        number = name.removesuffix(".compact")
-        if head == directory and number.isdigit():
-            out[int(number)] = path
-    return out
-
-
-def last_committed_batch(state: StoreFS) -> int | None:
-    """The newest batch of ``spark/commits`` (``None``: no batch committed yet); one listing."""
-    return max(_ids(state.list_files("spark/commits"), "spark/commits"), default=None)
 
 
 def _with_crc(files: set[str], paths: Iterable[str]) -> list[str]:
