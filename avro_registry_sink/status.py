@@ -185,8 +185,7 @@ def _kafka_backlog(brokers: tuple[str, ...], topics: tuple[str, ...], opts: Any,
     except KafkaException as exc:
         error: Any = exc.args[0] if exc.args else None
         name, text = (error.name(), error.str()) if hasattr(error, "name") else ("", str(exc))
-        return {"unknown": f"Kafka at {where} did not answer within {timeout:g} s, so the backlog is unknown: "
-                           f"{explain(name, text, where, opts)}"}
+        return {"unknown": f"{explain(name, text, where, opts)} (each request given {timeout:g} s)"}
     finally:
         consumer.close()
     done = committed if isinstance(committed, dict) else {}
@@ -242,7 +241,12 @@ def _read_backlog(store: StoreFS, status: JobStatus, source: str | None, timeout
     except (OSError, ValueError) as exc:
         return {"source": redact_url(text), "unknown": f"the last committed batch's offsets (spark/offsets/"
                                                        f"{status.last_batch}) cannot be read: {' '.join(str(exc).split())}"}
-    return input_backlog(text, committed, timeout=timeout)
+    try:
+        return input_backlog(text, committed, timeout=timeout)
+    except ConfigError as exc:
+        if source is not None:  # the --source given is wrong: the caller's error
+            raise
+        return {"source": text, "unknown": f"job.json's source cannot be read ({exc}): give the run's --source"}
 
 
 def read_status(checkpoint: str | Path, *, max_lag: float | None = None, max_backlog: int | None = None,

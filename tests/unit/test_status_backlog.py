@@ -11,9 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
+from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.sources.storage_offsets import batch_files, end_offset, initial_offset, list_tree
@@ -103,6 +105,11 @@ def test_the_source_comes_from_job_json_or_source_and_a_missing_one_is_unknown_n
     gone = read_status(ck, source=str(tmp_path / "nothing"), now=NOW)
     assert "does not exist" in gone.backlog["unknown"] and gone.verdict == "healthy"
     assert read_status(ck, backlog=False, now=NOW).backlog is None
+    # a --source that is no source is the caller's error; job.json's is reported
+    with pytest.raises(ConfigError, match="Invalid source 'nosuch\\+kafka://b/t'"):
+        read_status(ck, source="nosuch+kafka://b/t", now=NOW)
+    (ck / "job.json").write_text(json.dumps({"source": "nosuch+kafka://b/t"}))
+    assert read_status(ck, now=NOW).backlog["unknown"].startswith("job.json's source cannot be read (Invalid source")
     # changelog files: not measured, said so
     files = read_status(ck, source=f"canal-json+file://{tmp_path}", now=NOW)
     assert files.backlog["kind"] == "files" and "not measured" in files.backlog["unknown"]
@@ -116,7 +123,8 @@ def test_an_unreachable_broker_makes_the_backlog_unknown_within_the_timeout(tmp_
     status = read_status(ck, max_backlog=0, timeout=1.0, now=NOW)
     assert time.monotonic() - started < 10
     assert status.backlog["kind"] == "kafka"
-    assert status.backlog["unknown"].startswith("Kafka at 127.0.0.1:1 did not answer within 1 s")
+    assert status.backlog["unknown"].startswith("Kafka at 127.0.0.1:1 (plaintext) is not reachable")
+    assert status.backlog["unknown"].endswith("(each request given 1 s)")
     assert status.verdict == "healthy" and status.exit_status == 0
 
 
