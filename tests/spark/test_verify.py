@@ -96,6 +96,18 @@ def test_a_clean_run_reconciles(run):
     assert status.rows == report["totals"]["delivered"]
     assert status.dead_lettered == sum(report["tables"][t]["dead_lettered"] for t in TABLES) == 0
     assert len(status.held_files) == sum(report["tables"][t]["held_files"] for t in TABLES) == 0
+    # and its backlog, the tree listed against the same checkpoint: nothing left; a file TiCDC writes next counts
+    assert status.backlog["kind"] == "storage" and status.backlog["files"] == 0
+    assert set(TABLES) <= set(status.backlog["tables"])
+    newest = max(p for p in (run.base / "in").rglob("CDC*") if p.suffix in (".csv", ".json"))
+    extra = newest.with_name(f"CDC{int(newest.stem[3:]) + 1:0{len(newest.stem) - 3}d}{newest.suffix}")
+    extra.write_bytes(newest.read_bytes())
+    try:
+        later = read_status(run.base / "checkpoint").backlog
+    finally:
+        extra.unlink()  # the module's other tests verify this tree
+    table = ".".join(extra.relative_to(run.base / "in").parts[:2])
+    assert later["files"] == 1 and later["tables"][table] == {"files": 1, "bytes": newest.stat().st_size}
 
 
 #: What each fault must show in shop.orders (every other discrepancy count zero, other tables clean).
