@@ -566,6 +566,242 @@ class _Txn:
     ops: list[tuple[str, Op, Any]]  # (table, op, key)
 
 
+def _csv_change(op: Op, table: TableDef, commit_ts: int, before: Any, after: Any, options: CsvOptions,
+                writers: Any) -> tuple[str, dict[str, Any] | None]:
+    """A change as TiCDC's CSV writer writes it (an UPDATE with ``output-old-value``: its DELETE and INSERT lines),
+    and the before image its event keeps (none for an UPDATE without old values)."""
+    if op is Op.INSERT:
+        return _csv_record("I", table, commit_ts, False, after, options, writers), before
+    if op is Op.DELETE:
+        return _csv_record("D", table, commit_ts, False, before, options, writers), before
+    if options.output_old_value:
+        return (_csv_record("D", table, commit_ts, True, before, options, writers)
+                + _csv_record("I", table, commit_ts, True, after, options, writers)), before
+    return _csv_record("U", table, commit_ts, False, after, options, writers), None
+
+
+class _DemoWriter:
+    """One demo directory being written: its clock (TiDB TSOs from :data:`_START` on), each table's current
+    version, rows and live keys, and what was written so far (events, op counts, data files). Each step writes
+    its part of the directory, in the order :func:`generate_demo` calls them (the random draws follow that order)."""
+
+    def __init__(self, root: Path, rng: _Random, rows_per_table: int, csv_options: CsvOptions, keep_events: bool,
+                 max_rows_per_file: int, progress: Callable[[int, int], None] | None,
+                 live_keys: Callable[[], LiveKeys]) -> None:
+        self.root, self.rng, self.gen = root, rng, _Generator(rng)
+        self.csv_options, self.keep_events, self.max_rows_per_file = csv_options, keep_events, max_rows_per_file
+        self.progress = progress
+        self.physical = int(_START.timestamp() * 1000)
+        self.start_ts = self.tso()
+        self.names = ["shop.orders", "shop.customers", "crm.events"]
+        self.base = {"shop.orders": ORDERS, "shop.customers": CUSTOMERS, "crm.events": EVENTS}
+        self.formats = {"shop.orders": "csv", "shop.customers": "csv", "crm.events": "json"}
+        self.current: dict[str, TableDef] = {
+            n: self.base[n].model_copy(update={"version": self.start_ts}) for n in self.names}
+        self.table_versions = {(t.schema_name, t.table, t.version): t for t in self.current.values()}
+        self.state: dict[str, dict[Any, dict[str, Any]]] = {n: {} for n in self.names}
+        self.live = {n: live_keys() for n in self.names}
+        self.events: dict[str, list[ChangeEvent]] = {n: [] for n in self.names}
+        self.counts = {n: [0, 0, 0] for n in self.names}
+        self.files: list[str] = []
+        self.dir_numbers: dict[str, int] = {}
+        self.has_channel = False
+        n = rows_per_table
+        self.phase_inserts = [n // 2, n - n // 2 - n // 4, n // 4]
+        self.phase_updates = [0, max(1, n // 4), max(1, n // 6)]
+        self.phase_deletes = [0, max(1, n // 6), 1]
+        self.total_changes = len(self.names) * sum(self.phase_inserts + self.phase_updates + self.phase_deletes)
+        self.written = 0
+        self.reported = 0
+
+    def tso(self) -> int:
+        """The next commit ts (writes nothing): a TSO (physical ms << 18 | logical) a little later than the last."""
+        self.physical += self.rng.randint(40, 900)
+        return (self.physical << 18) | self.rng.randint(0, 7)
+
+    def write_schemas(self) -> None:
+        """Writes each table's schema file of its first version (the start ts)."""
+        for t in self.current.values():
+            _write_schema_file(self.root, t)
+
+    def plan_phase(self, phase: int) -> list[_Txn]:
+        """The transactions of a phase (writes nothing): its inserts, updates and deletes of every table shuffled
+        (inserts first where a table has no row yet), 1-3 changes each."""
+        work = [(name, op) for name in self.names
+                for op, count in ((Op.INSERT, self.phase_inserts[phase]), (Op.UPDATE, self.phase_updates[phase]),
+                                  (Op.DELETE, self.phase_deletes[phase]))
+                for _ in range(count)]
+        self.rng.shuffle(work)
+        # inserts before the updates/deletes that need live rows: stable order by "needs a row"
+        work.sort(key=lambda item: item[1] is not Op.INSERT and not self.state[item[0]])
+        txns = []
+        at = 0
+        while at < len(work):
+            size = self.rng.randint(1, 3)
+            txns.append(_Txn(0, [(name, op, None) for name, op in work[at:at + size]]))
+            at += size
+        return txns
+
+    def apply(self, txn: _Txn, commit_ts: int, pending: dict[str, list[tuple[int, str, Op, Any, Any]]]) -> None:
+        """One transaction on the tables' rows (writes nothing yet): keys chosen and rows made, each change
+        queued in ``pending`` per table, deletes first and then by handle, as TiCDC orders them."""
+        touched: dict[str, set[Any]] = {name: set() for name in self.names}
+        per_table: dict[str, list[tuple[Op, Any, dict[str, Any] | None, dict[str, Any] | None]]] = {}
+        for name, op, _ in txn.ops:
+            before: dict[str, Any] | None
+            after: dict[str, Any] | None
+            if op is Op.INSERT:
+                key = self.gen.new_key(name)
+                after = self.gen.row(name, key, self.has_channel and name == "shop.orders")
+                before = None
+            else:
+                key = self.live[name].choose(self.rng, touched[name])
+                if key is None:
+                    continue
+                before = dict(self.state[name][key])
+                after = self.gen.change(name, before) if op is Op.UPDATE else None
+            touched[name].add(key)
+            per_table.setdefault(name, []).append((op, key, before, after))
+        for name, ops in per_table.items():
+            ops.sort(key=lambda o: (o[0] is not Op.DELETE, o[1]))
+            for op, key, before, after in ops:
+                if op is Op.DELETE:
+                    del self.state[name][key]
+                    self.live[name].remove(key)
+                else:
+                    self.state[name][key] = after  # type: ignore[assignment]
+                    self.live[name].add(key)
+                self.counts[name][[Op.INSERT, Op.UPDATE, Op.DELETE].index(op)] += 1
+                pending[name].append((commit_ts, name, op, before, after))
+
+    def run_phase(self, phase: int) -> None:
+        """Writes one flush: the phase's transactions applied, then each table's changes as data files of at most
+        ``max_rows_per_file`` changes in the flush's date folder."""
+        pending: dict[str, list[tuple[int, str, Op, Any, Any]]] = {name: [] for name in self.names}
+        for txn in self.plan_phase(phase):
+            self.apply(txn, self.tso(), pending)
+        flush_ms = self.physical + self.rng.randint(5, 50)
+        date = dt.datetime.fromtimestamp(flush_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
+        step = max(1, self.max_rows_per_file)
+        for name in self.names:
+            rows = pending[name]
+            for start in range(0, len(rows), step):
+                self.flush(name, rows[start:start + step], date)
+
+    def flush(self, name: str, rows: list[tuple[int, str, Op, Any, Any]], date: str) -> None:
+        """Writes one data file of table ``name`` holding ``rows`` (CSV or canal-json, the next file number in
+        its version's date folder) and that folder's ``meta/CDC.index``; keeps each change's event."""
+        table = self.current[name]
+        directory = f"{table.schema_name}/{table.table}/{table.version}/{date}"
+        number = self.dir_numbers.get(directory, 0) + 1
+        self.dir_numbers[directory] = number
+        ext = "csv" if self.formats[name] == "csv" else "json"
+        file_name = data_file_name(number, ext)
+        relpath = f"{directory}/{file_name}"
+        (self.root / directory / "meta").mkdir(parents=True, exist_ok=True)
+        (self.root / directory / "meta" / "CDC.index").write_text(file_name + "\n", encoding="utf-8")
+        options = self.csv_options
+        canal = _canal_table(table) if ext == "json" else None
+        writers = [(c.name, _csv_writer(c, options)) for c in table.columns] if ext == "csv" else None
+        text_parts: list[str] = []
+        line = 1
+        if ext == "csv" and options.output_field_header:
+            header = options.delimiter.join(options.header([c.name for c in table.columns]))
+            text_parts.append(header + options.terminator)
+            line += text_parts[-1].count("\n")
+        for commit_ts, _, op, before, after in rows:
+            source = f"{relpath}:{line}"
+            if ext == "csv":
+                chunk, ev_before = _csv_change(op, table, commit_ts, before, after, options, writers)
+            else:
+                kind = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.DELETE: "DELETE"}[op]
+                chunk = _canal_line(kind, canal or table, commit_ts, (commit_ts >> 18) + self.rng.randint(1, 50),
+                                    before if op is Op.UPDATE else None, before if op is Op.DELETE else after) + "\r\n"
+                ev_before = before
+            text_parts.append(chunk)
+            line += chunk.count("\n")
+            if self.keep_events:
+                self.keep_event(name, table, op, commit_ts, ev_before, after, source, exact=ext == "json"
+                                or options.include_commit_ts)
+            self.count_written()
+        (self.root / relpath).write_bytes("".join(text_parts).encode("utf-8"))
+        self.files.append(relpath)
+
+    def keep_event(self, name: str, table: TableDef, op: Op, commit_ts: int, before: dict[str, Any] | None,
+                   after: dict[str, Any] | None, source: str, *, exact: bool) -> None:
+        """Keeps a change's event (writes nothing); ``exact``: its file holds the commit ts."""
+        self.events[name].append(ChangeEvent(
+            schema=table.schema_name, table=table.table, op=op, commit_ts=commit_ts if exact else 0,
+            after=dict(after) if after is not None else None,
+            before=dict(before) if before is not None else None,
+            table_version=table.version, source=source, extra={} if exact else {"commit_ts_exact": False},
+        ))
+
+    def count_written(self) -> None:
+        """One more change written: ``progress`` told every :data:`PROGRESS_STEP` changes."""
+        self.written += 1
+        if self.progress is not None and self.written - self.reported >= PROGRESS_STEP:
+            self.reported = self.written
+            self.progress(self.written, self.total_changes)
+
+    def add_channel(self) -> int:
+        """Writes the DDL: ``shop.orders``' new version's schema file (ADD COLUMN with a default, its query and
+        type); existing rows show the default from now on. Returns its commit ts."""
+        ddl_ts = self.tso()
+        orders = self.current["shop.orders"]
+        new_orders = orders.model_copy(update={"columns": (*orders.columns, _CHANNEL), "version": ddl_ts})
+        self.current["shop.orders"] = new_orders
+        self.table_versions[("shop", "orders", ddl_ts)] = new_orders
+        _write_schema_file(self.root, new_orders, ADD_CHANNEL, 5)
+        for row in self.state["shop.orders"].values():
+            row["channel"] = "web"
+        self.has_channel = True
+        return ddl_ts
+
+    def write_checkpoint(self) -> int:
+        """Writes the changefeed's ``metadata`` file: a checkpoint ts after every change. Returns it."""
+        if self.progress is not None:
+            # some planned updates or deletes find no row: the total is what was written
+            self.progress(self.written, self.written)
+        checkpoint_ts = self.tso()
+        (self.root / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint_ts}, separators=(",", ":")),
+                                            encoding="utf-8")
+        return checkpoint_ts
+
+    def manifest(self, ddl_ts: int, checkpoint_ts: int) -> DemoManifest:
+        """What was written (writes nothing): the tables' versions, events, final rows and counts, the files."""
+        names = self.names
+        full_tables = {
+            "shop.orders": self.current["shop.orders"].model_copy(update={"version": ddl_ts}),
+            "shop.customers": self.current["shop.customers"],
+            "crm.events": self.current["crm.events"],
+        }
+        key_columns = {name: tuple(full_tables[name].handle_key_names() or ()) for name in names}
+        final_rows = {
+            name: {tuple(row[k] for k in key_columns[name]): dict(row) for row in self.state[name].values()}
+            if self.keep_events else {}
+            for name in names
+        }
+        return DemoManifest(
+            root=self.root,
+            csv_options=self.csv_options,
+            start_ts=self.start_ts,
+            checkpoint_ts=checkpoint_ts,
+            formats=self.formats,
+            tables=full_tables,
+            table_versions=self.table_versions,
+            create_statements={name: _create_statement(self.base[name]) for name in names},
+            ddl_statements={"shop.orders": [ADD_CHANNEL], "shop.customers": [], "crm.events": []},
+            schema_versions={"shop.orders": (self.start_ts, ddl_ts), "shop.customers": (self.start_ts,),
+                             "crm.events": (self.start_ts,)},
+            key_columns=key_columns,
+            events=self.events,
+            final_rows=final_rows,
+            counts={name: OpCounts(*self.counts[name]) for name in names},
+            data_files=self.files,
+        )
+
+
 def generate_demo(
     root: Path | str,
     *,
@@ -598,207 +834,15 @@ def generate_demo(
         raise ValueError("the demo does not write output-handle-key CSV")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    rng = _Random(seed)
-    gen = _Generator(rng)
-
-    physical = int(_START.timestamp() * 1000)
-
-    def tso() -> int:
-        nonlocal physical
-        physical += rng.randint(40, 900)
-        return (physical << 18) | rng.randint(0, 7)
-
-    start_ts = tso()
-    names = ["shop.orders", "shop.customers", "crm.events"]
-    base = {"shop.orders": ORDERS, "shop.customers": CUSTOMERS, "crm.events": EVENTS}
-    formats = {"shop.orders": "csv", "shop.customers": "csv", "crm.events": "json"}
-    current: dict[str, TableDef] = {n: base[n].model_copy(update={"version": start_ts}) for n in names}
-    table_versions = {(t.schema_name, t.table, t.version): t for t in current.values()}
-    for t in current.values():
-        _write_schema_file(root, t)
-
-    state: dict[str, dict[Any, dict[str, Any]]] = {n: {} for n in names}
-    live = {n: live_keys() for n in names}
-    events: dict[str, list[ChangeEvent]] = {n: [] for n in names}
-    counts = {n: [0, 0, 0] for n in names}
-    files: list[str] = []
-    dir_numbers: dict[str, int] = {}
-    has_channel = False
-
-    n = rows_per_table
-    phase_inserts = [n // 2, n - n // 2 - n // 4, n // 4]
-    phase_updates = [0, max(1, n // 4), max(1, n // 6)]
-    phase_deletes = [0, max(1, n // 6), 1]
-    total_changes = len(names) * sum(phase_inserts + phase_updates + phase_deletes)
-    written = 0
-    reported = 0
-
-    def plan_phase(phase: int) -> list[_Txn]:
-        work = [(name, op) for name in names
-                for op, count in ((Op.INSERT, phase_inserts[phase]), (Op.UPDATE, phase_updates[phase]),
-                                  (Op.DELETE, phase_deletes[phase]))
-                for _ in range(count)]
-        rng.shuffle(work)
-        # inserts before the updates/deletes that need live rows: stable order by "needs a row"
-        work.sort(key=lambda item: item[1] is not Op.INSERT and not state[item[0]])
-        txns = []
-        at = 0
-        while at < len(work):
-            size = rng.randint(1, 3)
-            txns.append(_Txn(0, [(name, op, None) for name, op in work[at:at + size]]))
-            at += size
-        return txns
-
-    def run_phase(phase: int) -> None:
-        pending: dict[str, list[tuple[int, str, Op, dict[str, Any] | None, dict[str, Any] | None]]] = {
-            name: [] for name in names
-        }
-        for txn in plan_phase(phase):
-            commit_ts = tso()
-            touched: dict[str, set[Any]] = {name: set() for name in names}
-            per_table: dict[str, list[tuple[Op, Any, dict[str, Any] | None, dict[str, Any] | None]]] = {}
-            for name, op, _ in txn.ops:
-                before: dict[str, Any] | None
-                after: dict[str, Any] | None
-                if op is Op.INSERT:
-                    key = gen.new_key(name)
-                    after = gen.row(name, key, has_channel and name == "shop.orders")
-                    before = None
-                else:
-                    key = live[name].choose(rng, touched[name])
-                    if key is None:
-                        continue
-                    before = dict(state[name][key])
-                    after = gen.change(name, before) if op is Op.UPDATE else None
-                touched[name].add(key)
-                per_table.setdefault(name, []).append((op, key, before, after))
-            for name, ops in per_table.items():
-                # TiCDC: deletes first, then the other rows by handle
-                ops.sort(key=lambda o: (o[0] is not Op.DELETE, o[1]))
-                for op, key, before, after in ops:
-                    if op is Op.DELETE:
-                        del state[name][key]
-                        live[name].remove(key)
-                    else:
-                        state[name][key] = after  # type: ignore[assignment]
-                        live[name].add(key)
-                    counts[name][[Op.INSERT, Op.UPDATE, Op.DELETE].index(op)] += 1
-                    pending[name].append((commit_ts, name, op, before, after))
-        flush_ms = physical + rng.randint(5, 50)
-        date = dt.datetime.fromtimestamp(flush_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
-        for name in names:
-            rows = pending[name]
-            for start in range(0, len(rows), max(1, max_rows_per_file)):
-                _flush(name, rows[start:start + max(1, max_rows_per_file)], date, flush_ms)
-
-    def _flush(name: str, rows: list[tuple[int, str, Op, Any, Any]], date: str, flush_ms: int) -> None:
-        nonlocal written, reported
-        table = current[name]
-        directory = f"{table.schema_name}/{table.table}/{table.version}/{date}"
-        number = dir_numbers.get(directory, 0) + 1
-        dir_numbers[directory] = number
-        ext = "csv" if formats[name] == "csv" else "json"
-        file_name = data_file_name(number, ext)
-        relpath = f"{directory}/{file_name}"
-        (root / directory / "meta").mkdir(parents=True, exist_ok=True)
-        (root / directory / "meta" / "CDC.index").write_text(file_name + "\n", encoding="utf-8")
-        canal = _canal_table(table) if ext == "json" else None
-        writers = [(c.name, _csv_writer(c, csv_options)) for c in table.columns] if ext == "csv" else None
-        text_parts: list[str] = []
-        line = 1
-        if ext == "csv" and csv_options.output_field_header:
-            header = csv_options.delimiter.join(csv_options.header([c.name for c in table.columns]))
-            text_parts.append(header + csv_options.terminator)
-            line += text_parts[-1].count("\n")
-        for commit_ts, _, op, before, after in rows:
-            source = f"{relpath}:{line}"
-            extra = {} if ext == "json" or csv_options.include_commit_ts else {"commit_ts_exact": False}
-            event_ts = commit_ts if ext == "json" or csv_options.include_commit_ts else 0
-            ev_before, ev_after = before, after
-            if ext == "csv":
-                if op is Op.INSERT:
-                    chunk = _csv_record("I", table, commit_ts, False, after, csv_options, writers)
-                elif op is Op.DELETE:
-                    chunk = _csv_record("D", table, commit_ts, False, before, csv_options, writers)
-                elif csv_options.output_old_value:
-                    chunk = (_csv_record("D", table, commit_ts, True, before, csv_options, writers)
-                             + _csv_record("I", table, commit_ts, True, after, csv_options, writers))
-                else:
-                    chunk = _csv_record("U", table, commit_ts, False, after, csv_options, writers)
-                    ev_before = None
-            else:
-                kind = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.DELETE: "DELETE"}[op]
-                data = before if op is Op.DELETE else after
-                chunk = _canal_line(kind, canal or table, commit_ts, (commit_ts >> 18) + rng.randint(1, 50),
-                                    before if op is Op.UPDATE else None, data) + "\r\n"
-            text_parts.append(chunk)
-            line += chunk.count("\n")
-            if keep_events:
-                events[name].append(ChangeEvent(
-                    schema=table.schema_name, table=table.table, op=op, commit_ts=event_ts,
-                    after=dict(ev_after) if ev_after is not None else None,
-                    before=dict(ev_before) if ev_before is not None else None,
-                    table_version=table.version, source=source, extra=extra,
-                ))
-            written += 1
-            if progress is not None and written - reported >= PROGRESS_STEP:
-                reported = written
-                progress(written, total_changes)
-        (root / relpath).write_bytes("".join(text_parts).encode("utf-8"))
-        files.append(relpath)
-
-    run_phase(0)
-    run_phase(1)
-
-    # The DDL: ADD COLUMN with a default; existing rows show the default from now on.
-    ddl_ts = tso()
-    orders = current["shop.orders"]
-    new_orders = orders.model_copy(update={"columns": (*orders.columns, _CHANNEL), "version": ddl_ts})
-    current["shop.orders"] = new_orders
-    table_versions[("shop", "orders", ddl_ts)] = new_orders
-    _write_schema_file(root, new_orders, ADD_CHANNEL, 5)
-    for row in state["shop.orders"].values():
-        row["channel"] = "web"
-    has_channel = True
-
-    run_phase(2)
-
-    if progress is not None:
-        progress(written, written)  # some planned updates or deletes find no row: the total is what was written
-    checkpoint_ts = tso()
-    (root / "metadata").write_text(json.dumps({"checkpoint-ts": checkpoint_ts}, separators=(",", ":")),
-                                   encoding="utf-8")
-
-    full_tables = {
-        "shop.orders": new_orders.model_copy(update={"version": ddl_ts}),
-        "shop.customers": current["shop.customers"],
-        "crm.events": current["crm.events"],
-    }
-    key_columns = {name: tuple(full_tables[name].handle_key_names() or ()) for name in names}
-    final_rows = {
-        name: {tuple(row[k] for k in key_columns[name]): dict(row) for row in state[name].values()} if keep_events
-        else {}
-        for name in names
-    }
-    return DemoManifest(
-        root=root,
-        csv_options=csv_options,
-        start_ts=start_ts,
-        checkpoint_ts=checkpoint_ts,
-        formats=formats,
-        tables=full_tables,
-        table_versions=table_versions,
-        create_statements={name: _create_statement(base[name]) for name in names},
-        ddl_statements={"shop.orders": [ADD_CHANNEL], "shop.customers": [], "crm.events": []},
-        schema_versions={
-            "shop.orders": (start_ts, ddl_ts), "shop.customers": (start_ts,), "crm.events": (start_ts,),
-        },
-        key_columns=key_columns,
-        events=events,
-        final_rows=final_rows,
-        counts={name: OpCounts(*counts[name]) for name in names},
-        data_files=files,
-    )
+    demo = _DemoWriter(root, _Random(seed), rows_per_table, csv_options, keep_events, max_rows_per_file, progress,
+                       live_keys)
+    demo.write_schemas()
+    demo.run_phase(0)
+    demo.run_phase(1)
+    ddl_ts = demo.add_channel()  # ALTER TABLE ... ADD COLUMN mid-stream: the last flush has the new column
+    demo.run_phase(2)
+    checkpoint_ts = demo.write_checkpoint()
+    return demo.manifest(ddl_ts, checkpoint_ts)
 
 
 def write_rerun_files(manifest: DemoManifest, directory: Path | str) -> tuple[Path, Path]:
