@@ -912,7 +912,8 @@ def _canal_typed(rows: _CanalRows, part: _Part, columns: tuple[str, ...], defini
         part.reject[np.unique(rows.parent[bad & data_rows])] = True
         rows.typed[name] = conv
         if rows.old_parent.size:
-            conv_old, bad_old = _canal_column(col, pc.struct_field(rows.old_flat, [rows.old_flat.type.get_field_index(name)]))
+            old_index = rows.old_flat.type.get_field_index(name)
+            conv_old, bad_old = _canal_column(col, pc.struct_field(rows.old_flat, [old_index]))
             part.reject[np.unique(rows.old_parent[bad_old & rows.old_rows])] = True
             rows.typed_old[name] = conv_old
 
@@ -1442,7 +1443,7 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
     live = part.live()
     part.reject |= live & ~is_delete & ~has_after  # an insert/update without after
     part.reject |= live & is_delete & ~has_before  # a delete without before
-    extra = {f.name for f in after.type if f.name not in columns} | {f.name for f in before.type if f.name not in columns}
+    extra = {f.name for image in (after, before) for f in image.type if f.name not in columns}
     _reject_unknown_keys(part, body, sorted(extra), [(after, None, None), (before, None, None)])  # "unknown column"
     definition = part.tables[0]
     by_name = {c.name: c for c in definition.columns}
@@ -1451,7 +1452,8 @@ def _debezium_part(texts: pa.Array, body: Body, todo: np.ndarray, shape: Any, ve
     typed_before: dict[str, pa.Array] = {}
     live = part.live()
     for name in columns:
-        typed_after[name], bad = _debezium_column(by_name[name], pc.struct_field(after, [after.type.get_field_index(name)]))
+        typed_after[name], bad = _debezium_column(by_name[name],
+                                                  pc.struct_field(after, [after.type.get_field_index(name)]))
         part.reject |= bad & live & has_after
         typed_before[name], bad = _debezium_column(by_name[name],
                                                    pc.struct_field(before, [before.type.get_field_index(name)]))
