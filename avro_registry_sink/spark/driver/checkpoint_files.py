@@ -34,6 +34,7 @@ from typing import Any
 from avro_registry_sink.checkpoint_logs import last_committed_batch
 from avro_registry_sink.checkpoint_logs import log_ids as _ids
 from avro_registry_sink.errors import CheckpointError, ConfigError
+from avro_registry_sink.side_state import LEGACY_FILES
 from avro_registry_sink.storage_fs import StorageURI, StoreFS
 
 __all__ = ["SIDE_FILES", "STATE_FILES", "check_checkpoint_files", "checkpoint_failure", "last_committed_batch",
@@ -296,8 +297,6 @@ def _source_offset(state: StoreFS, offsets: dict[int, str], index: str) -> int:
 
 def _state_file(state: StoreFS, name: str) -> str:
     """The side state file of ``name`` a restart reads: the newest per-batch file, else an earlier release's."""
-    from avro_registry_sink.side_state import LEGACY_FILES
-
     batches = sorted(p for p in state.list_files(f"state/{name}") if re.fullmatch(r"\d{10}\.json", p.rpartition("/")[2]))
     return batches[-1] if batches else LEGACY_FILES[name]
 

@@ -48,31 +48,60 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import OnIncompatible, SinkConfig, parse_trigger_interval
+from avro_registry_sink.config import DeliveryMode, OnIncompatible, SinkConfig, SinkKind, parse_trigger_interval
+from avro_registry_sink.delivery import RESULT_DDL, fused_writer
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.formats import format_for_file
+from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder, TableSources
+from avro_registry_sink.kafka_client import client_conf, connect
 from avro_registry_sink.logs import CURRENT_BATCH
 from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
+from avro_registry_sink.metrics import KafkaEndOffsets, StorageBacklog, interval_seconds, storage_refresh_seconds
 from avro_registry_sink.model import (
     PlanKey,
     RefusalReason,
+    dead_letter_record,
     refusal_reason,
 )
-from avro_registry_sink.progress import BatchReport, JobTotals, NullProgress, ProgressReporter, SchemaVersion
+from avro_registry_sink.progress import (
+    BatchReport,
+    JobTotals,
+    NullProgress,
+    ProgressReporter,
+    SchemaVersion,
+    stop_sentence,
+)
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
 from avro_registry_sink.routing import TopicRouter, build_router
 from avro_registry_sink.selection import TableSelection
 from avro_registry_sink.side_state import SideState
+from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.spark.driver import checkpoint_files
 from avro_registry_sink.spark.driver.batch_changelog import ChangelogBatches
 from avro_registry_sink.spark.driver.batch_storage import StorageBatches
 from avro_registry_sink.spark.driver.job_errors import JobFailed, SparkResourceError
 from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.runtime.packages import ivy_dir, kafka_package
-from avro_registry_sink.spark.runtime.session import conf_value, master_of
-from avro_registry_sink.spark.sinks.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink
-from avro_registry_sink.spark.sources.sources import changelog_stream
+from avro_registry_sink.spark.runtime.session import (
+    ASSUMED_MESSAGE_BYTES,
+    PROVIDED_ARTIFACTS,
+    apply_hadoop_conf,
+    conf_value,
+    list_on_driver,
+    local_checkpoint_logs,
+    local_session,
+    master_of,
+    memory_bytes,
+    spread_file_partitions,
+    store_packages,
+    trigger_budget,
+)
+from avro_registry_sink.spark.sinks import sinks
+from avro_registry_sink.spark.sinks.sinks import RECORD_ORDER, SINK_KINDS, Sink, has_spark_kafka
+from avro_registry_sink.spark.sources.sources import changelog_stream, location_of
+from avro_registry_sink.spark.sources.storage_source import list_tree, pending_files, storage_tree_stream
+from avro_registry_sink.spark.stages.plan_cache import columns
 from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.topic_owners import TopicOwners
@@ -168,7 +197,7 @@ class JobResult:
 
 def job_session(*, kafka: bool = False, master: str | None = None, app_name: str = "avro-registry-sink",
                 stores: Iterable[str] = ()) -> SparkSession:
-    """A SparkSession for the CLI (``spark.session.local_session``), with Spark's Kafka connector when ``kafka``
+    """A SparkSession for the CLI (``spark.runtime.session.local_session``), with Spark's Kafka connector when ``kafka``
     and the Hadoop connectors of ``stores`` (``s3``: ``hadoop-aws`` of this Spark's Hadoop version).
 
     Packages come from Maven Central through Ivy (cache: ``AVRO_SINK_IVY_DIR``, else
@@ -176,8 +205,6 @@ def job_session(*, kafka: bool = False, master: str | None = None, app_name: str
     ``local[*]``; under spark-submit its own ``--master`` and ``--conf``s win. An already running session is
     reused as it is (see :func:`ensure_spark_kafka` for adding the connector to it).
     """
-    from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS, local_session, store_packages
-
     conf: dict[str, str] = {"spark.sql.shuffle.partitions": os.environ.get("AVRO_SINK_SHUFFLE_PARTITIONS", "4")}
     packages = ([kafka_package()] if kafka else []) + store_packages(stores)
     if packages:
@@ -199,8 +226,6 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
     :func:`kafka_package` from the Ivy cache (``<ivy dir>/jars``) when an earlier run fetched them, else
     from Maven Central by an ``ivy://`` URI (its own dependencies only; pyspark's jars are excluded).
     """
-    from avro_registry_sink.spark.sinks.sinks import has_spark_kafka
-
     if has_spark_kafka(spark):
         return True
     coordinate = kafka_package()
@@ -214,8 +239,6 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
             for jar in wanted:
                 spark.sql(f"ADD JAR '{jar}'")
         else:
-            from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS
-
             exclude = ",".join(PROVIDED_ARTIFACTS)
             spark.sql(f"ADD JAR 'ivy://{coordinate}?transitive=true&exclude={exclude}'")
     except Exception:  # noqa: BLE001 - offline, or no such version: the caller decides what that means
@@ -225,22 +248,15 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
 
 def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
                default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> Sink:
-    """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://``. ``checkpoint``
-    keeps an exactly-once Kafka sink's query id and writer ids (``delivery.json``)."""
-    if config.scheme == "kafka":
-        return KafkaSink(config.brokers, partitions=config.partition_num, kafka=config.kafka, producer=producer,
-                         spark=spark, max_message_bytes=config.max_message_bytes, delivery=config.delivery,
-                         control_topic=config.control_topic, transaction_timeout=config.transaction_timeout,
-                         checkpoint=checkpoint)
-    path = config.path or (str(default_dir) if default_dir is not None else None)
-    if not path:
-        raise ConfigError("The file sink needs a directory: file:///path/to/dir?protocol=avro.", option="sink-uri")
-    return FileSink(path, partitions=config.partition_num)
+    """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://`` (the one table of
+    sink kinds, :data:`~avro_registry_sink.spark.sinks.sinks.SINK_KINDS`). ``checkpoint`` keeps an exactly-once
+    Kafka sink's query id and writer ids (``delivery.json``)."""
+    return sinks.build_sink(config, spark, producer=producer, default_dir=default_dir, checkpoint=checkpoint)
 
 
 def _sink_location(config: SinkConfig) -> StorageURI | None:
     """Where a file sink writes, when that is a storage URI (its store's settings go to Spark too)."""
-    if config.scheme == "kafka" or not config.path:
+    if config.scheme != SinkKind.FILE or not config.path:
         return None
     return parse_storage_uri(str(config.path), option="sink-uri")
 
@@ -359,13 +375,10 @@ class _BatchProcessor:
         self.side = SideState(self.state)
         self.owners = TopicOwners(self.side)  # claimed in the router before the first batch
         self._owners_claimed = False
-        from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder, TableSources
 
         spec = options.source
         self.batches: StorageBatches | ChangelogBatches  # the batch source of the input's kind
         if spec.is_storage:
-            from avro_registry_sink.sources.storage import StorageLayout
-
             layout = StorageLayout(spec.location or spec.path or ".")
             self.sources = TableSources(layout, options.tables, changelog=False)
             self.batches = StorageBatches(options, manager, layout, self.state, self.side, self._topics,
@@ -511,7 +524,7 @@ class _BatchProcessor:
             self.owners.claim_all(self.router, batch_id)
             self._owners_claimed = True
         tally = None if self._counts_first() else self._tally(spark)
-        output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None,
+        output = StageOutput(tally, batch_id if tally is not None and self.sink.staged else None,
                              spread_verdicts=tally is not None and self._exactly_once())
         self._single_input = False  # set from the prepared batch
         self._fused = None
@@ -562,14 +575,13 @@ class _BatchProcessor:
                         check(self._counted(tally.value, plans, report), report.rows)
 
                     if self._fused is not None:  # exactly once: the encode stage wrote the records itself
-                        self.sink.transactions.finish(encoded, batch_id, check=verdict,  # type: ignore[attr-defined]
-                                                      tables=self._fused["tables"])
+                        self.sink.write_fused(encoded, batch_id, check=verdict, tables=self._fused["tables"])
                     else:
                         self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
                                         check=verdict, **self._write_plan(plans, spark, self._single_input))
                 phases["commit"] = time.time()
                 phases["write"] = phases["commit"] - phases["write"]
-                report.resolved_ts = dict(getattr(self.sink, "resolved", None) or {})
+                report.resolved_ts = dict(self.sink.resolved)
                 report.new_schemas = self._new_schemas(plans)
                 majors = self.manager.take_majors()
                 report.new_majors = [m.to_json() for m in majors]
@@ -645,7 +657,7 @@ class _BatchProcessor:
     def _slices_to_metrics(self, batch_id: int) -> None:
         """Exactly once: the batch's transactional slices by outcome (committed, committed-before: a rerun found
         them committed, refused: aborted by the batch's verdict), as the driver collected them."""
-        slices = getattr(getattr(self.sink, "transactions", None), "last_slices", None)
+        slices = self.sink.transactions.last_slices if self.sink.transactions is not None else None
         if self.metrics is not None and slices is not None and slices[0] == batch_id:
             self.metrics.slices(slices[1])
 
@@ -685,10 +697,10 @@ class _BatchProcessor:
         Only a sink that cannot take a write back (Kafka) under a bad-row budget needs it: the budget
         promises that nothing of a batch over it is written. The file sink publishes a batch only after
         its verdict, so it never needs it."""
-        return counts_first(self.options, staged=bool(getattr(self.sink, "staged", False)))
+        return counts_first(self.options, staged=self.sink.staged)
 
     def _exactly_once(self) -> bool:
-        return bool(getattr(self.sink, "exactly_once", False))
+        return self.sink.exactly_once
 
     def _write_plan(self, plans: Mapping[PlanKey, TablePlan], spark: SparkSession,
                     single_input: bool) -> dict[str, Any]:
@@ -707,15 +719,14 @@ class _BatchProcessor:
         worker (:func:`~avro_registry_sink.delivery.fused_writer`), so the records never go back through the
         JVM to be sorted. Not with a bad-row budget (the batch is counted before it is written) or a file sink."""
         if not (self._exactly_once() and single_input and output is not None and output.tally is not None
-                and output.lines_of_batch is None and self.current_batch is not None
-                and self.sink.transactions.in_python):  # type: ignore[attr-defined]
+                and output.lines_of_batch is None and self.current_batch is not None):
             return output
         import dataclasses
 
-        from avro_registry_sink.delivery import RESULT_DDL, fused_writer
-
         plan = self._write_plan(plans, spark, single_input)
-        spec = self.sink.transactions.spec(self.current_batch, slices=plan["slices"])  # type: ignore[attr-defined]
+        spec = self.sink.fused_spec(self.current_batch, slices=plan["slices"])
+        if spec is None:  # slices written by the JVM writer: the records go back through Spark
+            return output
         self._fused = plan
         return dataclasses.replace(output, then=(fused_writer(spec), RESULT_DDL))
 
@@ -739,10 +750,8 @@ class _BatchProcessor:
         :data:`RECORD_ORDER`; when each
         topic of a storage batch has one data file (the usual micro-batch of a running changefeed), its rows
         are in one task already and need no shuffle. The file sink orders each topic's rows itself, without
-        a shuffle (see :class:`FileSink`)."""
-        from avro_registry_sink.spark.stages.plan_cache import columns
-
-        if getattr(self.sink, "staged", False):
+        a shuffle (see :class:`~avro_registry_sink.spark.sinks.sinks.FileSink`)."""
+        if self.sink.staged:
             return records
         # one long, which Spark radix-sorts, instead of five columns whose first ties on every row
         order = ("order_line",) if self.options.source.is_storage else RECORD_ORDER
@@ -810,9 +819,6 @@ class _BatchProcessor:
 
         The stage sees parsed rows, not input bytes; the few rows it refuses get theirs here, from the batch
         source (a storage tree: their data file's record at that line; a changelog's stage sets its own)."""
-        from avro_registry_sink.model import dead_letter_record
-        from avro_registry_sink.spark.sources.sources import location_of
-
         if all("raw_base64" in f for f in failed):
             return failed
         sources = sorted({str(f.get("source")) for f in failed if "raw_base64" not in f})
@@ -934,7 +940,7 @@ def _settle_stop(spark: SparkSession, query: Any, processor: _BatchProcessor, si
         with contextlib.suppress(Exception):
             spark.sparkContext.cancelAllJobs()
         _stop_query(query)
-        transactions = getattr(sink, "transactions", None)
+        transactions = sink.transactions
         if transactions is not None:  # what the batch's slices left open: aborted now, not at the next run's start
             with contextlib.suppress(Exception):
                 transactions.abort_open()
@@ -963,8 +969,6 @@ def _stop_query(query: Any, wait: float = 20.0) -> None:
 
 def _stop_report(stop: _Stop, stop_timeout: float, totals: JobTotals) -> dict[str, Any]:
     """``JobTotals.stop``: how a stop by a signal ended, with its sentence."""
-    from avro_registry_sink.progress import stop_sentence
-
     outcome = "abandoned" if stop.abandoned else "finished" if stop.batch is not None else "between-batches"
     report: dict[str, Any] = {
         "signal": stop.signal, "exit_status": STOP_EXIT_STATUS.get(stop.signal or "", 1), "outcome": outcome,
@@ -982,6 +986,7 @@ def _registry_for(options: JobOptions, registry: Any) -> Iterator[Any]:
     if registry is not None:
         yield registry
         return
+    # the registry's connect, imported here: this module's connect is Kafka's (kafka_client)
     from avro_registry_sink.registry.connect import connect
 
     with connect(options.sink.registry) as client:
@@ -994,7 +999,7 @@ def _sink_for(spark: SparkSession, options: JobOptions) -> Sink:
     sink = build_sink(options.sink, spark, producer=options.kafka_producer,
                       default_dir=Path(checkpoint.parent().child("output").path) if checkpoint.is_local else None,
                       checkpoint=StoreFS(checkpoint, option="checkpoint"))
-    transactions = getattr(sink, "transactions", None)
+    transactions = sink.transactions
     if transactions is not None:  # how a record's order_file names its input (see delivery._partition_input)
         spec = options.source
         transactions.input_chars = 20 if spec.is_storage else None if spec.is_kafka else 0
@@ -1035,15 +1040,13 @@ def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) 
     untrusted CA or a listener of the wrong kind raise ``KafkaConnectionError`` within seconds. The CLI calls
     it before Spark starts; :func:`run_job` before the stream starts. Returns how many partitions the source's
     topics have (``None``: not a Kafka source, or a topic the cluster does not list yet)."""
-    from avro_registry_sink.kafka_client import connect
-
     partitions: int | None = None
     if source and options.source.is_kafka:
         _admin, metadata = connect(",".join(options.source.brokers), options.source.kafka)
         listed = [metadata.topics.get(topic) for topic in options.source.topics]
         if listed and all(t is not None and t.error is None for t in listed):
             partitions = sum(len(t.partitions) for t in listed if t is not None)
-    if sink and options.sink.scheme == "kafka":
+    if sink and options.sink.scheme == SinkKind.KAFKA:
         connect(",".join(options.sink.brokers), options.sink.kafka)
     return partitions
 
@@ -1059,8 +1062,6 @@ def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
     """How much input a micro-batch takes: the options' limits, else a budget derived from the JVM heap
     (:func:`~avro_registry_sink.spark.runtime.session.trigger_budget` of ``spark.driver.memory``, or of
     ``spark.executor.memory`` on a cluster), so a backlog of any size is processed in batches that fit."""
-    from avro_registry_sink.spark.runtime.session import ASSUMED_MESSAGE_BYTES, memory_bytes, trigger_budget
-
     if options.source.is_kafka and options.max_offsets_per_trigger:
         return {"max_offsets_per_trigger": options.max_offsets_per_trigger}
     if not options.source.is_kafka and (options.max_files_per_trigger or options.max_bytes_per_trigger):
@@ -1069,7 +1070,7 @@ def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
     local = master_of(spark).startswith("local")
     heap = memory_bytes(conf_value(spark, "spark.driver.memory" if local else "spark.executor.memory", "1g"))
     if options.source.is_kafka:
-        streamed = not counts_first(options, staged=options.sink.scheme != "kafka")
+        streamed = not counts_first(options, staged=SINK_KINDS[options.sink.scheme].staged)
         return {"max_offsets_per_trigger": max(1, trigger_budget(heap, streamed=streamed) // ASSUMED_MESSAGE_BYTES)}
     return {"max_bytes_per_trigger": trigger_budget(heap)}
 
@@ -1079,14 +1080,10 @@ def _stream(spark: SparkSession, options: JobOptions) -> DataFrame:
     spec.check()
     limits = trigger_limits(spark, options)
     if spec.is_storage:
-        from avro_registry_sink.spark.sources.storage_source import storage_tree_stream
-
         location = spec.location or parse_storage_uri(str(spec.path), option="source")
         return storage_tree_stream(spark, location, max_files_per_trigger=limits.get("max_files_per_trigger"),
                                    max_bytes_per_trigger=limits.get("max_bytes_per_trigger"))
     if spec.is_kafka:
-        from avro_registry_sink.spark.sinks.sinks import has_spark_kafka
-
         if not has_spark_kafka(spark) and not ensure_spark_kafka(spark):
             raise ConfigError(
                 "Reading a Kafka topic needs Spark's Kafka connector on the session, and it could not be added "
@@ -1167,16 +1164,10 @@ def run_job(
     guard_loggers("py4j.clientserver", "py4j.java_gateway")  # their debug records carry the Kafka settings
     progress = progress or NullProgress()
     router = router or build_router(options.sink, options.topic_rule)
-    if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
+    if sink is None and options.sink.scheme == SinkKind.KAFKA and options.kafka_producer in ("auto", "spark"):
         # Spark's Kafka sink (or exactly once's JVM slice writer) when possible; "auto" falls back to confluent-kafka
         ensure_spark_kafka(spark)
     checkpoint = options.checkpoint_uri
-    from avro_registry_sink.spark.runtime.session import (
-        apply_hadoop_conf,
-        list_on_driver,
-        local_checkpoint_logs,
-        spread_file_partitions,
-    )
 
     stores = [u for u in (options.source.location, checkpoint, _sink_location(options.sink)) if u is not None]
     apply_hadoop_conf(spark, hadoop_settings(stores))
@@ -1184,8 +1175,7 @@ def run_job(
     if options.source.location is None or options.source.location.is_local:
         list_on_driver(spark)
     sink = sink or _sink_for(spark, options)
-    if isinstance(sink, KafkaSink):
-        sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts
+    sink.check()  # Kafka: wrong credentials / CA fail here, in seconds, before the stream starts
     stream = _stream(spark, options)
     settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
@@ -1201,29 +1191,22 @@ def run_job(
             writer = writer.queryName(options.query_name)
         writer = writer.trigger(availableNow=True) if options.available_now else writer.trigger(
             processingTime=parse_trigger_interval(options.trigger_interval))
-        info = {"source": options.source.describe(), "sink": getattr(sink, "description", ""),
+        info = {"source": options.source.describe(), "sink": sink.description,
                 "checkpoint": str(checkpoint), "available_now": options.available_now}
-        if getattr(sink, "exactly_once", False):  # what resolved_ts() and a verify command need
-            info.update(delivery="exactly-once", control_topic=options.sink.control_topic,
-                        query=getattr(sink, "query", None))
+        if sink.exactly_once:  # what resolved_ts() and a verify command need
+            info.update(delivery=DeliveryMode.EXACTLY_ONCE.value, control_topic=options.sink.control_topic,
+                        query=sink.query)
         progress.start(info)
         if metrics is not None:
-            from avro_registry_sink.metrics import interval_seconds
-
             trigger_seconds = (0.0 if options.available_now else
                                interval_seconds(parse_trigger_interval(options.trigger_interval)))
             metrics.start(trigger_seconds)
             if options.source.is_kafka:  # the backlog: the source's end offsets, asked when Prometheus scrapes
-                from avro_registry_sink.kafka_client import client_conf
-                from avro_registry_sink.metrics import KafkaEndOffsets
 
                 conf = client_conf(",".join(options.source.brokers), options.source.kafka, "consumer")
                 conf.pop("logger", None)
                 metrics.end_offsets = KafkaEndOffsets(options.source.topics, conf)
             elif options.source.is_storage:  # the backlog: the tree's data files that no committed batch took
-                from avro_registry_sink.metrics import StorageBacklog, storage_refresh_seconds
-                from avro_registry_sink.sources.storage import StorageLayout
-                from avro_registry_sink.spark.sources.storage_source import list_tree, pending_files
 
                 layout = StorageLayout(options.source.location
                                        or parse_storage_uri(str(options.source.path), option="source"))
@@ -1294,4 +1277,4 @@ def run_job(
         shown: Path | str = options.checkpoint if checkpoint.is_local else str(checkpoint)  # no credentials
         return JobResult(totals=processor.totals, checkpoint=shown, bad_input=processor.bad_input,
                          dead_letters=processor.dead_letters, plans=processor.plans,
-                         sink=getattr(sink, "description", ""), stop=processor.totals.stop)
+                         sink=sink.description, stop=processor.totals.stop)

@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.sources.storage_offsets import (
     OFFSET_VERSION,
     TreeFile,
@@ -51,6 +52,7 @@ from avro_registry_sink.sources.storage_offsets import (
     list_tree,
     pending_files,
 )
+from avro_registry_sink.spark.runtime.driver_python import driver_python
 from avro_registry_sink.storage_fs import StorageURI
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,8 +106,6 @@ class StorageTreeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     (:func:`batch_files`), so :meth:`read` only serves whoever reads the stream itself."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        from avro_registry_sink.sources.storage import StorageLayout
-
         self.location = _location_from(options[_LOCATION_OPTION])
         self.layout = StorageLayout(self.location)
         self.max_files = int(options[_MAX_FILES_OPTION]) if options.get(_MAX_FILES_OPTION) else None
@@ -160,8 +160,6 @@ def _register_for_the_driver(spark: SparkSession, source: type[DataSource]) -> N
     not beside the driver. The job needs the source only on the driver (see :class:`StorageTreeReader`), and
     there Spark starts that process anew for each query: :func:`~avro_registry_sink.spark.runtime.driver_python.driver_python`
     starts it with the driver's compiled pyspark instead of Spark's zip (0.35-0.4 s less before the first batch)."""
-    from avro_registry_sink.spark.runtime.driver_python import driver_python
-
     context = spark.sparkContext
     executors_python = context.pythonExec
     context.pythonExec = driver_python()
