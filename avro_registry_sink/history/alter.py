@@ -26,6 +26,7 @@ takes on BLOB/TEXT columns and MariaDB takes too).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -252,6 +253,31 @@ def _members(old: AvroField, new: AvroField, name: str, dialect: str) -> str | N
     return f"CASE WHEN {name} IS NULL THEN NULL ELSE concat_ws(',', {', '.join(parts)}) END"
 
 
+def _member_guard(old: AvroField, new: AvroField, table: str, dialect: str) -> list[str]:
+    """Text going into an ENUM or SET column whose members are not all the old column's: a CHECK constraint added and
+    dropped again, which fails on a row holding a value that is no member (PostgreSQL, MySQL 8.0.19+ and MariaDB
+    check the rows already there), as MySQL's ALTER fails (error 1265). Its name says the column."""
+    kind = str(new.parameters.get("tidb_type") or "").upper()
+    if old.type != "string" or new.type != "string" or kind not in ("ENUM", "SET"):
+        return []
+    members = str(new.parameters.get("allowed") or "").split(",")
+    if str(old.parameters.get("tidb_type") or "").upper() == kind and \
+            set(str(old.parameters.get("allowed") or "").split(",")) <= set(members):
+        return []
+    name = quote(new.name, dialect)
+    texts = ", ".join(_string_literal(m, dialect) for m in members)
+    if kind == "ENUM":
+        check = f"{name} IN ({texts})"
+    elif dialect == "postgres":
+        check = f"string_to_array({name}, ',') <@ ARRAY[{texts}]::text[]"
+    else:
+        one = "(" + "|".join(re.escape(m) for m in members) + ")"
+        check = f"{name} REGEXP {_string_literal(f'^({one}(,{one})*)?$', dialect)}"
+    constraint = quote(f"avro_sink_{kind.lower()}_{new.name}"[:63], dialect)
+    return [f"ALTER TABLE {table} ADD CONSTRAINT {constraint} CHECK ({check})",
+            f"ALTER TABLE {table} DROP CONSTRAINT {constraint}"]
+
+
 def alter_statements(diff: SchemaDiff, table: str, dialect: str) -> list[str]:
     """The statements that turn the downstream table of ``diff.before`` into that of ``diff.after``.
 
@@ -309,6 +335,7 @@ def alter_statements(diff: SchemaDiff, table: str, dialect: str) -> list[str]:
         if old is None or not kinds:
             continue
         column = quote(f.name, dialect)
+        out += _member_guard(old, f, name, dialect)
         before, after = _conversion(old, f, f.name, dialect)
         if before is not None:
             out.append(f"UPDATE {name} SET {column} = {before}")

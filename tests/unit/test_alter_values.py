@@ -68,3 +68,16 @@ def test_a_set_reordered_is_printed_in_the_new_order_and_a_set_extended_is_not_t
 def test_a_conversion_without_sql_is_refused_naming_the_column(old, new, pair):
     with pytest.raises(ConfigError, match=f"column c: {pair}: .*--sql has no statement"):
         _sql(old, new, "postgres")
+
+
+def test_members_removed_are_checked_on_the_rows_there_and_members_added_are_not():
+    old = _typed("string", "ENUM", allowed="a,b,c")
+    assert _sql(old, _typed("string", "ENUM", allowed="a,b"), "postgres") == [
+        """ALTER TABLE "t" ADD CONSTRAINT "avro_sink_enum_c" CHECK ("c" IN ('a', 'b'))""",
+        'ALTER TABLE "t" DROP CONSTRAINT "avro_sink_enum_c"']
+    assert _sql(old, _typed("string", "ENUM", allowed="c,b,a,d"), "postgres") == []
+    [check, _] = _sql(["null", _typed("string", "SET", allowed="x,y.z")],
+                      ["null", _typed("string", "SET", allowed="x,y")], "mysql")
+    assert check == "ALTER TABLE `t` ADD CONSTRAINT `avro_sink_set_c` CHECK (`c` REGEXP '^((x|y)(,(x|y))*)?$')"
+    [check, _] = _sql(_typed("string", "VARCHAR"), _typed("string", "SET", allowed="a.b,c"), "mysql")
+    assert "(a\\\\.b|c)" in check  # a member is matched as text, not as a pattern
