@@ -358,6 +358,150 @@ def _field_text(f: Any) -> str:
     return text
 
 
+@dataclass
+class _Diffed:
+    """A diff of two versions and how to name it: ``what`` (an error's subject), ``label`` (the output's),
+    ``topic`` (the downstream table's default name) and ``ids`` (the two versions, for ``--json``)."""
+
+    result: SchemaDiff
+    unexplained: list[str]
+    what: str
+    label: str
+    topic: str
+    ids: dict[str, Any]
+
+
+def _rename_options(rename: list[str] | None) -> dict[str, str]:
+    """``--rename OLD=NEW`` options as a mapping."""
+    extra = {}
+    for pair in rename or []:
+        old, sep, new = pair.partition("=")
+        if not sep or not old or not new:
+            raise fail(f"Invalid value {pair!r} for option '--rename': OLD=NEW.")
+        extra[old] = new
+    return extra
+
+
+def _table_diff(records: list[HistoryRecord], table: str, versions: list[str], extra: dict[str, str],
+                checkpoint: str | None) -> _Diffed:
+    """The diff of two table versions of ``table`` from the journal: the schemas in force at each, the renames
+    and re-added columns of the DDLs between them."""
+    before_v, after_v = (_version_arg(v, "table version") for v in versions)
+    if "latest" in (before_v, after_v):
+        raise fail("--table takes two table versions (integers, see `history --table`).")
+    mine = select(records, table=table)
+    if not mine:
+        raise fail(f"No registrations of table {table} on record"
+                   + (f" in {checkpoint}" if checkpoint else " (give --checkpoint)") + ".")
+    value_a, value_b = (_at_table_version(mine, "value", v) for v in (before_v, after_v))  # type: ignore[arg-type]
+    if value_a is None or value_b is None:
+        known = sorted({r.table_version for r in mine})
+        raise fail(f"Table {table} has no schema on record at table version "
+                   f"{before_v if value_a is None else after_v}; versions on record: "
+                   + ", ".join(map(str, known)) + ".")
+    key_a, key_b = (_at_table_version(mine, "key", v) for v in (before_v, after_v))  # type: ignore[arg-type]
+    values = sorted((r for r in mine if r.kind == "value" and r.verdict != "incompatible"),
+                    key=lambda r: r.table_version)
+    low, high = sorted((before_v, after_v))  # type: ignore[type-var]
+    steps = []
+    previous = _at_table_version(mine, "value", low)  # type: ignore[arg-type]
+    for r in values:
+        if low < r.table_version <= high and previous is not None and r.schema != previous.schema:  # type: ignore[operator]
+            steps.append(_journal_step(r, previous.schema))
+            previous = r
+    renames, readded, unexplained = _lineage(steps)
+    if before_v > after_v:  # type: ignore[operator]
+        renames = {new: old for old, new in renames.items()}
+    result = diff_schemas(value_a.schema, value_b.schema, renames={**renames, **extra},
+                          key_before=key_a.schema if key_a else None, key_after=key_b.schema if key_b else None,
+                          readded=readded)
+    ids = {"from": {"subject": value_a.subject, "version": value_a.version, "id": value_a.schema_id,
+                    "table_version": before_v},
+           "to": {"subject": value_b.subject, "version": value_b.version, "id": value_b.schema_id,
+                  "table_version": after_v}}
+    return _Diffed(result, unexplained, f"Table {table}, table version {before_v} -> {after_v}",
+                   f"table {table}: table version {before_v} -> {after_v}", value_b.topic, ids)
+
+
+def _value_keys(client: Any, subject: str, records: list[HistoryRecord], mine: list[HistoryRecord], a: Any,
+                b: Any) -> tuple[str | None, str | None]:
+    """The key schemas in force at value versions ``a`` and ``b``: from the journal, else (no journal) the key in
+    force at ``b`` for both (it types the key's columns; the key subject's diff changes the primary key)."""
+    key_a = key_b = None
+    if mine:  # the key in force at each value version, from the journal
+        rec_a = next((r for r in mine if r.version == a.version), None)
+        rec_b = next((r for r in mine if r.version == b.version), None)
+        either = rec_a or rec_b
+        keys = select(records, table=either.table if either is not None else "")
+        if rec_a is not None and rec_b is not None:
+            key_a = _at_table_version(keys, "key", rec_a.table_version)
+            key_b = _at_table_version(keys, "key", rec_b.table_version)
+    key_before = key_a.schema if key_a else None
+    key_after = key_b.schema if key_b else None
+    if key_after is None and subject.endswith("-value"):
+        key_before = key_after = _key_in_force(client, subject[: -len("-value")] + "-key", b)
+    return key_before, key_after
+
+
+def _subject_diff(records: list[HistoryRecord], subject: str, versions: list[str], extra: dict[str, str],
+                  registry: str | None, config: Path | None, state_dir: Path | None) -> _Diffed:
+    """The diff of two versions of ``subject`` from the registry: the renames and re-added columns of the
+    journal's DDLs (or of the new majors' migration rules) between them; a key subject's diff is its primary key."""
+    before_s, after_s = (_version_arg(v, "subject version") for v in versions)
+    from avro_registry_sink.registry.connect import connect
+
+    with connect(_registry_config(registry, config, state_dir).registry) as client:
+        a = client.get_version(subject, before_s)  # type: ignore[arg-type]  # _version_arg: int or 'latest'
+        b = client.get_version(subject, after_s)  # type: ignore[arg-type]
+        mine = [r for r in select(records, subject=subject) if r.verdict != "incompatible"]
+        first, last = (a, b) if a.version <= b.version else (b, a)
+        renames, readded, unexplained = _lineage(_registry_steps(client, subject, first, last, mine))
+        if a.version > b.version:
+            renames = {new: old for old, new in renames.items()}
+        renames = {**renames, **extra}
+        what = f"Subject {subject}, version {a.version} -> {b.version}"
+        if subject.endswith("-key"):  # the key's columns are the value's: only the primary key changes
+            result = diff_keys(a.schema, b.schema, renames)
+            unexplained = []
+        else:
+            key_before, key_after = _value_keys(client, subject, records, mine, a, b)
+            result = diff_schemas(a.schema, b.schema, renames=renames, key_before=key_before,
+                                  key_after=key_after, readded=readded)
+    ids = {"from": {"subject": subject, "version": a.version, "id": a.id},
+           "to": {"subject": subject, "version": b.version, "id": b.id}}
+    return _Diffed(result, unexplained, what, f"subject {subject}: version {a.version} (id {a.id}) -> {b.version} "
+                   f"(id {b.id})", subject.rsplit("-", 1)[0], ids)
+
+
+def _print_diff(diffed: _Diffed, statements: list[str] | None, dialect: Any, target: str, allow_drop: bool,
+                as_json: bool) -> None:
+    """Print a diff (and the ALTER TABLE statements): as JSON, or as a table."""
+    result, unexplained, label = diffed.result, diffed.unexplained, diffed.label
+    if as_json:
+        out: dict[str, Any] = {"diff": label, **diffed.ids, **result.to_json()}
+        open_dropped, open_added = _open_pairs(result, unexplained)
+        if open_dropped and not allow_drop:
+            out["unexplained"] = {"dropped": open_dropped, "added": open_added, "versions": unexplained}
+        if statements is not None:
+            out["sql"] = {"dialect": dialect, "table": target, "statements": statements}
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    console = _console()
+    if result.unchanged:
+        console.print(f"No field changes: {label}.", markup=False)
+    else:
+        console.print(diff_table(result, f"Diff of {label}"))
+        open_dropped, open_added = _open_pairs(result, unexplained)
+        if open_dropped and not allow_drop:
+            console.print(f"Nothing on record says whether {', '.join(open_dropped)} (dropped) was renamed to "
+                          f"{', '.join(open_added)} (added): {'; '.join(unexplained)}. --rename OLD=NEW or "
+                          "--allow-drop says which (--sql needs one).", markup=False)
+    if statements is not None:
+        console.print(f"-- ALTER TABLE statements ({dialect}) for downstream table {target}:", markup=False)
+        for statement in statements:
+            console.print(statement + ";", markup=False, soft_wrap=True)
+
+
 def diff(
     versions: Annotated[list[str], typer.Argument(help="A B: two subject versions (--subject; 'latest' allowed) or two table versions (--table).")],
     subject: Annotated[str | None, typer.Option("--subject", help="Diff two versions of this subject.")] = None,
@@ -382,121 +526,21 @@ def diff(
         raise fail("diff needs one of --subject S (two subject versions) or --table T (two table versions).")
     try:
         dialect = dialect_of(sql) if sql is not None else None
-        extra = {}
-        for pair in rename or []:
-            old, sep, new = pair.partition("=")
-            if not sep or not old or not new:
-                raise fail(f"Invalid value {pair!r} for option '--rename': OLD=NEW.")
-            extra[old] = new
+        extra = _rename_options(rename)
         records = _journal(checkpoint)
         if table is not None:
-            before_v, after_v = (_version_arg(v, "table version") for v in versions)
-            if "latest" in (before_v, after_v):
-                raise fail("--table takes two table versions (integers, see `history --table`).")
-            mine = select(records, table=table)
-            if not mine:
-                raise fail(f"No registrations of table {table} on record"
-                           + (f" in {checkpoint}" if checkpoint else " (give --checkpoint)") + ".")
-            value_a, value_b = (_at_table_version(mine, "value", v) for v in (before_v, after_v))  # type: ignore[arg-type]
-            if value_a is None or value_b is None:
-                known = sorted({r.table_version for r in mine})
-                raise fail(f"Table {table} has no schema on record at table version "
-                           f"{before_v if value_a is None else after_v}; versions on record: "
-                           + ", ".join(map(str, known)) + ".")
-            key_a, key_b = (_at_table_version(mine, "key", v) for v in (before_v, after_v))  # type: ignore[arg-type]
-            values = sorted((r for r in mine if r.kind == "value" and r.verdict != "incompatible"),
-                            key=lambda r: r.table_version)
-            low, high = sorted((before_v, after_v))  # type: ignore[type-var]
-            steps = []
-            previous = _at_table_version(mine, "value", low)  # type: ignore[arg-type]
-            for r in values:
-                if low < r.table_version <= high and previous is not None and r.schema != previous.schema:  # type: ignore[operator]
-                    steps.append(_journal_step(r, previous.schema))
-                    previous = r
-            renames, readded, unexplained = _lineage(steps)
-            if before_v > after_v:  # type: ignore[operator]
-                renames = {new: old for old, new in renames.items()}
-            result = diff_schemas(value_a.schema, value_b.schema, renames={**renames, **extra},
-                                  key_before=key_a.schema if key_a else None, key_after=key_b.schema if key_b else None,
-                                  readded=readded)
-            what = f"Table {table}, table version {before_v} -> {after_v}"
-            label = f"table {table}: table version {before_v} -> {after_v}"
-            topic = value_b.topic
-            ids = {"from": {"subject": value_a.subject, "version": value_a.version, "id": value_a.schema_id,
-                            "table_version": before_v},
-                   "to": {"subject": value_b.subject, "version": value_b.version, "id": value_b.schema_id,
-                          "table_version": after_v}}
+            diffed = _table_diff(records, table, versions, extra, checkpoint)
         else:
             assert subject is not None
-            before_s, after_s = (_version_arg(v, "subject version") for v in versions)
-            from avro_registry_sink.registry.connect import connect
-
-            with connect(_registry_config(registry, config, state_dir).registry) as client:
-                a = client.get_version(subject, before_s)  # type: ignore[arg-type]  # _version_arg: int or 'latest'
-                b = client.get_version(subject, after_s)  # type: ignore[arg-type]
-                mine = [r for r in select(records, subject=subject) if r.verdict != "incompatible"]
-                first, last = (a, b) if a.version <= b.version else (b, a)
-                renames, readded, unexplained = _lineage(_registry_steps(client, subject, first, last, mine))
-                if a.version > b.version:
-                    renames = {new: old for old, new in renames.items()}
-                renames = {**renames, **extra}
-                what = f"Subject {subject}, version {a.version} -> {b.version}"
-                if subject.endswith("-key"):  # the key's columns are the value's: only the primary key changes
-                    result = diff_keys(a.schema, b.schema, renames)
-                    unexplained = []
-                else:
-                    key_a = key_b = None
-                    if mine:  # the key in force at each value version, from the journal
-                        rec_a = next((r for r in mine if r.version == a.version), None)
-                        rec_b = next((r for r in mine if r.version == b.version), None)
-                        either = rec_a or rec_b
-                        keys = select(records, table=either.table if either is not None else "")
-                        if rec_a is not None and rec_b is not None:
-                            key_a = _at_table_version(keys, "key", rec_a.table_version)
-                            key_b = _at_table_version(keys, "key", rec_b.table_version)
-                    key_before = key_a.schema if key_a else None
-                    key_after = key_b.schema if key_b else None
-                    # no journal: the key in force at B types the key's columns (unchanged: the key subject's diff
-                    # changes the primary key)
-                    if key_after is None and subject.endswith("-value"):
-                        key_before = key_after = _key_in_force(client, subject[: -len("-value")] + "-key", b)
-                    result = diff_schemas(a.schema, b.schema, renames=renames, key_before=key_before,
-                                          key_after=key_after, readded=readded)
-            label = f"subject {subject}: version {a.version} (id {a.id}) -> {b.version} (id {b.id})"
-            topic = subject.rsplit("-", 1)[0]
-            ids = {"from": {"subject": subject, "version": a.version, "id": a.id},
-                   "to": {"subject": subject, "version": b.version, "id": b.id}}
+            diffed = _subject_diff(records, subject, versions, extra, registry, config, state_dir)
         if dialect and not allow_drop:
-            _refuse_unexplained(result, unexplained, what)
-        statements = alter_statements(result, target_table or topic, dialect) if dialect else None
+            _refuse_unexplained(diffed.result, diffed.unexplained, diffed.what)
+        statements = alter_statements(diffed.result, target_table or diffed.topic, dialect) if dialect else None
     except RegistryUnavailable as exc:
         raise fail(str(exc), code=1) from None
     except AvroSinkError as exc:
         raise fail(str(exc)) from None
-    if as_json:
-        out: dict[str, Any] = {"diff": label, **ids, **result.to_json()}
-        open_dropped, open_added = _open_pairs(result, unexplained)
-        if open_dropped and not allow_drop:
-            out["unexplained"] = {"dropped": open_dropped, "added": open_added, "versions": unexplained}
-        if statements is not None:
-            out["sql"] = {"dialect": dialect, "table": target_table or topic, "statements": statements}
-        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
-        return
-    console = _console()
-    if result.unchanged:
-        console.print(f"No field changes: {label}.", markup=False)
-    else:
-        console.print(diff_table(result, f"Diff of {label}"))
-        open_dropped, open_added = _open_pairs(result, unexplained)
-        if open_dropped and not allow_drop:
-            console.print(f"Nothing on record says whether {', '.join(open_dropped)} (dropped) was renamed to "
-                          f"{', '.join(open_added)} (added): {'; '.join(unexplained)}. --rename OLD=NEW or "
-                          "--allow-drop says which (--sql needs one).", markup=False)
-    if statements is not None:
-        console.print(f"-- ALTER TABLE statements ({dialect}) for downstream table {target_table or topic}:",
-                      markup=False)
-        for statement in statements:
-            console.print(statement + ";", markup=False, soft_wrap=True)
+    _print_diff(diffed, statements, dialect, target_table or diffed.topic, allow_drop, as_json)
 
 
 # --------------------------------------------------------------------------------------------------
