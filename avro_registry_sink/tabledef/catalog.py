@@ -238,8 +238,18 @@ def complete_versions(versions: Sequence[tuple[TableDef | None, str]], hint: Tab
         done = table.model_copy(update={"columns": tuple(columns)}) if changed else table
         out.append(done)
         state, first = done, False
-    if not qualified:
-        return out, notes
+    if qualified:
+        notes += _members_notes(qualified, unknown, from_hint, redefined, hint)
+    return out, notes
+
+
+def _members_notes(qualified: str, unknown: dict[str, list[tuple[int, str]]], from_hint: dict[str, list[int]],
+                   redefined: dict[str, list[tuple[int, tuple[str, ...]]]], hint: TableDef | None) -> list[MembersNote]:
+    """What :func:`complete_versions` found of a table's columns (``schema.table``): the columns whose members
+    are not known at some versions (``unknown``: per column, the versions and why), and those that take
+    ``hint``'s members (``from_hint``: per column, those versions) where a later DDL gives the same members
+    (``redefined``: per column, the versions and the members their DDL gave)."""
+    notes: list[MembersNote] = []
     schema, name = qualified.split(".", 1)
     for column, where in unknown.items():
         shown = ", ".join(str(v) for v, _ in where)
@@ -258,7 +268,7 @@ def complete_versions(versions: Sequence[tuple[TableDef | None, str]], hint: Tab
                 f"version(s) {', '.join(map(str, numbers))}, and the DDL of version {later[0]} gives it the same "
                 "members: if --tables describes the table after that DDL, the members before it are wrong. "
                 "--tables must give the table as it was before the tree's first DDL.")))
-    return out, notes
+    return notes
 
 
 def _table_to_json(table: TableDef) -> dict[str, Any]:
