@@ -16,7 +16,10 @@ binary one ``VARBINARY(255)``, as the README tells to create them). :func:`creat
    then has that default dropped; a column dropped and added again (``SchemaDiff.readded``) is dropped in 3 and
    added here, so its rows hold the default as upstream, never a cast of the old value;
 5. kept columns change type (a cast keeps the data), nullability (rows holding NULL first get the default, or
-   the zero value, as MySQL's ``MODIFY ... NOT NULL`` does) and default;
+   the zero value, as MySQL's ``MODIFY ... NOT NULL`` does) and default; where the cast alone gives other values
+   than MySQL's ALTER (a temporal type's text, YEAR printed, DOUBLE rounded, a SET's order), an ``UPDATE`` before or
+   after it converts them as MySQL does (:func:`_conversion`); text going into an ENUM/SET column that lost members
+   is checked by a CHECK constraint added and dropped again; a conversion without SQL here raises ConfigError;
 6. the new primary key is added.
 
 Dialects: ``postgres`` (PostgreSQL) and ``mysql`` (MySQL 8.0.13+ and MariaDB 10.5+, which know ``RENAME COLUMN``;
