@@ -1257,33 +1257,50 @@ def _debezium_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.nda
     if kind in FLOAT_TYPES:
         return values, bad
     if kind is MySQLType.DECIMAL:
-        scale = col.scale
-        if scale is None:
-            return pa.nulls(n, pa.string()), valid
-        text = values.cast(pa.string())  # the shortest digits of the double, as repr() gives them
-        exponent = _np(pc.match_substring(text, "e"), False)
-        point = _np(pc.find_substring(text, "."), -1)
-        length = _np(pc.utf8_length(text), 0)
-        negative = _np(pc.starts_with(text, "-"), False)
-        frac_digits = np.where(point >= 0, length - point - 1, 0)
-        int_digits = np.where(point >= 0, point, length) - negative
-        zero = _np(pc.equal(values, 0.0), False)
-        # more fractional digits than the scale (rounding), past Decimal's 28 digits, or -0: one by one
-        bad = valid & (exponent | (frac_digits > scale) | (int_digits + scale > 28) | (negative & zero))
-        if bad.any():
-            text = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), text)
-        number, bad = _cast(text, pa.decimal128(38, scale), bad)
-        if bad.all():
-            return pa.nulls(n, pa.string()), bad
-        from avro_registry_sink.columnar import _fixed_point_text
-
-        # the text the reader hands on: the value at the column's scale (a key's partition hashes this text)
-        return _fixed_point_text(number, scale), bad
+        return _debezium_decimal(col, values, valid)
     if _is_binary_column(col):
         raw = decode_base64(values)
         if raw is None:
             return pa.nulls(n, pa.large_binary()), valid
         return raw, bad
+    if kind in (MySQLType.DATE, MySQLType.DATETIME, MySQLType.TIME, MySQLType.TIMESTAMP):
+        return _debezium_temporal(col, values, valid)
+    return values, bad
+
+
+def _debezium_decimal(col: ColumnDef, values: pa.Array, valid: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """A DECIMAL column of debezium values (JSON numbers) -> its text at the column's scale (see
+    :func:`_debezium_column`)."""
+    n = len(values)
+    scale = col.scale
+    if scale is None:
+        return pa.nulls(n, pa.string()), valid
+    text = values.cast(pa.string())  # the shortest digits of the double, as repr() gives them
+    exponent = _np(pc.match_substring(text, "e"), False)
+    point = _np(pc.find_substring(text, "."), -1)
+    length = _np(pc.utf8_length(text), 0)
+    negative = _np(pc.starts_with(text, "-"), False)
+    frac_digits = np.where(point >= 0, length - point - 1, 0)
+    int_digits = np.where(point >= 0, point, length) - negative
+    zero = _np(pc.equal(values, 0.0), False)
+    # more fractional digits than the scale (rounding), past Decimal's 28 digits, or -0: one by one
+    bad = valid & (exponent | (frac_digits > scale) | (int_digits + scale > 28) | (negative & zero))
+    if bad.any():
+        text = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), text)
+    number, bad = _cast(text, pa.decimal128(38, scale), bad)
+    if bad.all():
+        return pa.nulls(n, pa.string()), bad
+    from avro_registry_sink.columnar import _fixed_point_text
+
+    # the text the reader hands on: the value at the column's scale (a key's partition hashes this text)
+    return _fixed_point_text(number, scale), bad
+
+
+def _debezium_temporal(col: ColumnDef, values: pa.Array, valid: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """A DATE, DATETIME, TIME or TIMESTAMP column of debezium values -> its text (see :func:`_debezium_column`)."""
+    n = len(values)
+    bad = np.zeros(n, bool)
+    kind = col.type
     if kind is MySQLType.DATE:
         days = _np(values, 0).astype(np.int64)
         bad = valid & ((days < _EPOCH_DAY_LOW) | (days > _EPOCH_DAY_HIGH))
