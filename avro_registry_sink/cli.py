@@ -27,7 +27,7 @@ from avro_registry_sink.cli_options import (
     option_groups,
     read_tables,
 )
-from avro_registry_sink.config import SinkConfig
+from avro_registry_sink.config import SinkConfig, SinkKind
 from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryFileError, RegistryUnavailable, StateError
 from avro_registry_sink.history import commands as history_commands
 
@@ -189,7 +189,7 @@ def _probe_job(options, job: _JobArgs, *, topics: bool = False) -> None:
 
     _probe_registry(options.sink, job.registry, job)
     try:
-        if options.sink.scheme == "kafka":
+        if options.sink.scheme == SinkKind.KAFKA:
             probe_kafka(options.sink.brokers, options.sink.kafka, setting="--sink-uri")
         if options.source.is_kafka:
             metadata = probe_kafka(options.source.brokers, options.source.kafka, setting="--source")
@@ -658,7 +658,7 @@ class _JobArgs(TiCDCArgs):
             cfg = settings_from_mapping({"on-incompatible": self.on_incompatible}, cfg)
         if self.delivery is not None:  # the flag wins over the sink URI, AVRO_SINK_DELIVERY and the TOML file
             cfg = settings_from_mapping({"delivery": self.delivery}, cfg)
-        if cfg.scheme == "file" and not cfg.path:
+        if cfg.scheme == SinkKind.FILE and not cfg.path:
             cfg = cfg.model_copy(update={"path": str(state / "output")})
         if self.auto_register is not None:
             cfg = cfg.model_copy(update={"registry": cfg.registry.model_copy(
@@ -766,7 +766,7 @@ def _check_locations(spec, checkpoint: str | None, cfg: SinkConfig) -> set[str]:
     from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
 
     stores = {spec.location.store} if spec.location is not None else set()
-    for option, text in (("checkpoint", checkpoint), ("sink-uri", cfg.path if cfg.scheme != "kafka" else None)):
+    for option, text in (("checkpoint", checkpoint), ("sink-uri", cfg.path if cfg.scheme == SinkKind.FILE else None)):
         if not text:
             continue
         uri = parse_storage_uri(str(text), option=option)
@@ -788,7 +788,7 @@ def _job_session(options, stores: set[str]):
     )
 
     # Spark's Kafka connector: for a Kafka source, and for Spark's Kafka sink or the JVM slice writer of exactly once
-    spark_sink = options.sink.scheme == "kafka" and options.kafka_producer != "confluent"
+    spark_sink = options.sink.scheme == SinkKind.KAFKA and options.kafka_producer != "confluent"
     spark = job_session(kafka=options.source.is_kafka or spark_sink, stores=stores)
     from avro_registry_sink.spark.runtime.submit_env import worker_python_problem
 
@@ -1015,7 +1015,7 @@ def _warn_embedded_registry(cfg: SinkConfig) -> None:
     """Say once, on stderr, that records written to Kafka carry schema ids of the registry inside this process (no
     URL), which stops with the job: how to run a registry other clients can reach. A JSON line when stderr is no
     terminal."""
-    if cfg.scheme != "kafka" or not cfg.registry.is_embedded:
+    if cfg.scheme != SinkKind.KAFKA or not cfg.registry.is_embedded:
         return
     data = cfg.registry.embedded_data
     text = ("the records go to Kafka with schema ids of the embedded registry inside this process (no --registry), "
@@ -1345,7 +1345,7 @@ def demo(
     options = JobOptions(
         source=parse_source(str(base / "input")),
         checkpoint=base / "checkpoint",
-        sink=SinkConfig(scheme="file", path=str(base / "output")),
+        sink=SinkConfig(scheme=SinkKind.FILE, path=str(base / "output")),
         available_now=True,
         csv_options=manifest.csv_options,
         tables=tuple(manifest.tables.values()),

@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
@@ -74,6 +74,18 @@ class DeliveryMode(str, Enum):
 
     AT_LEAST_ONCE = "at-least-once"
     EXACTLY_ONCE = "exactly-once"
+
+
+class SinkKind(StrEnum):
+    """Where a sink URI sends the records: a Kafka cluster (``kafka://``) or files (``file://`` or a storage URI).
+
+    :func:`parse_sink_uri` is the one place a URI's scheme is read as text; everything after it compares
+    :attr:`SinkConfig.scheme` with these members, and the sink of each kind is built from one table
+    (:data:`~avro_registry_sink.spark.sinks.sinks.SINK_KINDS`).
+    """
+
+    KAFKA = "kafka"
+    FILE = "file"
 
 
 class PartitionStrategy(str, Enum):
@@ -188,7 +200,8 @@ class SinkConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    scheme: str = "file"
+    #: The kind of sink (the parsed URI's scheme; a storage URI is a ``file`` sink).
+    scheme: SinkKind = SinkKind.FILE
     brokers: tuple[str, ...] = ()
     default_topic: str | None = None
     path: str | None = None
@@ -390,7 +403,7 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
         store_params = {k: v for k, v in query.items() if k.lower().replace("_", "-") in known}
         query = {k: v for k, v in query.items() if k not in store_params}
     check_uri_params(query, scheme="kafka" if scheme == "kafka" else "file")
-    update: dict[str, Any] = {"scheme": "kafka" if scheme == "kafka" else "file"}
+    update: dict[str, Any] = {"scheme": SinkKind.KAFKA if scheme == "kafka" else SinkKind.FILE}
     if "protocol" not in query and base.protocol is None:
         raise ConfigError("The sink URI needs protocol=avro (or flat-avro).", option="protocol")
     if "protocol" in query:

@@ -26,7 +26,7 @@ import base64
 import datetime as dt
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +34,7 @@ from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import DemoManifest, _mysql_type, _sql_type, go_format_float
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 
-__all__ = ["CHANGELOG_FORMATS", "TopicMessage", "changelog_messages", "fill_topic"]
-
-#: The formats :func:`changelog_messages` writes (the ``--source`` scheme of each is ``<format>+kafka://``).
-CHANGELOG_FORMATS = ("canal-json", "debezium-json")
+__all__ = ["CHANGELOG_FORMATS", "DEMO_WRITERS", "TopicMessage", "changelog_messages", "fill_topic"]
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _KIND = {Op.INSERT: "INSERT", Op.UPDATE: "UPDATE", Op.DELETE: "DELETE"}
@@ -199,6 +196,40 @@ def _dumps(message: Any) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def _canal_ddl_message(table: TableDef, kind: str, query: str, commit_ts: int, cluster: str) -> tuple[bytes, bytes | None]:
+    return _dumps(_canal_ddl(table, kind, query, commit_ts)), None
+
+
+def _debezium_ddl_message(table: TableDef, kind: str, query: str, commit_ts: int,
+                          cluster: str) -> tuple[bytes, bytes | None]:
+    return (_dumps(_debezium_ddl(table, kind, query, commit_ts, cluster)),
+            _dumps({"payload": {"databaseName": table.schema_name}}))
+
+
+def _canal_dml_message(table: TableDef, op: Op, commit_ts: int, before: Mapping[str, Any] | None,
+                       after: Mapping[str, Any] | None, key_values: Mapping[str, Any],
+                       cluster: str) -> tuple[bytes, bytes | None]:
+    return _dumps(_canal_dml(table, op, commit_ts, before, after)), None
+
+
+def _debezium_dml_message(table: TableDef, op: Op, commit_ts: int, before: Mapping[str, Any] | None,
+                          after: Mapping[str, Any] | None, key_values: Mapping[str, Any],
+                          cluster: str) -> tuple[bytes, bytes | None]:
+    return (_dumps(_debezium_dml(table, op, commit_ts, before, after, cluster)),
+            _dumps({"payload": {c: _debezium_value(table.column(c), v) for c, v in key_values.items()}}))
+
+
+#: How the demo writes each changelog format it can write (named as :data:`~avro_registry_sink.formats.FORMATS`
+#: names it): a DDL's message and a row change's message, each as (value, key).
+DEMO_WRITERS: Mapping[str, tuple[Callable[..., tuple[bytes, bytes | None]], Callable[..., tuple[bytes, bytes | None]]]] = {
+    "canal-json": (_canal_ddl_message, _canal_dml_message),
+    "debezium-json": (_debezium_ddl_message, _debezium_dml_message),
+}
+
+#: The formats :func:`changelog_messages` writes (the ``--source`` scheme of each is ``<format>+kafka://``).
+CHANGELOG_FORMATS = tuple(DEMO_WRITERS)
+
+
 def changelog_messages(manifest: DemoManifest, fmt: str, partitions: int = 3, *,
                        cluster: str = "default") -> list[TopicMessage]:
     """The manifest's DDLs and row changes as TiCDC's ``fmt`` messages (``canal-json`` or ``debezium-json``),
@@ -212,13 +243,10 @@ def changelog_messages(manifest: DemoManifest, fmt: str, partitions: int = 3, *,
     if not events and any(c.inserts for c in manifest.counts.values()):
         raise ValueError("The demo manifest holds no events (generated with keep_events=False).")
     out: list[TopicMessage] = []
+    ddl_message, dml_message = DEMO_WRITERS[fmt]
 
     def ddl(table: TableDef, kind: str, query: str, commit_ts: int) -> None:
-        if fmt == "canal-json":
-            value, key = _dumps(_canal_ddl(table, kind, query, commit_ts)), None
-        else:
-            value = _dumps(_debezium_ddl(table, kind, query, commit_ts, cluster))
-            key = _dumps({"payload": {"databaseName": table.schema_name}})
+        value, key = ddl_message(table, kind, query, commit_ts, cluster)
         out.extend(TopicMessage(p, key, value, commit_ts, True) for p in range(partitions))
 
     for name, statement in manifest.create_statements.items():
@@ -234,11 +262,7 @@ def changelog_messages(manifest: DemoManifest, fmt: str, partitions: int = 3, *,
         assert image is not None
         key_values = {c: image[c] for c in manifest.key_columns[f"{event.schema}.{event.table}"]}
         partition = zlib.crc32(repr(list(key_values.values())).encode()) % partitions
-        if fmt == "canal-json":
-            value, key = _dumps(_canal_dml(table, event.op, event.commit_ts, event.before, event.after)), None
-        else:
-            value = _dumps(_debezium_dml(table, event.op, event.commit_ts, event.before, event.after, cluster))
-            key = _dumps({"payload": {c: _debezium_value(table.column(c), v) for c, v in key_values.items()}})
+        value, key = dml_message(table, event.op, event.commit_ts, event.before, event.after, key_values, cluster)
         out.append(TopicMessage(partition, key, value, event.commit_ts, False))
     out.sort(key=lambda m: m.commit_ts)  # stable: a DDL before the row changes of its commit ts
     return out

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import RegistryConfig, SinkConfig, parse_sink_uri
+from avro_registry_sink.config import RegistryConfig, SinkConfig, SinkKind, parse_sink_uri
 from avro_registry_sink.errors import ConfigError, RegistryUnavailable
 from avro_registry_sink.routing import TopicRouter
 from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir, kafka_package
@@ -173,7 +173,7 @@ def _registry_reachable(call: str, what: str, urls: Sequence[str]) -> Iterator[N
 
 
 def _sink_config(sink_uri: str | None, registry: Any, *, need_registry: bool) -> SinkConfig:
-    config = parse_sink_uri(sink_uri) if sink_uri else SinkConfig(scheme="file", path=".")
+    config = parse_sink_uri(sink_uri) if sink_uri else SinkConfig(scheme=SinkKind.FILE, path=".")
     if isinstance(registry, (str, RegistryConfig)):
         config = config.model_copy(update={"registry": registry if isinstance(registry, RegistryConfig)
                                            else RegistryConfig(urls=tuple(u.strip() for u in registry.split(",")))})
@@ -231,7 +231,7 @@ def to_flat_avro(
     (table_plan,) = plans.values()
     topic = table_plan.route.topic
     count = partitions
-    if config.scheme == "kafka":
+    if config.scheme == SinkKind.KAFKA:
         from avro_registry_sink.spark.driver.job import build_sink
 
         sink = build_sink(config, producer="confluent")

@@ -227,7 +227,7 @@ def replay_dead_letters(
         with _registry_for(options, registry) as client:
             processor = _batch_processor(replay_options, client, router, sink, progress)
             progress.start({"source": f"replay {number} of {checkpoint / 'dead-letter'}",
-                            "sink": getattr(sink, "description", ""), "checkpoint": str(checkpoint)})
+                            "sink": sink.description, "checkpoint": str(checkpoint)})
             # a storage tree's files are given to the processor (relpath, path, missing); changelog files'
             # contents come as the stream's batch shape (``binaryFile``: path, content)
             if isinstance(processor.batches, StorageBatches):

@@ -47,7 +47,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import DeliveryMode
+from avro_registry_sink.config import DeliveryMode, SinkKind
 from avro_registry_sink.delivery import STATE_FILE, query_of, resolved_ts
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
 from avro_registry_sink.kafka_client import client_conf, connect
@@ -169,12 +169,12 @@ def run_delivery(options: JobOptions) -> tuple[str, str]:
     verify is given (``--delivery`` need not be repeated). A Kafka run that delivered exactly once keeps its query
     id in the checkpoint's ``delivery.json``; a run without one delivered at least once. The file sink publishes
     each batch once, whatever the mode."""
-    if options.sink.scheme != "kafka":
-        return "exactly-once", "the file sink publishes each batch once"
+    if options.sink.scheme != SinkKind.KAFKA:
+        return DeliveryMode.EXACTLY_ONCE.value, "the file sink publishes each batch once"
     if query_of(options.checkpoint_uri) is not None:
-        return "exactly-once", f"the checkpoint's {STATE_FILE}"
+        return DeliveryMode.EXACTLY_ONCE.value, f"the checkpoint's {STATE_FILE}"
     given = " (not the exactly-once verify was given)" if options.sink.delivery == DeliveryMode.EXACTLY_ONCE else ""
-    return "at-least-once", f"the checkpoint has no {STATE_FILE}{given}"
+    return DeliveryMode.AT_LEAST_ONCE.value, f"the checkpoint has no {STATE_FILE}{given}"
 
 
 def resolved_ts_per_table(options: JobOptions) -> Mapping[str, int] | None:
@@ -185,7 +185,7 @@ def resolved_ts_per_table(options: JobOptions) -> Mapping[str, int] | None:
     under the query id that the checkpoint's ``delivery.json`` keeps: whether the run delivered exactly once is
     the checkpoint's to say, whatever ``options.sink.delivery`` is."""
     sink = options.sink
-    if sink.scheme != "kafka":
+    if sink.scheme != SinkKind.KAFKA:
         return None
     query = query_of(options.checkpoint_uri)
     if query is None:
@@ -1125,7 +1125,7 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
     side = SideState(store)
     sink = options.sink
     file_location = None
-    if sink.scheme != "kafka":
+    if sink.scheme != SinkKind.KAFKA:
         path = sink.path or (checkpoint.parent().child("output").path if checkpoint.is_local else None)
         if not path:
             raise ConfigError("The file sink to verify needs its directory: --sink-uri file:///dir.", option="sink-uri")
@@ -1136,7 +1136,7 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
     report.delivery, report.delivery_from = run_delivery(options)
 
     def partitions(topics: set[str]) -> dict[str, int]:
-        if sink.scheme != "kafka":
+        if sink.scheme != SinkKind.KAFKA:
             return {t: sink.partition_num for t in topics}
         real = _kafka_partitions(options, [read_topics.get(t, t) for t in topics])
         return {t: real.get(read_topics.get(t, t), sink.partition_num) for t in topics}

@@ -232,7 +232,7 @@ class ChangelogBatches:
         if sample.ddls or not sample.groups:
             return False
         selection = self.manager.selection
-        canal = self.options.source.kind == "canal-json"
+        canal = format_named(self.options.source.kind).carries_types
         tables: dict[tuple[str, str, int], TableDef] = {}
         for row in sample.groups:
             key = (row["schema"], row["table"])

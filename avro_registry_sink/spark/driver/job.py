@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import OnIncompatible, SinkConfig, parse_trigger_interval
+from avro_registry_sink.config import DeliveryMode, OnIncompatible, SinkConfig, SinkKind, parse_trigger_interval
 from avro_registry_sink.delivery import RESULT_DDL, fused_writer
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.failpoints import failpoint
@@ -97,7 +97,8 @@ from avro_registry_sink.spark.runtime.session import (
     store_packages,
     trigger_budget,
 )
-from avro_registry_sink.spark.sinks.sinks import RECORD_ORDER, FileSink, KafkaSink, Sink, has_spark_kafka
+from avro_registry_sink.spark.sinks import sinks
+from avro_registry_sink.spark.sinks.sinks import RECORD_ORDER, SINK_KINDS, Sink, has_spark_kafka
 from avro_registry_sink.spark.sources.sources import changelog_stream, location_of
 from avro_registry_sink.spark.sources.storage_source import list_tree, pending_files, storage_tree_stream
 from avro_registry_sink.spark.stages.plan_cache import columns
@@ -247,22 +248,15 @@ def ensure_spark_kafka(spark: SparkSession) -> bool:
 
 def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
                default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> Sink:
-    """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://``. ``checkpoint``
-    keeps an exactly-once Kafka sink's query id and writer ids (``delivery.json``)."""
-    if config.scheme == "kafka":
-        return KafkaSink(config.brokers, partitions=config.partition_num, kafka=config.kafka, producer=producer,
-                         spark=spark, max_message_bytes=config.max_message_bytes, delivery=config.delivery,
-                         control_topic=config.control_topic, transaction_timeout=config.transaction_timeout,
-                         checkpoint=checkpoint)
-    path = config.path or (str(default_dir) if default_dir is not None else None)
-    if not path:
-        raise ConfigError("The file sink needs a directory: file:///path/to/dir?protocol=avro.", option="sink-uri")
-    return FileSink(path, partitions=config.partition_num)
+    """The sink a :class:`SinkConfig` describes: Kafka for ``kafka://``, files for ``file://`` (the one table of
+    sink kinds, :data:`~avro_registry_sink.spark.sinks.sinks.SINK_KINDS`). ``checkpoint`` keeps an exactly-once
+    Kafka sink's query id and writer ids (``delivery.json``)."""
+    return sinks.build_sink(config, spark, producer=producer, default_dir=default_dir, checkpoint=checkpoint)
 
 
 def _sink_location(config: SinkConfig) -> StorageURI | None:
     """Where a file sink writes, when that is a storage URI (its store's settings go to Spark too)."""
-    if config.scheme == "kafka" or not config.path:
+    if config.scheme != SinkKind.FILE or not config.path:
         return None
     return parse_storage_uri(str(config.path), option="sink-uri")
 
@@ -530,7 +524,7 @@ class _BatchProcessor:
             self.owners.claim_all(self.router, batch_id)
             self._owners_claimed = True
         tally = None if self._counts_first() else self._tally(spark)
-        output = StageOutput(tally, batch_id if tally is not None and getattr(self.sink, "staged", False) else None,
+        output = StageOutput(tally, batch_id if tally is not None and self.sink.staged else None,
                              spread_verdicts=tally is not None and self._exactly_once())
         self._single_input = False  # set from the prepared batch
         self._fused = None
@@ -581,14 +575,13 @@ class _BatchProcessor:
                         check(self._counted(tally.value, plans, report), report.rows)
 
                     if self._fused is not None:  # exactly once: the encode stage wrote the records itself
-                        self.sink.transactions.finish(encoded, batch_id, check=verdict,  # type: ignore[attr-defined]
-                                                      tables=self._fused["tables"])
+                        self.sink.write_fused(encoded, batch_id, check=verdict, tables=self._fused["tables"])
                     else:
                         self.sink.write(self._for_sink(self._sink_records(encoded, plans), spark), batch_id,
                                         check=verdict, **self._write_plan(plans, spark, self._single_input))
                 phases["commit"] = time.time()
                 phases["write"] = phases["commit"] - phases["write"]
-                report.resolved_ts = dict(getattr(self.sink, "resolved", None) or {})
+                report.resolved_ts = dict(self.sink.resolved)
                 report.new_schemas = self._new_schemas(plans)
                 majors = self.manager.take_majors()
                 report.new_majors = [m.to_json() for m in majors]
@@ -664,7 +657,7 @@ class _BatchProcessor:
     def _slices_to_metrics(self, batch_id: int) -> None:
         """Exactly once: the batch's transactional slices by outcome (committed, committed-before: a rerun found
         them committed, refused: aborted by the batch's verdict), as the driver collected them."""
-        slices = getattr(getattr(self.sink, "transactions", None), "last_slices", None)
+        slices = self.sink.transactions.last_slices if self.sink.transactions is not None else None
         if self.metrics is not None and slices is not None and slices[0] == batch_id:
             self.metrics.slices(slices[1])
 
@@ -704,10 +697,10 @@ class _BatchProcessor:
         Only a sink that cannot take a write back (Kafka) under a bad-row budget needs it: the budget
         promises that nothing of a batch over it is written. The file sink publishes a batch only after
         its verdict, so it never needs it."""
-        return counts_first(self.options, staged=bool(getattr(self.sink, "staged", False)))
+        return counts_first(self.options, staged=self.sink.staged)
 
     def _exactly_once(self) -> bool:
-        return bool(getattr(self.sink, "exactly_once", False))
+        return self.sink.exactly_once
 
     def _write_plan(self, plans: Mapping[PlanKey, TablePlan], spark: SparkSession,
                     single_input: bool) -> dict[str, Any]:
@@ -726,13 +719,14 @@ class _BatchProcessor:
         worker (:func:`~avro_registry_sink.delivery.fused_writer`), so the records never go back through the
         JVM to be sorted. Not with a bad-row budget (the batch is counted before it is written) or a file sink."""
         if not (self._exactly_once() and single_input and output is not None and output.tally is not None
-                and output.lines_of_batch is None and self.current_batch is not None
-                and self.sink.transactions.in_python):  # type: ignore[attr-defined]
+                and output.lines_of_batch is None and self.current_batch is not None):
             return output
         import dataclasses
 
         plan = self._write_plan(plans, spark, single_input)
-        spec = self.sink.transactions.spec(self.current_batch, slices=plan["slices"])  # type: ignore[attr-defined]
+        spec = self.sink.fused_spec(self.current_batch, slices=plan["slices"])
+        if spec is None:  # slices written by the JVM writer: the records go back through Spark
+            return output
         self._fused = plan
         return dataclasses.replace(output, then=(fused_writer(spec), RESULT_DDL))
 
@@ -756,8 +750,8 @@ class _BatchProcessor:
         :data:`RECORD_ORDER`; when each
         topic of a storage batch has one data file (the usual micro-batch of a running changefeed), its rows
         are in one task already and need no shuffle. The file sink orders each topic's rows itself, without
-        a shuffle (see :class:`FileSink`)."""
-        if getattr(self.sink, "staged", False):
+        a shuffle (see :class:`~avro_registry_sink.spark.sinks.sinks.FileSink`)."""
+        if self.sink.staged:
             return records
         # one long, which Spark radix-sorts, instead of five columns whose first ties on every row
         order = ("order_line",) if self.options.source.is_storage else RECORD_ORDER
@@ -946,7 +940,7 @@ def _settle_stop(spark: SparkSession, query: Any, processor: _BatchProcessor, si
         with contextlib.suppress(Exception):
             spark.sparkContext.cancelAllJobs()
         _stop_query(query)
-        transactions = getattr(sink, "transactions", None)
+        transactions = sink.transactions
         if transactions is not None:  # what the batch's slices left open: aborted now, not at the next run's start
             with contextlib.suppress(Exception):
                 transactions.abort_open()
@@ -1005,7 +999,7 @@ def _sink_for(spark: SparkSession, options: JobOptions) -> Sink:
     sink = build_sink(options.sink, spark, producer=options.kafka_producer,
                       default_dir=Path(checkpoint.parent().child("output").path) if checkpoint.is_local else None,
                       checkpoint=StoreFS(checkpoint, option="checkpoint"))
-    transactions = getattr(sink, "transactions", None)
+    transactions = sink.transactions
     if transactions is not None:  # how a record's order_file names its input (see delivery._partition_input)
         spec = options.source
         transactions.input_chars = 20 if spec.is_storage else None if spec.is_kafka else 0
@@ -1052,7 +1046,7 @@ def check_kafka(options: JobOptions, *, source: bool = True, sink: bool = True) 
         listed = [metadata.topics.get(topic) for topic in options.source.topics]
         if listed and all(t is not None and t.error is None for t in listed):
             partitions = sum(len(t.partitions) for t in listed if t is not None)
-    if sink and options.sink.scheme == "kafka":
+    if sink and options.sink.scheme == SinkKind.KAFKA:
         connect(",".join(options.sink.brokers), options.sink.kafka)
     return partitions
 
@@ -1076,7 +1070,7 @@ def trigger_limits(spark: SparkSession, options: JobOptions) -> dict[str, int]:
     local = master_of(spark).startswith("local")
     heap = memory_bytes(conf_value(spark, "spark.driver.memory" if local else "spark.executor.memory", "1g"))
     if options.source.is_kafka:
-        streamed = not counts_first(options, staged=options.sink.scheme != "kafka")
+        streamed = not counts_first(options, staged=SINK_KINDS[options.sink.scheme].staged)
         return {"max_offsets_per_trigger": max(1, trigger_budget(heap, streamed=streamed) // ASSUMED_MESSAGE_BYTES)}
     return {"max_bytes_per_trigger": trigger_budget(heap)}
 
@@ -1170,7 +1164,7 @@ def run_job(
     guard_loggers("py4j.clientserver", "py4j.java_gateway")  # their debug records carry the Kafka settings
     progress = progress or NullProgress()
     router = router or build_router(options.sink, options.topic_rule)
-    if sink is None and options.sink.scheme == "kafka" and options.kafka_producer in ("auto", "spark"):
+    if sink is None and options.sink.scheme == SinkKind.KAFKA and options.kafka_producer in ("auto", "spark"):
         # Spark's Kafka sink (or exactly once's JVM slice writer) when possible; "auto" falls back to confluent-kafka
         ensure_spark_kafka(spark)
     checkpoint = options.checkpoint_uri
@@ -1181,8 +1175,7 @@ def run_job(
     if options.source.location is None or options.source.location.is_local:
         list_on_driver(spark)
     sink = sink or _sink_for(spark, options)
-    if isinstance(sink, KafkaSink):
-        sink.check()  # wrong credentials / CA fail here, in seconds, before the stream starts
+    sink.check()  # Kafka: wrong credentials / CA fail here, in seconds, before the stream starts
     stream = _stream(spark, options)
     settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
@@ -1198,11 +1191,11 @@ def run_job(
             writer = writer.queryName(options.query_name)
         writer = writer.trigger(availableNow=True) if options.available_now else writer.trigger(
             processingTime=parse_trigger_interval(options.trigger_interval))
-        info = {"source": options.source.describe(), "sink": getattr(sink, "description", ""),
+        info = {"source": options.source.describe(), "sink": sink.description,
                 "checkpoint": str(checkpoint), "available_now": options.available_now}
-        if getattr(sink, "exactly_once", False):  # what resolved_ts() and a verify command need
-            info.update(delivery="exactly-once", control_topic=options.sink.control_topic,
-                        query=getattr(sink, "query", None))
+        if sink.exactly_once:  # what resolved_ts() and a verify command need
+            info.update(delivery=DeliveryMode.EXACTLY_ONCE.value, control_topic=options.sink.control_topic,
+                        query=sink.query)
         progress.start(info)
         if metrics is not None:
             trigger_seconds = (0.0 if options.available_now else
@@ -1284,4 +1277,4 @@ def run_job(
         shown: Path | str = options.checkpoint if checkpoint.is_local else str(checkpoint)  # no credentials
         return JobResult(totals=processor.totals, checkpoint=shown, bad_input=processor.bad_input,
                          dead_letters=processor.dead_letters, plans=processor.plans,
-                         sink=getattr(sink, "description", ""), stop=processor.totals.stop)
+                         sink=sink.description, stop=processor.totals.stop)

@@ -42,9 +42,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from avro_registry_sink.config import DELIVERY_MODES, DeliveryMode
+from avro_registry_sink.config import DELIVERY_MODES, DeliveryMode, SinkConfig, SinkKind
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger, refresh, wait_hosted
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
@@ -62,13 +62,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.storage_fs import StoreFS
 
 __all__ = [
+    "DELIVERY_WRITERS",
     "RECORD_ORDER",
+    "SINK_KINDS",
     "STAGING_DIR",
     "FileRecord",
     "FileSink",
     "KafkaSink",
     "KafkaSinkError",
     "Sink",
+    "SinkClass",
+    "build_sink",
     "has_spark_kafka",
     "read_file_sink",
 ]
@@ -79,12 +83,44 @@ class KafkaSinkError(AvroSinkError):
 
 
 class Sink(Protocol):
-    """What the job needs from a sink."""
+    """What the job asks of a sink, and all it asks: the job reads these members and never probes a sink for
+    others (``tests/unit/test_architecture_seams.py`` keeps it so)."""
 
+    #: What the sink is, for progress and results (no credentials).
     description: str
+
+    @property
+    def staged(self) -> bool:
+        """Whether a batch is written aside and published only after its verdict (``write``'s ``check``): such
+        a sink takes a write back, so a bad-row budget needs no count before the write."""
+        ...
+
+    @property
+    def exactly_once(self) -> bool:
+        """Whether the sink writes through Kafka transactions and commit tokens (:attr:`transactions`)."""
+        ...
+
+    @property
+    def transactions(self) -> TransactionalWriter | None:
+        """Exactly once's writer (slices, commit tokens, the resolved ts); ``None`` for any other sink."""
+        ...
+
+    @property
+    def resolved(self) -> dict[str, int]:
+        """Exactly once: per table, the highest commit ts whose rows are all delivered (else empty)."""
+        ...
+
+    @property
+    def query(self) -> str | None:
+        """Exactly once: the query id of the transactional ids and tokens (else ``None``)."""
+        ...
 
     def prepare(self, topics: Mapping[str, int]) -> dict[str, int]:
         """Make sure the topics exist; returns the partition count of each (wanted count when new)."""
+        ...
+
+    def check(self) -> None:
+        """Once before the first batch: reach the sink (wrong credentials fail here, in seconds)."""
         ...
 
     def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
@@ -95,7 +131,28 @@ class Sink(Protocol):
         of the Spark partitions of ``records``) serve exactly-once Kafka writes."""
         ...
 
+    def fused_spec(self, batch_id: int, slices: int) -> dict[str, Any] | None:
+        """The fused write: what the slice writers of ``batch_id`` get when the encode stage writes the records
+        itself, in the same Python worker (:func:`~avro_registry_sink.delivery.fused_writer`); ``None`` when this
+        sink cannot take such a write."""
+        ...
+
+    def write_fused(self, results: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
+                    tables: Mapping[str, str] | None = None) -> None:
+        """Finish a fused write (``results``: the slice writers' rows, which Spark computes now), then ``check``."""
+        ...
+
     def close(self) -> None: ...
+
+
+class SinkClass(Protocol):
+    """A kind of sink, as :data:`SINK_KINDS` holds it: what is known before one is built, and how it is built."""
+
+    @property
+    def staged(self) -> bool: ...
+
+    def from_config(self, config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
+                    default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> Sink: ...
 
 
 # --------------------------------------------------------------------------------------------------
@@ -178,6 +235,13 @@ class FileSink:
     >>> # sink = FileSink("s3://bucket/out?endpoint=http://127.0.0.1:9000&access-key=...&secret-access-key=...")
     """
 
+    #: A batch is written to a staging directory and published after its verdict (``write``'s ``check``).
+    staged: ClassVar[bool] = True
+    #: Exactly once by its staging, without Kafka transactions.
+    exactly_once: ClassVar[bool] = False
+    transactions: ClassVar[TransactionalWriter | None] = None
+    query: ClassVar[str | None] = None
+
     def __init__(self, path: str | os.PathLike[str] | StorageURI, *, partitions: int = 3) -> None:
         self.location = path if isinstance(path, StorageURI) else parse_storage_uri(str(path), option="sink-uri")
         self.store = self.location.filesystem()
@@ -185,12 +249,33 @@ class FileSink:
         self.partitions = partitions
         self.description = f"file://{self.path}" if self.location.is_local else str(self.location)
 
+    @classmethod
+    def from_config(cls, config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
+                    default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> FileSink:
+        """The file sink of ``config`` (its ``path``, else ``default_dir``)."""
+        path = config.path or (str(default_dir) if default_dir is not None else None)
+        if not path:
+            raise ConfigError("The file sink needs a directory: file:///path/to/dir?protocol=avro.", option="sink-uri")
+        return cls(path, partitions=config.partition_num)
+
+    @property
+    def resolved(self) -> dict[str, int]:
+        return {}
+
     def prepare(self, topics: Mapping[str, int]) -> dict[str, int]:
         self.store.make_dirs()
         return {topic: wanted or self.partitions for topic, wanted in topics.items()}
 
-    #: A batch is written to a staging directory and published after its verdict (``write``'s ``check``).
-    staged = True
+    def check(self) -> None:
+        """Nothing to reach before the first batch: the directory is made by :meth:`prepare`."""
+
+    def fused_spec(self, batch_id: int, slices: int) -> dict[str, Any] | None:
+        return None  # its lines are built and ordered by Spark's text writer, never in the encode stage
+
+    def write_fused(self, results: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
+                    tables: Mapping[str, str] | None = None) -> None:
+        raise ConfigError(f"The file sink {self.description} takes no fused write (its fused_spec is None); "
+                          f"batch {batch_id} goes through write().", option="sink-uri")
 
     def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
               tables: Mapping[str, str] | None = None, slices: int | None = None) -> None:
@@ -435,6 +520,9 @@ class KafkaSink:
     settings passed to either path as they are.
     """
 
+    #: Kafka takes no write back: a batch is published as it is written.
+    staged: ClassVar[bool] = False
+
     def __init__(
         self,
         brokers: Iterable[str],
@@ -495,22 +583,18 @@ class KafkaSink:
         self.max_request = (max_message_bytes + _FRAMING_ROOM) if max_message_bytes else None
         self.description = f"kafka://{self.brokers} ({'Spark Kafka sink' if producer == 'spark' else 'confluent-kafka producer'})"
         self._admin: Any = None  # the driver's AdminClient, made by the first connect and kept for the run
-        self.transactions: TransactionalWriter | None = None
-        if delivery is DeliveryMode.EXACTLY_ONCE:
-            # exactly-once's protocol (0.1 s) only for a sink that delivers exactly once
-            from avro_registry_sink.delivery import TransactionalWriter
+        self.transactions: TransactionalWriter | None = DELIVERY_WRITERS[delivery](
+            self, control_topic=control_topic, transaction_timeout=transaction_timeout, checkpoint=checkpoint)
 
-            jvm = None
-            if producer == "spark":
-                jvm = (jvm_writer.write, {"java_producer": self._java_conf("producer"),
-                                          "java_consumer": self._java_conf("consumer")})
-            self.transactions = TransactionalWriter(self.brokers, kafka, self._producer_conf(),
-                                                    control_topic=control_topic,
-                                                    transaction_timeout=transaction_timeout, store=checkpoint,
-                                                    admin_timeout=admin_timeout, jvm=jvm)
-            writer = ("the Kafka client's transactional producer in the executors' JVM" if producer == "spark"
-                      else "confluent-kafka transactional producer")
-            self.description = f"kafka://{self.brokers} ({writer}, exactly once, control topic {control_topic})"
+    @classmethod
+    def from_config(cls, config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
+                    default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> KafkaSink:
+        """The Kafka sink of ``config``; ``checkpoint`` keeps an exactly-once sink's query id and writer ids
+        (``delivery.json``)."""
+        return cls(config.brokers, partitions=config.partition_num, kafka=config.kafka, producer=producer,
+                   spark=spark, max_message_bytes=config.max_message_bytes, delivery=config.delivery,
+                   control_topic=config.control_topic, transaction_timeout=config.transaction_timeout,
+                   checkpoint=checkpoint)
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -581,6 +665,19 @@ class KafkaSink:
         """Exactly once: the query id of the transactional ids and tokens (``delivery.json`` in the checkpoint)."""
         return self.transactions.query if self.transactions is not None else None
 
+    def fused_spec(self, batch_id: int, slices: int) -> dict[str, Any] | None:
+        """Exactly once with the slices written in Python workers: the slice writers' spec of ``batch_id``."""
+        if self.transactions is None or not self.transactions.in_python:
+            return None
+        return self.transactions.spec(batch_id, slices=slices)
+
+    def write_fused(self, results: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
+                    tables: Mapping[str, str] | None = None) -> None:
+        if self.transactions is None:
+            raise ConfigError(f"The Kafka sink {self.description} delivers at least once and takes no fused write; "
+                              f"batch {batch_id} goes through write().", option="delivery")
+        self.transactions.finish(results, batch_id, check=check, tables=tables)
+
     # -- records --------------------------------------------------------------------------------
 
     def write(self, records: DataFrame, batch_id: int, *, check: Callable[[], None] | None = None,
@@ -631,3 +728,58 @@ class KafkaSink:
     def close(self) -> None:
         if self.transactions is not None:
             self.transactions.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# The registries: a writer per delivery mode, a sink class per kind
+
+
+def _at_least_once(sink: KafkaSink, *, control_topic: str, transaction_timeout: float,
+                   checkpoint: StoreFS | None) -> None:
+    """At least once: the sink's own producer writes each batch (:meth:`KafkaSink._write`); a rerun writes it again."""
+    return None
+
+
+def _exactly_once(sink: KafkaSink, *, control_topic: str, transaction_timeout: float,
+                  checkpoint: StoreFS | None) -> TransactionalWriter:
+    """Exactly once: transactional slices and commit tokens (:class:`~avro_registry_sink.delivery.TransactionalWriter`),
+    written by the JVM slice writer when the sink's producer is Spark's, else by confluent-kafka in Python workers."""
+    # exactly-once's protocol (0.1 s) only for a sink that delivers exactly once
+    from avro_registry_sink.delivery import TransactionalWriter
+
+    jvm = None
+    if sink.producer == "spark":
+        jvm = (jvm_writer.write, {"java_producer": sink._java_conf("producer"),
+                                  "java_consumer": sink._java_conf("consumer")})
+    transactions = TransactionalWriter(sink.brokers, sink.kafka, sink._producer_conf(), control_topic=control_topic,
+                                       transaction_timeout=transaction_timeout, store=checkpoint,
+                                       admin_timeout=sink.admin_timeout, jvm=jvm)
+    writer = ("the Kafka client's transactional producer in the executors' JVM" if sink.producer == "spark"
+              else "confluent-kafka transactional producer")
+    sink.description = f"kafka://{sink.brokers} ({writer}, exactly once, control topic {control_topic})"
+    return transactions
+
+
+#: The writer of each delivery mode (:class:`~avro_registry_sink.config.DeliveryMode`) of a Kafka sink: what
+#: :attr:`KafkaSink.transactions` becomes (``None``: the sink's own producer). One entry per mode, which
+#: ``tests/unit/test_architecture_seams.py`` checks.
+DELIVERY_WRITERS: Mapping[DeliveryMode, Callable[..., TransactionalWriter | None]] = {
+    DeliveryMode.AT_LEAST_ONCE: _at_least_once,
+    DeliveryMode.EXACTLY_ONCE: _exactly_once,
+}
+
+#: The sink class of each kind of sink URI (:class:`~avro_registry_sink.config.SinkKind`, the parsed scheme): the
+#: one place a kind is turned into a sink (:func:`build_sink`) or asked what it is before one is built.
+SINK_KINDS: Mapping[SinkKind, SinkClass] = {
+    SinkKind.KAFKA: KafkaSink,
+    SinkKind.FILE: FileSink,
+}
+
+
+def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
+               default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> Sink:
+    """The sink a :class:`~avro_registry_sink.config.SinkConfig` describes (:data:`SINK_KINDS` of its kind): Kafka
+    for ``kafka://``, files for ``file://`` or a storage URI. ``checkpoint`` keeps an exactly-once Kafka sink's query
+    id and writer ids (``delivery.json``); ``default_dir``: a file sink's directory when the URI names none."""
+    return SINK_KINDS[config.scheme].from_config(config, spark, producer=producer, default_dir=default_dir,
+                                                 checkpoint=checkpoint)

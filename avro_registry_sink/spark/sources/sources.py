@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from avro_registry_sink.changes import ChangeEvent, split_key_change
+from avro_registry_sink.config import SinkConfig, SinkKind
 from avro_registry_sink.errors import ConfigError, EncodingError, SourceError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
@@ -161,7 +162,7 @@ def _file_source(kind: str, text: str) -> SourceSpec:
     return SourceSpec(kind=kind, transport="file", path=path, options=dict(location.extra), location=location)
 
 
-def parse_source(text: str, sink: Any = None) -> SourceSpec:
+def parse_source(text: str, sink: SinkConfig | None = None) -> SourceSpec:
     """Parse a ``--source`` value (see the module docs).
 
     A Kafka source's TLS/SASL settings are its query's TiCDC parameters; when ``sink`` (a ``SinkConfig``)
@@ -218,8 +219,8 @@ def parse_source(text: str, sink: Any = None) -> SourceSpec:
     return _file_source(kind, rest)
 
 
-def _same_cluster_kafka(brokers: tuple[str, ...], sink: Any) -> KafkaOptions:
-    if sink is not None and getattr(sink, "scheme", None) == "kafka" and set(sink.brokers) == set(brokers):
+def _same_cluster_kafka(brokers: tuple[str, ...], sink: SinkConfig | None) -> KafkaOptions:
+    if sink is not None and sink.scheme == SinkKind.KAFKA and set(sink.brokers) == set(brokers):
         return sink.kafka
     return DEFAULT_KAFKA
 
