@@ -142,8 +142,10 @@ def _parse_source(text: str) -> tuple[str, Any]:
                                             allowed=frozenset({"pathGlobFilter"}))
     if scheme in STORE_OF_SCHEME:
         return "storage", parse_storage_uri(text, option="source", allowed=frozenset({"pathGlobFilter"}))
+    from avro_registry_sink.formats import FORMATS  # the formats' modules only for a changelog source
+
     kind, _, transport = scheme.partition("+")
-    if kind not in ("canal-json", "debezium-json") or not transport:
+    if kind not in FORMATS or not FORMATS[kind].is_changelog or not transport:
         raise ConfigError(f"Invalid source {redact_url(text)!r}: expected a storage tree (a path, storage:///dir, "
                           "s3://bucket/prefix, ...), canal-json+kafka://host:port/topic or "
                           "debezium-json+kafka://host:port/topic (or a changelog directory).",

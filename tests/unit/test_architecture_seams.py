@@ -27,6 +27,7 @@ from avro_registry_sink.sources.demo_topic import CHANGELOG_FORMATS, DEMO_WRITER
 from avro_registry_sink.spark.sinks import sinks
 from avro_registry_sink.spark.sinks.sinks import DELIVERY_WRITERS, SINK_KINDS, FileSink, KafkaSink, Sink, build_sink
 from avro_registry_sink.spark.sources.sources import parse_source
+from avro_registry_sink.status import _parse_source as status_source
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "avro_registry_sink"
@@ -37,7 +38,7 @@ PARSERS = {
     "config.py": "parse_sink_uri and parse_delivery read the sink URI's scheme and the delivery mode",
     "storage_fs.py": "storage URIs: a 'file' there is a store, parsed here",
     "spark/sources/sources.py": "parse_source reads a --source URI's transport (kafka, file)",
-    "status.py": "status reads the --source that job.json records without Spark or the formats' modules",
+    "status.py": "status reads the --source that job.json records without Spark (its transport; formats from FORMATS)",
     "ticdc_keys.py": "the table of TiCDC's URI parameters names the schemes each applies to",
 }
 #: Single comparisons allowed elsewhere: (file, literal) -> why.
@@ -182,8 +183,13 @@ def test_the_source_parser_takes_its_changelog_formats_from_the_registry(monkeyp
 
     with pytest.raises(ConfigError):
         parse_source("seam-json+kafka://127.0.0.1:9092/t")
+    with pytest.raises(ConfigError):
+        status_source("seam-json+kafka://127.0.0.1:9092/t")
     monkeypatch.setitem(FORMATS, "seam-json", Registered())
     assert parse_source("seam-json+kafka://127.0.0.1:9092/t").kind == "seam-json"
+    assert status_source("seam-json+kafka://127.0.0.1:9092/t")[0] == "kafka"  # status's own parse, without Spark
+    with pytest.raises(ConfigError):
+        status_source("csv+kafka://127.0.0.1:9092/t")
 
 
 def test_the_demo_writes_only_registered_changelog_formats() -> None:
