@@ -606,10 +606,12 @@ def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spar
                                                                            writer):
 
     from avro_registry_sink.delivery import DeliveryError
+    from avro_registry_sink.spark.driver.job import ensure_spark_kafka
     from avro_registry_sink.spark.sinks.sinks import KafkaSink
     from avro_registry_sink.spark.stages.tally import spread_verdicts
     from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
 
+    assert ensure_spark_kafka(spark)  # as run_job does (this test may run before any job in the session)
     prefix = "v" + uuid.uuid4().hex[:8]
     good, bad = f"{prefix}_good", f"{prefix}_bad"
     sink = KafkaSink([bootstrap], delivery="exactly-once", control_topic=control_topic,
