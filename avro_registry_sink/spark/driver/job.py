@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from avro_registry_sink.config import DeliveryMode, OnIncompatible, SinkConfig, SinkKind, parse_trigger_interval
 from avro_registry_sink.delivery import RESULT_DDL, fused_writer
@@ -1128,6 +1128,143 @@ def _resource_error(spark: SparkSession, error: BaseException, settings: Mapping
         batch=batch)
 
 
+def _prepare_run(spark: SparkSession, options: JobOptions, sink: Sink | None) -> Sink:
+    """Spark set up for the run (Spark's Kafka package where its producer may serve, the stores' Hadoop settings,
+    how input files are spread and listed) and the sink, checked."""
+    if sink is None and options.sink.scheme == SinkKind.KAFKA and options.kafka_producer in ("auto", "spark"):
+        # Spark's Kafka sink (or exactly once's JVM slice writer) when possible; "auto" falls back to confluent-kafka
+        ensure_spark_kafka(spark)
+    stores = [u for u in (options.source.location, options.checkpoint_uri, _sink_location(options.sink))
+              if u is not None]
+    apply_hadoop_conf(spark, hadoop_settings(stores))
+    spread_file_partitions(spark)
+    if options.source.location is None or options.source.location.is_local:
+        list_on_driver(spark)
+    sink = sink or _sink_for(spark, options)
+    sink.check()  # Kafka: wrong credentials / CA fail here, in seconds, before the stream starts
+    return sink
+
+
+def _stream_writer(stream: DataFrame, processor: _BatchProcessor, options: JobOptions, checkpoint: StorageURI) -> Any:
+    """The query's writer: each batch to ``processor``, Spark's own checkpoint in the checkpoint's ``spark``
+    folder, the query's name and its trigger."""
+    writer = stream.writeStream.foreachBatch(processor).option(
+        "checkpointLocation", checkpoint.hadoop_uri("spark") if not checkpoint.is_local
+        else checkpoint.child("spark").path
+    )
+    if options.query_name:
+        writer = writer.queryName(options.query_name)
+    return writer.trigger(availableNow=True) if options.available_now else writer.trigger(
+        processingTime=parse_trigger_interval(options.trigger_interval))
+
+
+def _start_info(options: JobOptions, sink: Sink, checkpoint: StorageURI) -> dict[str, Any]:
+    """What the progress reporter is told at the start."""
+    info = {"source": options.source.describe(), "sink": sink.description,
+            "checkpoint": str(checkpoint), "available_now": options.available_now}
+    if sink.exactly_once:  # what resolved_ts() and a verify command need
+        info.update(delivery=DeliveryMode.EXACTLY_ONCE.value, control_topic=options.sink.control_topic,
+                    query=sink.query)
+    return info
+
+
+def _start_metrics(metrics: JobMetrics, options: JobOptions, processor: _BatchProcessor) -> None:
+    """Start the job's metrics: the trigger interval, how the input's backlog is measured, the input committed
+    before this run."""
+    trigger_seconds = (0.0 if options.available_now else
+                       interval_seconds(parse_trigger_interval(options.trigger_interval)))
+    metrics.start(trigger_seconds)
+    if options.source.is_kafka:  # the backlog: the source's end offsets, asked when Prometheus scrapes
+
+        conf = client_conf(",".join(options.source.brokers), options.source.kafka, "consumer")
+        conf.pop("logger", None)
+        metrics.end_offsets = KafkaEndOffsets(options.source.topics, conf)
+    elif options.source.is_storage:  # the backlog: the tree's data files that no committed batch took
+
+        layout = StorageLayout(options.source.location
+                               or parse_storage_uri(str(options.source.path), option="source"))
+        metrics.storage_backlog = StorageBacklog(lambda: list_tree(layout), pending_files,
+                                                 refresh=storage_refresh_seconds(trigger_seconds))
+    processor.committed_input_to_metrics()
+
+
+def _await_query(spark: SparkSession, writer: Any, processor: _BatchProcessor, sink: Sink, progress: ProgressReporter,
+                 stop: _Stop, stop_timeout: float, options: JobOptions, checkpoint: StorageURI, timeout: float | None,
+                 until: Callable[[JobTotals], bool] | None) -> tuple[BaseException | None, bool]:
+    """Start the query and wait until it ends: the input drained (``available_now``), a stop (the running batch
+    settled by :func:`_settle_stop`), ``timeout`` or ``until``; the sink is closed after it. Returns the query's
+    failure (the batch's own error first; none for a batch a stop refused or abandoned) and whether the run was
+    stopped on purpose (a signal, timeout, until: an interrupted batch is no failure)."""
+    error: BaseException | None = None
+    stopped = False
+    query = None
+    try:
+        with _stop_signals(stop):
+            with local_checkpoint_logs(spark, checkpoint.is_local) as open_logs:
+                query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
+                open_logs(query)
+            deadline = None if timeout is None or options.available_now else time.time() + timeout
+            while query.isActive:
+                query.awaitTermination(1)  # raises the query's failure
+                if stop.requested:
+                    if _settle_stop(spark, query, processor, sink, progress, stop, stop_timeout):
+                        break
+                elif not options.available_now and (
+                        (deadline is not None and time.time() >= deadline)
+                        or (until is not None and until(processor.totals))):
+                    stopped = True
+                    query.stop()
+                    break
+            if not query.isActive and query.exception() is not None:
+                query.awaitTermination()  # a query that failed before the loop first looked: raise its failure
+    except KeyboardInterrupt:  # not on the main thread: no handler of ours
+        stopped = True
+        if query is not None:
+            query.stop()
+    except Exception as exc:  # the query failed: prefer the batch's own error
+        error = processor.failure or exc
+        if stop.requested and (stop.abandoned or isinstance(error, StopRequested)
+                               or "StopRequested" in str(exc)):
+            error = None  # the batch the stop refused or abandoned: not committed, as the stop says
+    finally:
+        sink.close()
+    return error, stopped
+
+
+def _run_error(spark: SparkSession, processor: _BatchProcessor, error: BaseException | None, stopped: bool,
+               stop: _Stop, stop_timeout: float, settings: Mapping[str, str], options: JobOptions,
+               checkpoint: StorageURI) -> BaseException | None:
+    """The run's failure once the query ended (a stop's report kept in the totals): a batch's failure the query
+    did not raise, unless the run was stopped; an error of Spark's told as a damaged checkpoint or a resource
+    limit where it is one."""
+    if stop.requested:
+        stopped = True
+        if error is None:
+            processor.totals.stop = _stop_report(stop, stop_timeout, processor.totals)
+    if error is None and processor.failure is not None and not stopped:
+        error = processor.failure
+    if error is not None and not isinstance(error, AvroSinkError):
+        failed = processor.failed_batch if processor.failed_batch is not None else processor.current_batch
+        error = (checkpoint_files.checkpoint_failure(error, checkpoint)
+                 or _resource_error(spark, error, settings, failed, options) or error)
+    return error
+
+
+def _raise_run_error(processor: _BatchProcessor, error: BaseException, options: JobOptions,
+                     checkpoint: StorageURI) -> NoReturn:
+    """Raise the run's failure: the product's own error as it is, any other as :class:`JobFailed` naming the
+    batch (secrets redacted)."""
+    if isinstance(error, AvroSinkError):
+        raise error
+    batch = f"batch {processor.failed_batch}" if processor.failed_batch is not None else "the query"
+    cause = redact_text(' '.join(str(error).split()), secret_values(options.sink, options.source.kafka))
+    raise JobFailed(
+        f"The streaming job failed in {batch}: {cause[:2000]} Nothing of that batch "
+        f"was committed; a rerun with checkpoint {str(checkpoint)!r} resumes from it.",
+        batch=processor.failed_batch,
+    ) from error
+
+
 def run_job(
     spark: SparkSession,
     options: JobOptions,
@@ -1164,18 +1301,8 @@ def run_job(
     guard_loggers("py4j.clientserver", "py4j.java_gateway")  # their debug records carry the Kafka settings
     progress = progress or NullProgress()
     router = router or build_router(options.sink, options.topic_rule)
-    if sink is None and options.sink.scheme == SinkKind.KAFKA and options.kafka_producer in ("auto", "spark"):
-        # Spark's Kafka sink (or exactly once's JVM slice writer) when possible; "auto" falls back to confluent-kafka
-        ensure_spark_kafka(spark)
     checkpoint = options.checkpoint_uri
-
-    stores = [u for u in (options.source.location, checkpoint, _sink_location(options.sink)) if u is not None]
-    apply_hadoop_conf(spark, hadoop_settings(stores))
-    spread_file_partitions(spark)
-    if options.source.location is None or options.source.location.is_local:
-        list_on_driver(spark)
-    sink = sink or _sink_for(spark, options)
-    sink.check()  # Kafka: wrong credentials / CA fail here, in seconds, before the stream starts
+    sink = _prepare_run(spark, options, sink)
     stream = _stream(spark, options)
     settings = _resource_settings(spark, options)
     with _registry_for(options, registry) as client:
@@ -1183,97 +1310,22 @@ def run_job(
         processor = _batch_processor(options, client, router, sink, progress, metrics)
         if metrics is not None and hasattr(client, "observer"):
             client.observer = metrics.registry_request
-        writer = stream.writeStream.foreachBatch(processor).option(
-            "checkpointLocation", checkpoint.hadoop_uri("spark") if not checkpoint.is_local
-            else checkpoint.child("spark").path
-        )
-        if options.query_name:
-            writer = writer.queryName(options.query_name)
-        writer = writer.trigger(availableNow=True) if options.available_now else writer.trigger(
-            processingTime=parse_trigger_interval(options.trigger_interval))
-        info = {"source": options.source.describe(), "sink": sink.description,
-                "checkpoint": str(checkpoint), "available_now": options.available_now}
-        if sink.exactly_once:  # what resolved_ts() and a verify command need
-            info.update(delivery=DeliveryMode.EXACTLY_ONCE.value, control_topic=options.sink.control_topic,
-                        query=sink.query)
-        progress.start(info)
+        writer = _stream_writer(stream, processor, options, checkpoint)
+        progress.start(_start_info(options, sink, checkpoint))
         if metrics is not None:
-            trigger_seconds = (0.0 if options.available_now else
-                               interval_seconds(parse_trigger_interval(options.trigger_interval)))
-            metrics.start(trigger_seconds)
-            if options.source.is_kafka:  # the backlog: the source's end offsets, asked when Prometheus scrapes
-
-                conf = client_conf(",".join(options.source.brokers), options.source.kafka, "consumer")
-                conf.pop("logger", None)
-                metrics.end_offsets = KafkaEndOffsets(options.source.topics, conf)
-            elif options.source.is_storage:  # the backlog: the tree's data files that no committed batch took
-
-                layout = StorageLayout(options.source.location
-                                       or parse_storage_uri(str(options.source.path), option="source"))
-                metrics.storage_backlog = StorageBacklog(lambda: list_tree(layout), pending_files,
-                                                         refresh=storage_refresh_seconds(trigger_seconds))
-            processor.committed_input_to_metrics()
-        error: BaseException | None = None
-        stopped = False  # stopped on purpose (a signal, timeout, until): an interrupted batch is no failure
-        query = None
+            _start_metrics(metrics, options, processor)
         stop = processor.stop = _Stop()
         stop_timeout = options.sink.stop_timeout if stop_timeout is None else stop_timeout
-        try:
-            with _stop_signals(stop):
-                with local_checkpoint_logs(spark, checkpoint.is_local) as open_logs:
-                    query = writer.start()  # Spark reads the checkpoint's metadata here, its offsets and commits next
-                    open_logs(query)
-                deadline = None if timeout is None or options.available_now else time.time() + timeout
-                while query.isActive:
-                    query.awaitTermination(1)  # raises the query's failure
-                    if stop.requested:
-                        if _settle_stop(spark, query, processor, sink, progress, stop, stop_timeout):
-                            break
-                    elif not options.available_now and (
-                            (deadline is not None and time.time() >= deadline)
-                            or (until is not None and until(processor.totals))):
-                        stopped = True
-                        query.stop()
-                        break
-                if not query.isActive and query.exception() is not None:
-                    query.awaitTermination()  # a query that failed before the loop first looked: raise its failure
-        except KeyboardInterrupt:  # not on the main thread: no handler of ours
-            stopped = True
-            if query is not None:
-                query.stop()
-        except Exception as exc:  # the query failed: prefer the batch's own error
-            error = processor.failure or exc
-            if stop.requested and (stop.abandoned or isinstance(error, StopRequested)
-                                   or "StopRequested" in str(exc)):
-                error = None  # the batch the stop refused or abandoned: not committed, as the stop says
-        finally:
-            sink.close()
-        if stop.requested:
-            stopped = True
-            if error is None:
-                processor.totals.stop = _stop_report(stop, stop_timeout, processor.totals)
-        if error is None and processor.failure is not None and not stopped:
-            error = processor.failure
-        if error is not None and not isinstance(error, AvroSinkError):
-            failed = processor.failed_batch if processor.failed_batch is not None else processor.current_batch
-            error = (checkpoint_files.checkpoint_failure(error, checkpoint)
-                     or _resource_error(spark, error, settings, failed, options) or error)
+        error, stopped = _await_query(spark, writer, processor, sink, progress, stop, stop_timeout, options, checkpoint,
+                                      timeout, until)
+        error = _run_error(spark, processor, error, stopped, stop, stop_timeout, settings, options, checkpoint)
         with contextlib.suppress(Exception):  # a reporter must not hide the failure
             progress.finish(processor.totals, error)
         if metrics is not None:
             metrics.finish(error)
         if error is not None:
             _save_last_error(processor, error, options)
-        if error is not None:
-            if isinstance(error, AvroSinkError):
-                raise error
-            batch = f"batch {processor.failed_batch}" if processor.failed_batch is not None else "the query"
-            cause = redact_text(' '.join(str(error).split()), secret_values(options.sink, options.source.kafka))
-            raise JobFailed(
-                f"The streaming job failed in {batch}: {cause[:2000]} Nothing of that batch "
-                f"was committed; a rerun with checkpoint {str(checkpoint)!r} resumes from it.",
-                batch=processor.failed_batch,
-            ) from error
+            _raise_run_error(processor, error, options, checkpoint)
         shown: Path | str = options.checkpoint if checkpoint.is_local else str(checkpoint)  # no credentials
         return JobResult(totals=processor.totals, checkpoint=shown, bad_input=processor.bad_input,
                          dead_letters=processor.dead_letters, plans=processor.plans,
