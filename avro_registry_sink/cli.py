@@ -1306,7 +1306,6 @@ def demo(
     import tempfile
 
     from rich.console import Console
-    from rich.table import Table
 
     from avro_registry_sink.config import RegistryConfig, SinkConfig
     from avro_registry_sink.progress import make_progress
@@ -1363,32 +1362,7 @@ def demo(
             by_topic: dict[str, _TopicOutput] = {}
             for record in read_file_sink(base / "output"):  # one pass, nothing kept but counts and the newest
                 by_topic.setdefault(record.topic, _TopicOutput()).add(record)
-            table_of = {plan.route.topic: plan for plan in result.plans.values()}
-            grid = Table(title="What the job produced (file sink, embedded registry)")
-            for name in ("topic", "table", "records", "tombstones", "partitions", "expected", "subjects: version (id)"):
-                grid.add_column(name, overflow="fold")
-            samples = []
-            for topic in sorted(by_topic):
-                output = by_topic[topic]
-                plan = table_of[topic]
-                name = plan.encoding.table.qualified_name
-                counts = manifest.counts[name]
-                expected = _changes(counts)
-                tombstones = output.tombstones
-                ok = output.records == expected and tombstones == counts.deletes
-                subjects = []
-                for subject in (plan.route.key_subject, plan.route.value_subject):
-                    versions = client.get_versions(subject)
-                    subjects.append(subject + ": " + ", ".join(
-                        f"v{v} ({client.get_version(subject, v).id})" for v in versions))
-                grid.add_row(topic, name, str(output.records), str(tombstones),
-                             ",".join(str(p) for p in sorted(output.partitions)),
-                             ("[green]ok[/green] " if ok else "[red]MISMATCH[/red] ")
-                             + f"{counts.inserts}i/{counts.updates}u/{counts.deletes}d",
-                             "\n".join(subjects))
-                sample = output.newest  # the newest change with a value
-                if sample is not None:
-                    samples.append((topic, sample, _decode_sample(client, sample.value)))
+            grid, samples = _demo_output_table(client, result, manifest, by_topic)
             console.print(grid)
             for topic, record, (schema_id, decoded) in samples:
                 console.print(f"[bold]{topic}[/bold] partition {record.partition}, value schema id {schema_id}, "
@@ -1402,6 +1376,42 @@ def demo(
                   f"Checkpoint: {base / 'checkpoint'}.")
     console.print(f"Run the job on this input yourself: avro-registry-sink run --source {base / 'input'} "
                   f"--tables {ddl} --config {settings} --available-now", soft_wrap=True)
+
+
+def _demo_output_table(client: Any, result: Any, manifest: Any,
+                       by_topic: dict[str, _TopicOutput]) -> tuple[Any, list[tuple[str, Any, Any]]]:
+    """The demo's table of what the job produced, per topic: its table, records, tombstones and partitions
+    against the changes the demo made, and its subjects' versions; and per topic its newest record with a value,
+    decoded."""
+    from rich.table import Table
+
+    table_of = {plan.route.topic: plan for plan in result.plans.values()}
+    grid = Table(title="What the job produced (file sink, embedded registry)")
+    for name in ("topic", "table", "records", "tombstones", "partitions", "expected", "subjects: version (id)"):
+        grid.add_column(name, overflow="fold")
+    samples = []
+    for topic in sorted(by_topic):
+        output = by_topic[topic]
+        plan = table_of[topic]
+        name = plan.encoding.table.qualified_name
+        counts = manifest.counts[name]
+        expected = _changes(counts)
+        tombstones = output.tombstones
+        ok = output.records == expected and tombstones == counts.deletes
+        subjects = []
+        for subject in (plan.route.key_subject, plan.route.value_subject):
+            versions = client.get_versions(subject)
+            subjects.append(subject + ": " + ", ".join(
+                f"v{v} ({client.get_version(subject, v).id})" for v in versions))
+        grid.add_row(topic, name, str(output.records), str(tombstones),
+                     ",".join(str(p) for p in sorted(output.partitions)),
+                     ("[green]ok[/green] " if ok else "[red]MISMATCH[/red] ")
+                     + f"{counts.inserts}i/{counts.updates}u/{counts.deletes}d",
+                     "\n".join(subjects))
+        sample = output.newest  # the newest change with a value
+        if sample is not None:
+            samples.append((topic, sample, _decode_sample(client, sample.value)))
+    return grid, samples
 
 
 def _demo_to_kafka(console: Any, directory: Path | None, bootstrap: str, fmt: str, topic: str | None,
