@@ -199,9 +199,6 @@ def _conversion(old: AvroField, new: AvroField, column: str, dialect: str) -> tu
     name = quote(column, dialect)
     if s in ("float", "double") and d == "INTEGER":  # rounded half away from zero (a cast rounds half to even)
         return (f"round({name}::numeric)" if pg else f"ROUND(CAST({name} AS DECIMAL(65,30)))"), None
-    if s == "TEXT" and d == "INTEGER" and new.nullable:  # text that is no integer reads as NULL (the rules' OUT)
-        match = f"{name} ~ '^\\s*[-+]?[0-9]+\\s*$'" if pg else f"{name} REGEXP '^[[:space:]]*[-+]?[0-9]+[[:space:]]*$'"
-        return f"CASE WHEN {match} THEN {name} END", None
     if s == "TEXT" and d == "TEXT":
         return None, _members(old, new, name, dialect)
     if s is None or d is None or s == d or not ({s, d} & set(_TEMPORAL)):

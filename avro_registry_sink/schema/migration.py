@@ -81,7 +81,8 @@ to string (DATETIME -> DATE): a consumer pinned to the major reads with Avro res
 time part under a DATE schema. Integer columns convert within the range of their TiDB type (``INT UNSIGNED``
 0..4294967295, ``BIGINT UNSIGNED``: TiCDC's ``long`` mode writes values from 2^63 as negative longs, which no
 other type holds: OUT). A refused value fails the consumer's rule with the column, the value and the reason, or
-reads as null for a nullable target; :attr:`MigrationPlan.upgrade_refused`/``downgrade_refused`` say which, and
+never reads as null instead, even for a nullable target (MySQL's strict ALTER refuses such a value: null would be
+a value MySQL never holds); :attr:`MigrationPlan.upgrade_refused`/``downgrade_refused`` say which, and
 :meth:`MigrationPlan.describe` lists them per direction (the run's ``cannot_follow``).
 
 confluent-kafka-python's JSONata executor (jsonata-python) refuses a record holding ``bytes`` or ``Decimal`` values
@@ -180,7 +181,7 @@ class MigrationPlan:
     fields whose values jsonata-python refuses (bytes, decimals). ``conversions``: the fields whose values a rule
     gives otherwise than Avro schema resolution would (renamed, converted, dropped and added again): a change with
     any is never a minor version without rules. ``upgrade_refused``/``downgrade_refused``: the values each
-    direction's rule refuses (fails the record, or reads as null for a nullable column), one sentence per column.
+    direction's rule refuses (fails the record, naming the column and the value), one sentence per column.
     """
 
     changes: tuple[str, ...]
@@ -264,15 +265,17 @@ _REFUSED: ContextVar[list[str] | None] = ContextVar("_REFUSED", default=None)
 
 
 def _out(target: FieldShape, column: str, what: str) -> str:
-    """A value that does not fit: null for a nullable target, else a rule failure naming the column and value."""
+    """A value that does not fit: a rule failure naming the column and the value, nullable target or not (MySQL's
+    strict ALTER refuses the value; a null would be a value MySQL never holds)."""
     refused = _REFUSED.get()
     if refused is not None:
-        sentence = f"column {column}: a value that {what} {'reads as null' if target.nullable else 'fails the record'}"
+        sentence = f"column {column}: a value that {what} fails the record"
         if sentence not in refused:
             refused.append(sentence)
-    if target.nullable:
-        return "null"
-    return f'$error("column {column}: " & $string($v) & " {what}")'
+    failure = f'$error("column {column}: " & $string($v) & " {what}")'
+    if target.nullable:  # a NULL is no value to refuse: it stays NULL
+        return f"($not($exists($v)) or $v = null ? null : {failure})"
+    return failure
 
 
 def _long_text(target: FieldShape, column: str) -> str:

@@ -138,9 +138,9 @@ def test_a_conversion_avro_resolution_would_not_make_is_a_major(client, schema_n
     assert "the values of at change otherwise than Avro schema resolution" in date.reasons
     assert any("DATETIME NULL -> DATE NULL" in change for change in date.changes)
     assert not date.cannot_follow  # every DATETIME has a date, every DATE a midnight
-    # DATE -> BIGINT: going down a number that is no valid date is refused (null, the column being NULL): said
+    # DATE -> BIGINT: going down a number that is no valid date is refused (the column being NULL or not): said
     assert number.cannot_follow == ("consumers pinned to major 2 reading records of major 3: column at: a value "
-                                    "that is not a valid DATE reads as null",)
+                                    "that is not a valid DATE fails the record",)
 
 
 def test_stop_still_stops_and_names_the_way_on(client, schema_name):

@@ -60,9 +60,11 @@ def test_string_to_bigint_is_exact_up_to_two_to_the_53():
         down(plan, {**OLD_ROW, "c": 2**60})
 
 
-def test_string_to_nullable_int_gives_null_for_text_that_is_no_integer():
+def test_string_to_nullable_int_refuses_text_that_is_no_integer():
     plan = plan_for("ALTER TABLE t MODIFY c INT NULL")
-    assert up(plan, {**OLD_ROW, "c": "x1"})["c"] is None
+    with pytest.raises(Exception, match="column c: x1 is not an integer"):  # MySQL's strict ALTER: error 1366
+        up(plan, {**OLD_ROW, "c": "x1"})
+    assert up(plan, {**OLD_ROW, "c": None})["c"] is None
     assert down(plan, {**OLD_ROW, "c": None})["c"] == ""  # NOT NULL again going down: the implicit default
 
 
@@ -101,9 +103,10 @@ def test_bigint_narrowed_to_int():
     assert down(plan, {**OLD_ROW, "big": -3}) == {**OLD_ROW, "big": -3}
 
 
-def test_narrowed_nullable_column_gets_null_out_of_range():
+def test_narrowed_nullable_column_refuses_out_of_range():
     plan = plan_for("ALTER TABLE t MODIFY big INT NULL")
-    assert up(plan, {**OLD_ROW, "big": 2**40})["big"] is None
+    with pytest.raises(Exception, match="column big: 1099511627776"):  # MySQL's strict ALTER: error 1264
+        up(plan, {**OLD_ROW, "big": 2**40})
 
 
 def test_double_narrowed_to_float_and_to_int():
@@ -216,7 +219,8 @@ def test_enum_and_set_targets_check_members_and_print_a_set_in_the_columns_order
     assert down(plan, {"e": "a", "s": "y,x"}) == {"e": "a", "s": "x,y"}
     with pytest.raises(Exception, match=r"column e: d is not a member of ENUM\('a','b'\)"):  # MySQL: error 1265
         down(plan, {"e": "d", "s": "y"})
-    assert down(plan, {"e": "a", "s": "w,y"})["s"] is None  # a nullable column: OUT is null
+    with pytest.raises(Exception, match=r"column s: w,y is not a member of SET\('x','y'\)"):  # nullable or not
+        down(plan, {"e": "a", "s": "w,y"})
     assert "column e: a value that is not a member of ENUM('a','b') fails the record" in " ".join(plan.downgrade_refused)
     assert not plan.upgrade_refused or "column e" not in " ".join(plan.upgrade_refused)
     # the members alone are no conversion: the schema manager keeps a member change a minor version
@@ -421,14 +425,15 @@ def test_bigint_back_to_timestamp_formats_the_number_or_refuses_it():
                "TIMESTAMP fails the record" in line for line in plan.describe(1, 2))
 
 
-def test_date_back_from_datetime_is_the_date_part_and_a_nullable_column_reads_null_where_refused():
+def test_date_back_from_datetime_is_the_date_part_and_a_nullable_column_is_refused_too():
     plan = plan_for("ALTER TABLE t MODIFY c DATETIME NULL", base="CREATE TABLE s.t (id BIGINT PRIMARY KEY, c DATE)")
     assert down(plan, {"id": 1, "c": "2024-01-03 04:05:06"})["c"] == "2024-01-03"
     assert up(plan, {"id": 1, "c": None})["c"] is None
     to_time = plan_for("ALTER TABLE t MODIFY c TIME NULL", base="CREATE TABLE s.t (id BIGINT PRIMARY KEY, c YEAR)")
     assert up(to_time, {"id": 1, "c": 2024})["c"] == "00:20:24"
-    assert down(to_time, {"id": 1, "c": "12:00:00"})["c"] is None  # TIME to YEAR: refused, null for NULL
-    assert any("column c: a value that is refused by MySQL's ALTER (not a YEAR) reads as null" in line
+    with pytest.raises(Exception, match="column c: 12:00:00 is refused by MySQL's ALTER"):  # TIME to YEAR, NULL column
+        down(to_time, {"id": 1, "c": "12:00:00"})
+    assert any("column c: a value that is refused by MySQL's ALTER (not a YEAR) fails the record" in line
                for line in to_time.describe(1, 2))
 
 
