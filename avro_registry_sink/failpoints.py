@@ -7,7 +7,8 @@ by commas. Actions: ``kill`` (this process), ``kill-driver`` (the driver's proce
 Python worker: the driver records its pid in ``AVRO_SINK_FAILPOINT_DRIVER`` when this module is first
 imported there, and Spark's workers inherit it), ``raise`` (a :class:`FailpointError`: a failed task,
 which Spark may retry), ``pause`` (writes ``<name>.paused`` into the counts directory below and sleeps
-``AVRO_SINK_FAILPOINT_PAUSE`` seconds, default 3: a window for the test to act, e.g. restart a broker).
+``AVRO_SINK_FAILPOINT_PAUSE`` seconds, default 3, or until the test writes ``<name>.release`` beside it: a
+window for the test to act, e.g. restart a broker).
 Passes are counted per process (a Python worker counts its own), or across all processes with
 ``AVRO_SINK_FAILPOINT_COUNTS=<dir>`` (one file per point, a byte appended per pass: ``kill@1`` then kills
 once, not once per retried task's fresh worker). ``@/path`` instead
@@ -112,7 +113,10 @@ def failpoint(name: str) -> None:
             if counts:
                 with open(os.path.join(counts, f"{name}.paused"), "w", encoding="utf-8") as fh:
                     fh.write(str(os.getpid()))
-            time.sleep(float(os.environ.get(PAUSE_ENV) or 3))
+            until = time.monotonic() + float(os.environ.get(PAUSE_ENV) or 3)
+            release = os.path.join(counts, f"{name}.release") if counts else None
+            while time.monotonic() < until and not (release and os.path.exists(release)):
+                time.sleep(0.05)
         elif kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         elif kind == "kill-driver":

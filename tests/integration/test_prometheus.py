@@ -434,7 +434,7 @@ def test_prometheus_sees_a_storage_trees_backlog_rise_while_the_job_is_held_and_
     counts = tmp_path / "failpoints"
     counts.mkdir()
     monkeypatch.setenv(failpoints.COUNTS_ENV, str(counts))
-    monkeypatch.setenv(failpoints.PAUSE_ENV, "4")  # longer than a listing and a scrape
+    monkeypatch.setenv(failpoints.PAUSE_ENV, "120")  # held until this test releases it (below)
     monkeypatch.setenv(failpoints.ENV, "job.after-side-read=pause@1")
     try:
         thread.start()
@@ -466,6 +466,7 @@ def test_prometheus_sees_a_storage_trees_backlog_rise_while_the_job_is_held_and_
             highest = {q: prometheus.value(f"max_over_time({q}{window})") for q in want}
             time.sleep(0.3)
         assert highest == want, outcome
+        (counts / "job.after-side-read.release").write_text("")  # the held batch goes on
         assert prometheus.wait_value(files, 0, timeout=30) == 0  # the held batch and the new files' committed
         assert prometheus.value(size) == 0
         assert prometheus.value("count(avro_sink_input_backlog_files)") == len(tables)  # each table's at 0
@@ -477,6 +478,7 @@ def test_prometheus_sees_a_storage_trees_backlog_rise_while_the_job_is_held_and_
         assert rows > len(manifest.all_events)
         assert prometheus.wait_value("sum(avro_sink_rows_delivered_total)", rows) == rows
     finally:
+        (counts / "job.after-side-read.release").write_text("")  # never left held by a failed assertion
         stop.set()
         thread.join(60)
         server.shutdown()
