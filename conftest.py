@@ -18,9 +18,9 @@ def _registry_for_client_doctests(request: pytest.FixtureRequest) -> Iterator[No
     if not isinstance(request.node, DoctestItem) or not str(request.node.path).endswith("registry/client.py"):
         yield
         return
-    from avro_registry_sink.config import RegistryConfig
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
+    from avro_registry_sink.settings.config import RegistryConfig
 
     namespace = request.getfixturevalue("doctest_namespace")
     with EmbeddedRegistry() as registry:

@@ -2,8 +2,8 @@
 
 The data flows one way: table definition (:mod:`.table`, :mod:`.tabledef`) -> type mapping
 (:mod:`.typemap`) -> schemas (:mod:`.schema`) -> registry (:mod:`.registry`) -> schema manager
-(:mod:`.manager`) -> encoders (:mod:`.encoder`, :mod:`.columnar`) -> Spark stage (:mod:`.spark.stages.stage`)
--> job and CLI (:mod:`.spark.driver.job`, :mod:`.cli`).
+(:mod:`.manager`) -> encoders (:mod:`.encoding.columnar`, :mod:`.encoding.encoder`) -> Spark stage
+(:mod:`.spark.stages.stage`) -> job and CLI (:mod:`.spark.driver.job`, :mod:`.cli`).
 
 The names below are imported on first use (PEP 562): importing one module of the package (as Spark's Python
 workers do, for a data source or an encode stage) costs only what that module needs, not the whole API.
@@ -16,20 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.changes import ChangeEvent
-    from avro_registry_sink.columnar import ColumnarEncoder
-    from avro_registry_sink.config import (
-        BigintUnsignedMode,
-        DecimalMode,
-        DispatchRule,
-        EncodingOptions,
-        PartitionStrategy,
-        RegistryConfig,
-        SinkConfig,
-        SubjectNaming,
-        load_config,
-        parse_sink_uri,
-    )
-    from avro_registry_sink.encoder import EncodingPlan, RowEncoder, frame, unframe
+    from avro_registry_sink.encoding.columnar import ColumnarEncoder
+    from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, frame, unframe
     from avro_registry_sink.errors import (
         AvroSinkError,
         CheckpointError,
@@ -50,20 +38,32 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.model import Op
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.routing import Route, TopicRouter, subject_for
+    from avro_registry_sink.routing.rules import Route, TopicRouter, subject_for
     from avro_registry_sink.schema.builder import TableSchemas, derive_key_schema, derive_schemas, derive_value_schema
+    from avro_registry_sink.settings.config import (
+        BigintUnsignedMode,
+        DecimalMode,
+        DispatchRule,
+        EncodingOptions,
+        PartitionStrategy,
+        RegistryConfig,
+        SinkConfig,
+        SubjectNaming,
+        load_config,
+        parse_sink_uri,
+    )
     from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
     from avro_registry_sink.tabledef import parse_ddl
 
 #: Each public name's module (the same names as the ``TYPE_CHECKING`` imports above and ``__all__`` below).
 _MODULES = {
     "avro_registry_sink.changes": ("ChangeEvent",),
-    "avro_registry_sink.columnar": ("ColumnarEncoder",),
-    "avro_registry_sink.config": (
+    "avro_registry_sink.encoding.columnar": ("ColumnarEncoder",),
+    "avro_registry_sink.settings.config": (
         "BigintUnsignedMode", "DecimalMode", "DispatchRule", "EncodingOptions", "PartitionStrategy",
         "RegistryConfig", "SinkConfig", "SubjectNaming", "load_config", "parse_sink_uri",
     ),
-    "avro_registry_sink.encoder": ("EncodingPlan", "RowEncoder", "frame", "unframe"),
+    "avro_registry_sink.encoding.encoder": ("EncodingPlan", "RowEncoder", "frame", "unframe"),
     "avro_registry_sink.errors": (
         "AvroSinkError", "CheckpointError", "ConfigError", "EncodingError", "IncompatibleSchema", "NoHandleKey",
         "RegistryError", "RegistryFileError", "RegistryUnavailable", "RoutingError", "SourceError", "StateError",
@@ -73,7 +73,7 @@ _MODULES = {
     "avro_registry_sink.model": ("Op",),
     "avro_registry_sink.registry.client": ("RegistryClient",),
     "avro_registry_sink.registry.embedded": ("EmbeddedRegistry",),
-    "avro_registry_sink.routing": ("Route", "TopicRouter", "subject_for"),
+    "avro_registry_sink.routing.rules": ("Route", "TopicRouter", "subject_for"),
     "avro_registry_sink.schema.builder": ("TableSchemas", "derive_key_schema", "derive_schemas", "derive_value_schema"),
     "avro_registry_sink.table": ("ColumnDef", "MySQLType", "TableDef"),
     "avro_registry_sink.tabledef": ("parse_ddl",),

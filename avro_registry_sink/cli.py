@@ -27,9 +27,9 @@ from avro_registry_sink.cli_options import (
     option_groups,
     read_tables,
 )
-from avro_registry_sink.config import SinkConfig, SinkKind
 from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryFileError, RegistryUnavailable, StateError
 from avro_registry_sink.history import commands as history_commands
+from avro_registry_sink.settings.config import SinkConfig, SinkKind
 
 #: What an option's value looks like in ``--help`` (typer would show its Python type: ``<str>``, ``<bool>`` ...).
 _METAVARS = {
@@ -205,8 +205,8 @@ def _probe_job(options, job: _JobArgs, *, topics: bool = False) -> None:
 def derive_tables(ddl: Path, config: SinkConfig, topic_rule: str | None):
     """Every table of a DDL file that ``[filter] rules`` admit, with its route and derived schemas (column
     selectors applied), in file order."""
+    from avro_registry_sink.routing.selection import TableSelection
     from avro_registry_sink.schema.builder import derive_schemas
-    from avro_registry_sink.selection import TableSelection
 
     router = build_router(config, topic_rule)
     selection = TableSelection.from_config(config)
@@ -280,7 +280,7 @@ def encode(
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_SCHEMA, Op
     from avro_registry_sink.registry.connect import connect
-    from avro_registry_sink.selection import TableSelection
+    from avro_registry_sink.routing.selection import TableSelection
     from avro_registry_sink.spark.stages.plan import StagePlan
     from avro_registry_sink.spark.stages.stage import encode_change_batch
 
@@ -645,15 +645,15 @@ class _JobArgs(TiCDCArgs):
     def job_options(self, **job: Any):
         """The job's ``JobOptions`` (``job``: the command's own fields of it); the source is checked (a bad
         URI, missing credentials, an unreachable store) before Spark starts."""
-        from avro_registry_sink.config import default_state_dir, settings_from_mapping
         from avro_registry_sink.redact import remember
+        from avro_registry_sink.settings.config import default_state_dir, settings_from_mapping
         from avro_registry_sink.spark.driver.job_options import JobOptions
         from avro_registry_sink.spark.sources.sources import parse_source
 
         state = self.state_dir or default_state_dir()
         cfg = self.sink_config(self.registry)
         if self.on_incompatible is not None:  # the flag wins over the sink URI, environment and TOML file
-            from avro_registry_sink.config import settings_from_mapping
+            from avro_registry_sink.settings.config import settings_from_mapping
 
             cfg = settings_from_mapping({"on-incompatible": self.on_incompatible}, cfg)
         if self.delivery is not None:  # the flag wins over the sink URI, AVRO_SINK_DELIVERY and the TOML file
@@ -708,8 +708,8 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
 
     from pydantic import ValidationError
 
-    from avro_registry_sink.config import load_toml, parse_bool
     from avro_registry_sink.formats.csv import CsvOptions
+    from avro_registry_sink.settings.config import load_toml, parse_bool
 
     values: dict[str, Any] = {}
     if config_file is not None:
@@ -752,7 +752,7 @@ def _csv_settings(pairs: list[str] | None, config_file: Path | None):
 def _check_tables(config: SinkConfig, topic_rule: str | None, tables) -> None:
     """Topic rules, dispatchers and column selectors against the --tables definitions, before Spark starts
     (the job checks tables it meets later the same way, failing that batch)."""
-    from avro_registry_sink.selection import TableSelection
+    from avro_registry_sink.routing.selection import TableSelection
 
     router = build_router(config, topic_rule)
     selection = TableSelection.from_config(config)
@@ -881,7 +881,7 @@ def _print_totals(result, console, nothing: str | None = None) -> None:
 def _check_data_contracts(cfg: SinkConfig) -> None:
     """``--on-incompatible new-major`` needs a registry that keeps data contracts: asked before Spark starts
     (the embedded registry does)."""
-    from avro_registry_sink.config import OnIncompatible
+    from avro_registry_sink.settings.config import OnIncompatible
 
     if cfg.on_incompatible is not OnIncompatible.NEW_MAJOR or cfg.registry.is_embedded:
         return
@@ -928,7 +928,7 @@ def run(
     """
     from rich.console import Console
 
-    from avro_registry_sink.progress import make_progress
+    from avro_registry_sink.ops.progress import make_progress
     from avro_registry_sink.spark.driver.job import check_checkpoint, run_job
 
     try:
@@ -939,7 +939,7 @@ def run(
             max_offsets_per_trigger=max_offsets_per_trigger, **_bad_row_budget(max_bad_rows),
             on_missing_file=on_missing_file,
         )
-        from avro_registry_sink.logs import LOG_FORMATS
+        from avro_registry_sink.ops.logs import LOG_FORMATS
 
         if log_format not in LOG_FORMATS:
             raise ValueError(f"Invalid value {log_format!r} for option '--log-format': valid values are "
@@ -967,7 +967,7 @@ def run(
         raise fail(str(exc), code=1) from None
     spark = _session_or_stop(options, stores)
     metrics, server = _serve_metrics(options.sink.metrics_port)
-    from avro_registry_sink.logs import json_logging
+    from avro_registry_sink.ops.logs import json_logging
 
     try:
         with json_logging() if log_format == "json" else contextlib.nullcontext(reporter) as progress:
@@ -1032,7 +1032,7 @@ def _serve_metrics(port: int | None) -> tuple[Any, Any]:
     said on stderr (a JSON line when stderr is no terminal)."""
     if port is None:
         return None, None
-    from avro_registry_sink.metrics import JobMetrics, serve_metrics
+    from avro_registry_sink.ops.metrics import JobMetrics, serve_metrics
 
     metrics = JobMetrics()
     try:
@@ -1063,7 +1063,7 @@ def status(
     Exit status 0 healthy, 1 behind (a table's lag over --max-lag, a backlog over --max-backlog), 2 failed (the
     last run's error is newer than its last commit) or not a checkpoint.
     """
-    from avro_registry_sink.status import read_status
+    from avro_registry_sink.ops.status import read_status
 
     try:
         report = read_status(checkpoint, max_lag=max_lag, max_backlog=max_backlog, source=source, backlog=backlog)
@@ -1126,7 +1126,7 @@ def replay(
     the new reason. Exit status 0 when every record was delivered, 1 when some failed again or a batch
     failed, 2 for bad options and for a damaged, unreadable or locked checkpoint file or registry file.
     """
-    from avro_registry_sink.progress import make_progress
+    from avro_registry_sink.ops.progress import make_progress
     from avro_registry_sink.spark.audit.replay import replay_dead_letters
     from avro_registry_sink.spark.driver.job import check_checkpoint
 
@@ -1212,7 +1212,7 @@ def _decode_sample(client, value: bytes) -> Any:
 
     import fastavro
 
-    from avro_registry_sink.encoder import unframe
+    from avro_registry_sink.encoding.encoder import unframe
 
     schema_id, body = unframe(value)
     parsed = fastavro.parse_schema(json.loads(client.get_schema(schema_id).schema))
@@ -1307,9 +1307,9 @@ def demo(
 
     from rich.console import Console
 
-    from avro_registry_sink.config import RegistryConfig, SinkConfig
-    from avro_registry_sink.progress import make_progress
+    from avro_registry_sink.ops.progress import make_progress
     from avro_registry_sink.registry.connect import connect
+    from avro_registry_sink.settings.config import RegistryConfig, SinkConfig
     from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
     from avro_registry_sink.spark.driver.job import job_session, run_job
     from avro_registry_sink.spark.driver.job_options import JobOptions
@@ -1538,7 +1538,7 @@ _tidy_help(app, registry_app)
 def main() -> None:
     """Console-script entry point: usage errors (unknown options, TiCDC flags this product refuses, bad
     values) are one line on stderr with exit status 2, never a usage dump or a traceback."""
-    from avro_registry_sink.ticdc_keys import refused_flag
+    from avro_registry_sink.settings.ticdc_keys import refused_flag
 
     try:
         code = app(standalone_mode=False)

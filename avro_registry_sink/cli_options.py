@@ -15,8 +15,8 @@ from typing import Annotated, Any, get_type_hints
 
 import typer
 
-from avro_registry_sink.config import SinkConfig, load_config
-from avro_registry_sink.routing import build_router
+from avro_registry_sink.routing.rules import build_router
+from avro_registry_sink.settings.config import SinkConfig, load_config
 
 __all__ = [
     "BigintOpt",

@@ -52,7 +52,7 @@ POINTS = (
     "job.after-dead-letters",  # the batch's dead-letter file is written
     "job.after-side-write",  # the batch's side state is written; Spark has not committed
 )
-#: Points of exactly-once delivery on the driver (:mod:`avro_registry_sink.delivery`).
+#: Points of exactly-once delivery on the driver (:mod:`avro_registry_sink.kafka.delivery`).
 EXACTLY_ONCE_POINTS = (
     "eos.after-abort",  # at start: the writers' open transactions aborted, the tokens not read yet
     "eos.before-resolved",  # every slice committed, the batch's resolved record not written

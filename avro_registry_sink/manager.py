@@ -42,8 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from avro_registry_sink.config import DEFAULT_ENCODING, EncodingOptions, OnIncompatible
-from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.encoding.encoder import EncodingPlan
 from avro_registry_sink.errors import (
     IncompatibleSchema,
     RegistryError,
@@ -54,10 +53,11 @@ from avro_registry_sink.errors import (
 )
 from avro_registry_sink.model import PlanKey
 from avro_registry_sink.registry.explain import explain_incompatibility
-from avro_registry_sink.routing import Route, TopicRouter, collision_advice
+from avro_registry_sink.routing.rules import Route, TopicRouter, collision_advice
+from avro_registry_sink.routing.selection import EVERYTHING, TableSelection
 from avro_registry_sink.schema.builder import TableSchemas, derive_schemas
 from avro_registry_sink.schema.naming import sanitize_name
-from avro_registry_sink.selection import EVERYTHING, TableSelection
+from avro_registry_sink.settings.config import DEFAULT_ENCODING, EncodingOptions, OnIncompatible
 from avro_registry_sink.table import TableDef
 
 

@@ -5,7 +5,7 @@ clients' minutes of retrying.
 * :func:`probe_registry`: ``GET /subjects`` on the registry (its URLs in fail-over order), with the configured
   credentials and TLS files, a few seconds' timeout and no retries: unreachable, refused credentials, or an
   answer that is no Confluent-compatible registry's.
-* :func:`probe_kafka`: a metadata request to the brokers (:func:`~avro_registry_sink.kafka_client.connect`),
+* :func:`probe_kafka`: a metadata request to the brokers (:func:`~avro_registry_sink.kafka.client.connect`),
   giving up after a few seconds when every broker refuses the connection or cannot be resolved.
 * :func:`check_topics`: a Kafka source's topics exist on its cluster (else a :class:`MissingTopics` naming them,
   the brokers and the existing topics whose names are close), from the metadata :func:`probe_kafka` read.
@@ -19,10 +19,10 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryError, RegistryUnavailable
-from avro_registry_sink.kafka_options import KafkaOptions
+from avro_registry_sink.kafka.options import KafkaOptions
 from avro_registry_sink.redact import redact_url
+from avro_registry_sink.settings.config import RegistryConfig
 
 __all__ = ["PROBE_TIMEOUT", "MissingTopics", "PreflightError", "check_topics", "probe_kafka", "probe_registry"]
 
@@ -77,7 +77,7 @@ def probe_kafka(brokers: tuple[str, ...] | list[str], opts: KafkaOptions, *, set
     """Connect to the Kafka cluster; :class:`PreflightError` naming ``setting`` if it refuses or does not answer
     (a connection refused by every broker gives up after ``refused_after`` seconds). Returns the cluster's
     metadata (confluent-kafka's ``ClusterMetadata``: its ``topics``)."""
-    from avro_registry_sink.kafka_client import KafkaConnectionError, connect
+    from avro_registry_sink.kafka.client import KafkaConnectionError, connect
 
     try:
         return connect(",".join(brokers), opts, refused_after=refused_after)[1]

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import EncodingOptions
 from avro_registry_sink.table import MySQLType, TableDef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,8 +49,8 @@ def avro_package() -> str:
 
 def register_tables(registry_url: str, tables: tuple[TableDef, ...], topic_rule: str = "{schema}_{table}") -> dict[str, tuple[int, int]]:
     """Register key and value schemas of every table (TopicNameStrategy); ``{"schema.table": (key id, value id)}``."""
-    from avro_registry_sink.config import RegistryConfig
     from avro_registry_sink.registry.client import RegistryClient
+    from avro_registry_sink.settings.config import RegistryConfig
 
     ids = {}
     with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:

@@ -134,10 +134,10 @@ def _topic(table: TableDef, prefix: str) -> str:
 
 
 def _stage_plan(table: TableDef, ids: tuple[int, int], partitions: int, prefix: str) -> Any:
-    from avro_registry_sink.config import EncodingOptions
-    from avro_registry_sink.encoder import EncodingPlan
-    from avro_registry_sink.routing import Route
+    from avro_registry_sink.encoding.encoder import EncodingPlan
+    from avro_registry_sink.routing.rules import Route
     from avro_registry_sink.schema.builder import derive_schemas
+    from avro_registry_sink.settings.config import EncodingOptions
     from avro_registry_sink.spark.stages.plan import StagePlan
 
     topic = _topic(table, prefix)

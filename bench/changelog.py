@@ -296,8 +296,8 @@ def anchor_frame(spark: Any, frame: Any, fmt: str, tables: tuple[TableDef, ...],
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
-    from avro_registry_sink.config import EncodingOptions
     from avro_registry_sink.schema.builder import derive_schemas
+    from avro_registry_sink.settings.config import EncodingOptions
 
     table = tables[0]
     schemas = derive_schemas(table, EncodingOptions())

@@ -118,7 +118,7 @@ def _product_args(tree: Tree, state: Path, sink_uri: str) -> list[str]:
 
 
 def _partitions() -> int:
-    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.settings.config import SinkConfig
 
     return SinkConfig().partition_num
 

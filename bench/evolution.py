@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from avro_registry_sink.config import OnIncompatible, RegistryConfig, parse_sink_uri
+from avro_registry_sink.settings.config import OnIncompatible, RegistryConfig, parse_sink_uri
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 from avro_registry_sink.tabledef.storage import write_table_schema_file
 from bench.harness import describe_machine, machine
@@ -54,7 +54,7 @@ def _register_major_2(url: str, table: TableDef, topic_rule: str) -> None:
     """The table's subjects: major 1 an older shape (``qty`` a string), major 2 the table's, with rules."""
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.registry.client import RegistryClient
-    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.routing.rules import TopicRouter
 
     older = table.model_copy(update={"version": 1, "columns": tuple(
         c.model_copy(update={"type": MySQLType.VARCHAR, "length": 20}) if c.name == "qty" else c

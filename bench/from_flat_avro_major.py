@@ -38,10 +38,10 @@ ALTER = "ALTER TABLE money MODIFY a VARCHAR(20) NOT NULL"
 
 def encoded(client: Any, rows: int) -> tuple[str, list[bytes], list[bytes]]:
     """The subject and the records (values) of both candidates: all major 2, and half major 1, half major 2."""
-    from avro_registry_sink.encoder import RowEncoder
+    from avro_registry_sink.encoding.encoder import RowEncoder
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.model import Op
-    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.routing.rules import TopicRouter
     from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 
     v1 = parse_ddl(CREATE)[0].model_copy(update={"version": 1})
@@ -69,9 +69,9 @@ def timed(spark: Any, df: Any, client: Any, subject: str) -> float:
 
 
 def bench(rows: int, rounds: int, partitions: int) -> dict[str, Any]:
-    from avro_registry_sink.config import RegistryConfig
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
+    from avro_registry_sink.settings.config import RegistryConfig
     from avro_registry_sink.spark.functions import from_flat_avro
     from avro_registry_sink.spark.runtime.session import local_session
 

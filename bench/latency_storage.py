@@ -71,10 +71,10 @@ class TreeWriter(threading.Thread):
 
 def run_storage(spark: Any, bootstrap: str, rate: int, seconds: float, warmup: float, interval: float,
                 registry_url: str, work: Path, tag: str) -> Result:
-    from avro_registry_sink.config import RegistryConfig, parse_sink_uri
     from avro_registry_sink.formats.csv import CsvOptions
-    from avro_registry_sink.progress import NullProgress
+    from avro_registry_sink.ops.progress import NullProgress
     from avro_registry_sink.registry.client import RegistryClient
+    from avro_registry_sink.settings.config import RegistryConfig, parse_sink_uri
     from avro_registry_sink.spark.driver.job import run_job
     from avro_registry_sink.spark.driver.job_options import JobOptions
     from avro_registry_sink.spark.sources.sources import parse_source

@@ -52,9 +52,9 @@ import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from avro_registry_sink.columnar import CHUNK_ROWS, ColumnarEncoder
-from avro_registry_sink.encoder import EncodingPlan, RowEncoder, writer_schema
-from avro_registry_sink.routing import Route
+from avro_registry_sink.encoding.columnar import CHUNK_ROWS, ColumnarEncoder
+from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, writer_schema
+from avro_registry_sink.routing.rules import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import TableDef
 from bench.ceiling import bench_ceiling
@@ -377,11 +377,11 @@ def bench_manager(ctx: Context) -> Section:
     columns) against the embedded registry over real HTTP: the first batch registers 2 subjects per table,
     the steady batches must find everything cached and send no request (counted at the transport).
     """
-    from avro_registry_sink.config import RegistryConfig
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.registry.client import RegistryClient
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
-    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.routing.rules import TopicRouter
+    from avro_registry_sink.settings.config import RegistryConfig
 
     section = Section("Schema manager per batch, no schema change (embedded registry over HTTP)")
     target_tables, budget = 1000, 0.05 if ctx.quick else 0.2  # seconds of steady batches per timed round

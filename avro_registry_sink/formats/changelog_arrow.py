@@ -62,7 +62,7 @@ class TableVersions:
     #: Per table (canal-json, tables without ``--tables``): its newest version's column names, lower case,
     #: sorted and joined by commas (what a message's ``mysqlType`` must list).
     shapes: Mapping[tuple[str, str], str] = field(default_factory=dict)
-    #: ``[filter] rules`` (a :class:`~avro_registry_sink.table_filter.TableFilter`), for tables not in ``history``.
+    #: ``[filter] rules`` (a :class:`~avro_registry_sink.routing.table_filter.TableFilter`), for tables not in ``history``.
     table_filter: Any = None
     #: Only DML messages belong here (a storage-sink data file): a DDL or watermark is read one by one (and refused).
     dml_only: bool = False
@@ -1227,7 +1227,7 @@ def _fraction_text(micros: np.ndarray, fsp: int | None, unit_digits: int) -> pa.
 def _debezium_column(col: ColumnDef, values: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """One column of debezium values -> (what ``convert_debezium_value(value, col)`` gives, typed; rows not
     taken exactly)."""
-    from avro_registry_sink.columnar import decode_base64
+    from avro_registry_sink.encoding.columnar import decode_base64
 
     n = len(values)
     bad = np.zeros(n, bool)
@@ -1290,7 +1290,7 @@ def _debezium_decimal(col: ColumnDef, values: pa.Array, valid: np.ndarray) -> tu
     number, bad = _cast(text, pa.decimal128(38, scale), bad)
     if bad.all():
         return pa.nulls(n, pa.string()), bad
-    from avro_registry_sink.columnar import _fixed_point_text
+    from avro_registry_sink.encoding.columnar import _fixed_point_text
 
     # the text the reader hands on: the value at the column's scale (a key's partition hashes this text)
     return _fixed_point_text(number, scale), bad

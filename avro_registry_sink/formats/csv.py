@@ -854,7 +854,7 @@ def _typed_column(col: ColumnDef, arr: Any, options: CsvOptions) -> Any:
     if is_binary_column(col):
         if options.binary_encoding_method is not BinaryEncodingMethod.BASE64:
             return None
-        from avro_registry_sink.columnar import decode_base64
+        from avro_registry_sink.encoding.columnar import decode_base64
 
         return decode_base64(arr)
     return arr

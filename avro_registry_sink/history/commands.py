@@ -47,7 +47,7 @@ def _console():
 
 def _registry_config(registry: str | None, config: Path | None, state_dir: Path | None):
     """The registry to ask: the URL, else the embedded registry's file under the state dir (as ``run`` uses it)."""
-    from avro_registry_sink.config import default_state_dir
+    from avro_registry_sink.settings.config import default_state_dir
 
     cfg = build_config(config_file=config, registry=registry)
     if cfg.registry.is_embedded and cfg.registry.embedded_data is None:
@@ -561,11 +561,11 @@ def register(
     """Register the key and value schemas the tables of a DDL file need (CI-side registration, for jobs run with
     auto-register=false). Every table is tried; exit 0 when all are registered, 1 when one is refused (each listed)
     or the registry is unreachable, 2 for bad input or a registry without data contracts under new-major."""
-    from avro_registry_sink.config import default_state_dir
     from avro_registry_sink.history.journal import HistoryRecorder
     from avro_registry_sink.manager import SchemaManager, require_data_contracts
     from avro_registry_sink.registry.connect import connect
-    from avro_registry_sink.selection import TableSelection
+    from avro_registry_sink.routing.selection import TableSelection
+    from avro_registry_sink.settings.config import default_state_dir
 
     try:
         cfg = ticdc.sink_config(registry)
@@ -648,8 +648,8 @@ def register(
 
 def _register_policy(value: str) -> Any:
     """``--on-incompatible`` of ``register``: the job's choices, and ``fail`` (an older name of ``stop``)."""
-    from avro_registry_sink.config import OnIncompatible
     from avro_registry_sink.errors import ConfigError
+    from avro_registry_sink.settings.config import OnIncompatible
 
     choices = [p.value for p in OnIncompatible]
     if value == "fail":

@@ -1,6 +1,6 @@
 """A sync client for Confluent-compatible schema registries, over :class:`httpx.Client`.
 
->>> from avro_registry_sink.config import RegistryConfig
+>>> from avro_registry_sink.settings.config import RegistryConfig
 >>> with RegistryClient(RegistryConfig(urls=(url,))) as client:  # url, e.g. "http://localhost:8081"
 ...     client.register("orders-value", '{"type":"string"}')
 1
@@ -55,7 +55,6 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 from pydantic import TypeAdapter
 
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.errors import (
     ConfigError,
     IncompatibleSchema,
@@ -82,6 +81,7 @@ from avro_registry_sink.registry.models import (
     Schema,
     ServerConfig,
 )
+from avro_registry_sink.settings.config import RegistryConfig
 
 __all__ = ["ACCEPT", "MEDIA_TYPE", "RETRYABLE_STATUS", "CacheInfo", "RegistryClient"]
 

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from avro_registry_sink.config import RegistryConfig
+from avro_registry_sink.settings.config import RegistryConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.registry.client import RegistryClient

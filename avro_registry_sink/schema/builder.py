@@ -18,10 +18,10 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from avro_registry_sink.config import DEFAULT_ENCODING, EncodingOptions
 from avro_registry_sink.errors import DuplicateFieldName
 from avro_registry_sink.schema import gojson
 from avro_registry_sink.schema.naming import record_namespace, sanitize_name
+from avro_registry_sink.settings.config import DEFAULT_ENCODING, EncodingOptions
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.typemap.mysql import NO_DEFAULT, avro_default, avro_type
 

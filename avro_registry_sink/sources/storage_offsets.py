@@ -164,7 +164,7 @@ def pending_files(committed: Mapping[str, Any] | None, listing: TreeListing) -> 
     """The data files of ``listing`` that the offset ``committed`` does not cover (``None``: no batch committed, every
     file), per table (``schema.table``) as ``(files, bytes)``: files above a data directory's highest number taken,
     and gap files that appeared since. Every table of the listing has an entry (``(0, 0)``: caught up). The input
-    backlog of the job's metrics (:class:`~avro_registry_sink.metrics.StorageBacklog`)."""
+    backlog of the job's metrics (:class:`~avro_registry_sink.ops.metrics.StorageBacklog`)."""
     start = committed if committed is not None else initial_offset()
     _check_offset(start)
     dirs: Mapping[str, Any] = start.get("dirs", {})

@@ -33,9 +33,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import RegistryConfig, SinkConfig, SinkKind, parse_sink_uri
 from avro_registry_sink.errors import ConfigError, RegistryUnavailable
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import RegistryConfig, SinkConfig, SinkKind, parse_sink_uri
 from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir, kafka_package
 from avro_registry_sink.spark.runtime.session import PROVIDED_ARTIFACTS, local_session
 from avro_registry_sink.spark.stages.jvm_stage import ensure_spark_avro
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.settings.config import SinkConfig
 
 __all__ = ["flat_avro_udf", "from_flat_avro", "notebook_session", "table_from_schema", "to_flat_avro"]
 
@@ -207,7 +207,7 @@ def to_flat_avro(
     Kafka sink URI (encoding options such as ``avro-decimal-handling-mode``, ``schema-registry``,
     ``partition-num``, ``max-message-bytes``; the topic is created with ``partition-num`` partitions when it is
     missing); without one, ``partitions`` (default 1) is the topic's partition count. ``registry``: a URL, a
-    :class:`~avro_registry_sink.config.RegistryConfig` or a registry client (overrides the sink URI's). ``op`` and
+    :class:`~avro_registry_sink.settings.config.RegistryConfig` or a registry client (overrides the sink URI's). ``op`` and
     ``commit_ts`` name the columns holding each row's operation (``c``/``u``/``d``, insert/update/delete; a
     delete gives a tombstone) and commit ts. The schemas are registered now, on the driver, under
     TopicNameStrategy subjects of the topic ``topic_rule`` names.

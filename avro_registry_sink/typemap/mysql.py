@@ -23,8 +23,8 @@ from decimal import ROUND_FLOOR, Context, Decimal, InvalidOperation
 from enum import Enum
 from typing import Any
 
-from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.errors import EncodingError, TableDefinitionError
+from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.table import ColumnDef, MySQLType
 
 

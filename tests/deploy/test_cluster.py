@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig, SinkConfig
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig, SinkConfig
 from avro_registry_sink.sources.demo import generate_demo, write_rerun_files
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions

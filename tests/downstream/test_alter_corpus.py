@@ -30,14 +30,14 @@ import pytest
 import typer.main
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.alter import create_table
 from avro_registry_sink.history.diff import record_fields
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder
 from avro_registry_sink.manager import MAJOR_VERSION, TABLE_VERSION, SchemaManager
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import RegistryConfig
 from tests.downstream.sinkdb import Database
 from tests.downstream.test_alter_sql import database  # noqa: F401  the module's servers, started once
 from tests.support.evolution import CORPUS, T0, BreakingClass, Refused

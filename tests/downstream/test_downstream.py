@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions, parse_sink_uri
 from avro_registry_sink.formats.csv import CsvOptions
+from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, EncodingOptions, parse_sink_uri
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.sources.sources import parse_source

@@ -15,8 +15,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.settings.config import RegistryConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.every_registry]  # embedded and Apicurio
 ORDERS = Path(__file__).parent.parent / "data" / "cli_orders.sql"

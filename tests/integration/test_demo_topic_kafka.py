@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
 from avro_registry_sink.cli_options import read_tables
-from avro_registry_sink.config import RegistryConfig, SinkConfig
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig, SinkConfig
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions

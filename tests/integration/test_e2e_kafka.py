@@ -27,9 +27,9 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from avro_registry_sink.config import EncodingOptions, RegistryConfig, parse_sink_uri
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import EncodingOptions, RegistryConfig, parse_sink_uri
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions

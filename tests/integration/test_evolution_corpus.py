@@ -19,14 +19,14 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.rules.jsonata.jsonata_executor import JsonataExecutor
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from avro_registry_sink.config import RegistryConfig
-from avro_registry_sink.encoder import RowEncoder
+from avro_registry_sink.encoding.encoder import RowEncoder
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager
 from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
 from avro_registry_sink.schema.follow import RecordFollower, RecordRefused
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.spark.functions import follow_plan
 from tests.support.evolution import (
     CORPUS,

@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from avro_registry_sink.config import OnIncompatible, RegistryConfig, parse_sink_uri
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import OnIncompatible, RegistryConfig, parse_sink_uri
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.sources.sources import parse_source

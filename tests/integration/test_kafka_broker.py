@@ -185,7 +185,7 @@ def test_auto_created_topic_has_three_partitions(bootstrap: str, admin: AdminCli
 
 def test_the_kafka_sink_makes_one_admin_client_a_run(bootstrap: str, monkeypatch) -> None:
     """check(), the exactly-once start (control topic) and each batch's topics share the first connect's client."""
-    from avro_registry_sink import kafka_client
+    from avro_registry_sink.kafka import client as kafka_client
     from avro_registry_sink.spark.sinks import sinks
 
     made: list[object] = []

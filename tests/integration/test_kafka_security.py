@@ -19,11 +19,11 @@ from urllib.parse import quote
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig, parse_sink_uri
-from avro_registry_sink.kafka_client import KafkaConnectionError, client_conf, connect
-from avro_registry_sink.kafka_options import kafka_options
+from avro_registry_sink.kafka.client import KafkaConnectionError, client_conf, connect
+from avro_registry_sink.kafka.options import kafka_options
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig, parse_sink_uri
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions

@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 
-from avro_registry_sink.config import EncodingOptions, RegistryConfig
 from avro_registry_sink.errors import RegistryUnavailable
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager
 from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import EncodingOptions, RegistryConfig
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 

@@ -7,7 +7,6 @@ import uuid
 
 import pytest
 
-from avro_registry_sink.config import OnIncompatible, RegistryConfig, SinkConfig
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.manager import (
     MAJOR_VERSION,
@@ -17,7 +16,8 @@ from avro_registry_sink.manager import (
     require_data_contracts,
 )
 from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import OnIncompatible, RegistryConfig, SinkConfig
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 
 pytestmark = pytest.mark.integration

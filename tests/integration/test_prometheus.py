@@ -213,14 +213,14 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, n
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from avro_registry_sink.config import parse_sink_uri
-    from avro_registry_sink.metrics import JobMetrics, serve_metrics
+    from avro_registry_sink.ops.metrics import JobMetrics, serve_metrics
+    from avro_registry_sink.ops.status import read_status
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
+    from avro_registry_sink.settings.config import parse_sink_uri
     from avro_registry_sink.sources.demo import generate_demo
     from avro_registry_sink.spark.driver.job import run_job
     from avro_registry_sink.spark.driver.job_options import JobOptions
     from avro_registry_sink.spark.sources.sources import parse_source
-    from avro_registry_sink.status import read_status
     from tests.support.job import canal_messages
     from tests.support.servers import ensure_kafka
 
@@ -394,9 +394,9 @@ def test_prometheus_scrapes_the_running_job_and_alerts_when_it_stops(promtool, n
 def test_prometheus_sees_a_storage_trees_backlog_rise_while_the_job_is_held_and_fall_back(promtool, spark, tmp_path,
                                                                                          monkeypatch):
     from avro_registry_sink import failpoints
-    from avro_registry_sink.config import parse_sink_uri
-    from avro_registry_sink.metrics import JobMetrics, serve_metrics
+    from avro_registry_sink.ops.metrics import JobMetrics, serve_metrics
     from avro_registry_sink.registry.embedded import EmbeddedRegistry
+    from avro_registry_sink.settings.config import parse_sink_uri
     from avro_registry_sink.sources.demo import generate_demo
     from avro_registry_sink.spark.driver.job import run_job
     from avro_registry_sink.spark.driver.job_options import JobOptions

@@ -17,10 +17,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.manager import MAJOR_VERSION, SchemaManager
 from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 
 pytestmark = pytest.mark.integration

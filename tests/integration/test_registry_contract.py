@@ -487,8 +487,8 @@ def _contracts(registry_flavour) -> None:
 
 
 def test_data_contract_probe(registry_url, registry_flavour):
-    from avro_registry_sink.config import RegistryConfig
     from avro_registry_sink.registry.client import RegistryClient
+    from avro_registry_sink.settings.config import RegistryConfig
 
     with RegistryClient(RegistryConfig(urls=(registry_url,))) as client:
         reason = client.data_contracts_unsupported()

@@ -22,11 +22,11 @@ from typing import Any
 import httpx
 import pytest
 
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.errors import ConfigError, RegistryError
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import BasicAuthUsers, EmbeddedRegistry, TlsFiles, exposure_warning
 from avro_registry_sink.registry.embedded.store import MAX_SCHEMA_DEPTH_LIMIT
+from avro_registry_sink.settings.config import RegistryConfig
 from tests.support.pki import Pki, make_pki
 from tests.support.servers import wait_for_answer
 

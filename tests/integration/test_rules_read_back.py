@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import OnIncompatible, RegistryConfig, SinkConfig
 from avro_registry_sink.errors import ConfigError, SubjectNotFound
 from avro_registry_sink.manager import RulesNotKept, SchemaManager, require_data_contracts
 from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import OnIncompatible, RegistryConfig, SinkConfig
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 from tests.support.rule_dropping import RuleDroppingProxy
 

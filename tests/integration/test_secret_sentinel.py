@@ -59,7 +59,7 @@ def _q(text: str) -> str:
 def test_no_secret_in_any_output_or_file(spark, tmp_path, capfd, caplog):
     from confluent_kafka import Producer
 
-    from avro_registry_sink.kafka_client import client_conf
+    from avro_registry_sink.kafka.client import client_conf
 
     caplog.set_level(logging.DEBUG)
     listeners = ensure_kafka_listeners()

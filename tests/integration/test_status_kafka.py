@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from avro_registry_sink.status import read_status
+from avro_registry_sink.ops.status import read_status
 from tests.support.servers import ensure_kafka
 
 pytestmark = pytest.mark.kafka

@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.sources.demo import DemoManifest, generate_demo
 from avro_registry_sink.spark.audit.verify import DISCREPANCIES
 from tests.support.job import canal_messages, stamp_in_order

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig
 
 
 @pytest.fixture()

@@ -14,9 +14,9 @@ import json
 import fastavro
 import pytest
 
-from avro_registry_sink.config import SinkConfig
-from avro_registry_sink.encoder import unframe
+from avro_registry_sink.encoding.encoder import unframe
 from avro_registry_sink.model import Op
+from avro_registry_sink.settings.config import SinkConfig
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.sinks.sinks import read_file_sink

@@ -37,13 +37,13 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig, parse_sink_uri
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.failpoints import COUNTS_ENV, DRIVER_ENV, ENV, PAUSE_ENV, WORKER_POINTS, FailpointError
 from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig, parse_sink_uri
 from avro_registry_sink.spark.audit.verify import verify_run
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions
@@ -508,7 +508,7 @@ def test_exactly_once_under_kills_in_the_jvm_writer(spark, bootstrap, registry_u
 
 def _assert_verified(spark, scenario: Scenario, received: Counter) -> None:
     source = scenario.source
-    from avro_registry_sink.delivery import resolved_ts
+    from avro_registry_sink.kafka.delivery import resolved_ts
 
     query = json.loads((scenario.checkpoint / "delivery.json").read_text())["query"]
     assert resolved_ts(scenario.bootstrap, scenario.control_topic, query) == source.resolved()
@@ -605,7 +605,7 @@ def test_a_broker_restart_while_producing(spark, own_broker, registry_url, fault
 def test_a_verdict_aborts_the_slices_of_its_topic_and_the_rerun_writes_them(spark, bootstrap, control_topic, tmp_path,
                                                                            writer):
 
-    from avro_registry_sink.delivery import DeliveryError
+    from avro_registry_sink.kafka.delivery import DeliveryError
     from avro_registry_sink.spark.driver.job import ensure_spark_kafka
     from avro_registry_sink.spark.sinks.sinks import KafkaSink
     from avro_registry_sink.spark.stages.tally import spread_verdicts

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.failpoints import COUNTS_ENV, ENV, passes
 from avro_registry_sink.formats.csv import CsvOptions
+from avro_registry_sink.settings.config import SinkConfig
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.sources.sources import parse_source

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.formats.csv import CsvOptions
 from avro_registry_sink.model import Op
+from avro_registry_sink.settings.config import SinkConfig
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.audit.replay import pending_records, replay_dead_letters
 from avro_registry_sink.spark.driver.job import run_job

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from avro_registry_sink.changes import ChangeEvent
-from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.model import Op
+from avro_registry_sink.settings.config import SinkConfig
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions

@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.spark.sinks.sinks import read_file_sink
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 from avro_registry_sink.tabledef.storage import write_table_schema_file

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from avro_registry_sink.config import parse_sink_uri
+from avro_registry_sink.settings.config import parse_sink_uri
 from avro_registry_sink.spark.driver.job import resource_failure, run_job, trigger_limits
 from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.runtime.session import memory_bytes, trigger_budget
@@ -38,7 +38,7 @@ def test_batches_are_sized_from_the_heap_unless_the_options_say(spark, tmp_path)
 
 
 def test_a_byte_budget_splits_a_backlog_into_batches(spark, tmp_path, registry):
-    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.settings.config import SinkConfig
     from avro_registry_sink.sources.demo import generate_demo
     from tests.support.job import stamp_in_order
 

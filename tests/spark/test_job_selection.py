@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import load_config
+from avro_registry_sink.settings.config import load_config
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions

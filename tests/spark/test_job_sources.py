@@ -9,10 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from avro_registry_sink.config import OnIncompatible
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.formats.canal_json import DdlEvent
-from avro_registry_sink.progress import (
+from avro_registry_sink.ops.progress import (
     BatchReport,
     JobTotals,
     JsonLogProgress,
@@ -22,6 +21,7 @@ from avro_registry_sink.progress import (
     lag_seconds,
     make_progress,
 )
+from avro_registry_sink.settings.config import OnIncompatible
 from avro_registry_sink.spark.runtime.packages import kafka_package
 from avro_registry_sink.spark.sinks.sinks import read_file_sink
 from avro_registry_sink.spark.sources.sources import parse_source

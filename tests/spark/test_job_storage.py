@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.errors import IncompatibleSchema, NoHandleKey
+from avro_registry_sink.settings.config import SinkConfig
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions
@@ -194,7 +194,7 @@ def test_a_table_without_a_key_in_its_schema_files_asks_for_its_ddl(spark, tmp_p
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.jsonl"))
 
 def test_partition_dispatch_rules(spark, tmp_path, registry):
-    from avro_registry_sink.config import DispatchRule, PartitionStrategy
+    from avro_registry_sink.settings.config import DispatchRule, PartitionStrategy
     from avro_registry_sink.spark.sinks.sinks import read_file_sink
 
     manifest = generate_demo(tmp_path / "in", rows_per_table=12)

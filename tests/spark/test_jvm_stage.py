@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.config import BigintUnsignedMode, EncodingOptions, PartitionStrategy
-from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.encoding.encoder import EncodingPlan
 from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.routing import Route
+from avro_registry_sink.routing.rules import Route
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import BigintUnsignedMode, EncodingOptions, PartitionStrategy
 from avro_registry_sink.spark.stages.jvm_stage import ensure_spark_avro, jvm_stage_gap
 from avro_registry_sink.spark.stages.plan import StagePlan
 from avro_registry_sink.spark.stages.stage import encode_table

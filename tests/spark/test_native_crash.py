@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from avro_registry_sink.config import SinkConfig
 from avro_registry_sink.formats.native_scan import CRASH_ENV
+from avro_registry_sink.settings.config import SinkConfig
 from avro_registry_sink.spark.driver.job import run_job
 from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.sources.sources import parse_source

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.errors import RegistryUnavailable
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.spark.functions import (
     NOTEBOOK_REGISTRY_TIMEOUT,
     _notebook_registry,

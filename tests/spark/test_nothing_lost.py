@@ -23,10 +23,10 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.failpoints import ENV, POINTS
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
 from tests.support.job import decode_file_sink

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import SinkConfig, load_config
+from avro_registry_sink.settings.config import SinkConfig, load_config
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.audit.replay import pending_records, replay_dead_letters
 from avro_registry_sink.spark.driver.job import run_job

@@ -11,11 +11,11 @@ import fastavro
 import pytest
 
 from avro_registry_sink.changes import ChangeEvent, load_image
-from avro_registry_sink.config import EncodingOptions, PartitionStrategy
-from avro_registry_sink.encoder import EncodingPlan, RowEncoder, unframe
+from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, unframe
 from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_DDL, KAFKA_DDL, Op
-from avro_registry_sink.routing import Route, partition_for
+from avro_registry_sink.routing.rules import Route, partition_for
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import EncodingOptions, PartitionStrategy
 from avro_registry_sink.spark.stages.plan import StagePlan
 from avro_registry_sink.spark.stages.stage import encode_changes, encode_table
 from avro_registry_sink.table import ColumnDef, TableDef

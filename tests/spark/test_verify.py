@@ -18,12 +18,12 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
+from avro_registry_sink.ops.status import read_status
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.sources.demo import DemoManifest, generate_demo
 from avro_registry_sink.spark.audit.verify import DISCREPANCIES
-from avro_registry_sink.status import read_status
 from tests.support.job import stamp_in_order
 from tests.support.tamper import tamper_file_sink
 
@@ -240,7 +240,7 @@ def test_a_batch_published_twice_is_duplicated(run, tmp_path):
 
 
 def test_a_rerun_batch_replaces_its_files_and_verifies(spark, tmp_path, registry):
-    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.settings.config import SinkConfig
     from avro_registry_sink.spark.audit.verify import verify_run
     from avro_registry_sink.spark.driver.job import JobFailed, run_job
     from avro_registry_sink.spark.driver.job_options import JobOptions
@@ -279,7 +279,7 @@ def test_a_rerun_batch_replaces_its_files_and_verifies(spark, tmp_path, registry
 
 
 def test_dead_lettered_rows_are_counted_not_missing(spark, tmp_path, registry):
-    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.settings.config import SinkConfig
     from avro_registry_sink.spark.audit.verify import verify_run
     from avro_registry_sink.spark.driver.job import run_job
     from avro_registry_sink.spark.driver.job_options import JobOptions
@@ -316,7 +316,7 @@ def test_verify_refuses_a_checkpoint_no_run_wrote(tmp_path):
 
 
 def test_a_canal_json_file_source_reconciles(spark, tmp_path, registry):
-    from avro_registry_sink.config import SinkConfig
+    from avro_registry_sink.settings.config import SinkConfig
     from avro_registry_sink.spark.audit.verify import verify_run
     from avro_registry_sink.spark.driver.job import run_job
     from avro_registry_sink.spark.driver.job_options import JobOptions

@@ -14,11 +14,11 @@ from typing import Any
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.registry.connect import connect
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 

@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from avro_registry_sink.config import (
+from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.formats import FORMATS, InputFormat
+from avro_registry_sink.ops.status import _parse_source as status_source
+from avro_registry_sink.settings.config import (
     DELIVERY_MODES,
     DeliveryMode,
     SinkConfig,
@@ -21,13 +24,10 @@ from avro_registry_sink.config import (
     parse_sink_uri,
     settings_from_mapping,
 )
-from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.formats import FORMATS, InputFormat
 from avro_registry_sink.sources.demo_topic import CHANGELOG_FORMATS, DEMO_WRITERS
 from avro_registry_sink.spark.sinks import sinks
 from avro_registry_sink.spark.sinks.sinks import DELIVERY_WRITERS, SINK_KINDS, FileSink, KafkaSink, Sink, build_sink
 from avro_registry_sink.spark.sources.sources import parse_source
-from avro_registry_sink.status import _parse_source as status_source
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "avro_registry_sink"
@@ -35,11 +35,11 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 #: Where a kind may be compared as text: the parsers that read it, each with why.
 PARSERS = {
-    "config.py": "parse_sink_uri and parse_delivery read the sink URI's scheme and the delivery mode",
+    "settings/config.py": "parse_sink_uri and parse_delivery read the sink URI's scheme and the delivery mode",
     "storage_fs.py": "storage URIs: a 'file' there is a store, parsed here",
     "spark/sources/sources.py": "parse_source reads a --source URI's transport (kafka, file)",
-    "status.py": "status reads the --source that job.json records without Spark (its transport; formats from FORMATS)",
-    "ticdc_keys.py": "the table of TiCDC's URI parameters names the schemes each applies to",
+    "ops/status.py": "status reads the --source that job.json records without Spark (its transport; formats from FORMATS)",
+    "settings/ticdc_keys.py": "the table of TiCDC's URI parameters names the schemes each applies to",
 }
 #: Single comparisons allowed elsewhere: (file, literal) -> why.
 ALLOWED = {
@@ -232,7 +232,7 @@ def test_adding_a_changelog_format_touches_the_files_the_docs_list() -> None:
 def test_adding_a_delivery_mode_touches_the_files_the_docs_list() -> None:
     files = _documented("Adding a delivery mode")
     assert 0 < len(files) <= 3, files
-    from avro_registry_sink import delivery
+    from avro_registry_sink.kafka import delivery
 
     writers = {_home(writer) for writer in DELIVERY_WRITERS.values()}
     assert {_home(DeliveryMode), _home(sinks), _home(delivery)} | writers == set(files)

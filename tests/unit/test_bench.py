@@ -49,8 +49,8 @@ def _decoders(table):
 
     import fastavro
 
-    from avro_registry_sink.config import EncodingOptions
     from avro_registry_sink.schema.builder import derive_schemas
+    from avro_registry_sink.settings.config import EncodingOptions
 
     schemas = derive_schemas(table, EncodingOptions())
     return fastavro.parse_schema(_json.loads(schemas.key_json)), fastavro.parse_schema(_json.loads(schemas.value_json))

@@ -24,12 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.config import EncodingOptions
-from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.encoding.encoder import EncodingPlan
 from avro_registry_sink.formats.changelog_arrow import Body, TableVersions, _mysql_types, canal_rows, latin1_bytes
 from avro_registry_sink.model import CHANGE_SCHEMA, Op
-from avro_registry_sink.routing import Route
+from avro_registry_sink.routing.rules import Route
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import EncodingOptions
 from avro_registry_sink.sources.demo import go_format_float
 from avro_registry_sink.spark.sources.changelog_stage import _Chunk, _encode_chunk, _Sources
 from avro_registry_sink.spark.sources.sources import parse_message, peek_message
@@ -681,7 +681,7 @@ def test_a_strict_pass_stops_at_what_the_driver_must_see():
             run([*texts, spoiler])
         with pytest.raises(NeedsSummary):  # on the per-message path too
             run([spoiler.replace("{", " {", 1)])
-    from avro_registry_sink.table_filter import TableFilter
+    from avro_registry_sink.routing.table_filter import TableFilter
 
     left_out = run([*texts, other], table_filter=TableFilter.parse(["bench.t000"]))
     assert left_out == {"rows": 50, "filtered": {("bench", "t999"): 1}}

@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.alter import alter_statements
 from avro_registry_sink.history.journal import HistoryJournal
 from avro_registry_sink.registry.connect import connect
+from avro_registry_sink.settings.config import RegistryConfig
 from tests.support.schema_changes import BASE, CORPUS, SchemaChange, corpus_diff
 
 runner = CliRunner()
@@ -207,7 +207,7 @@ def test_journal_history_shows_major_1_and_a_reused_version(tmp_path: Path):
     reused (not registered again) by a restarted job; the journal says so, with the major of each."""
     from avro_registry_sink.history.journal import HistoryRecorder
     from avro_registry_sink.manager import SchemaManager
-    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.routing.rules import TopicRouter
     from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
     from tests.support.major_chain import registry_config
 

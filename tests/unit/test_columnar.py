@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink import columnar
-from avro_registry_sink.columnar import ColumnarEncoder, parse_ops
-from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions
-from avro_registry_sink.encoder import EncodingPlan, RowEncoder, unframe
+from avro_registry_sink.encoding import columnar
+from avro_registry_sink.encoding.columnar import ColumnarEncoder, parse_ops
+from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, unframe
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 from tests.support.depth import examples

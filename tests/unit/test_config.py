@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from avro_registry_sink.config import (
+from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.settings.config import (
     BigintUnsignedMode,
     DecimalMode,
     PartitionStrategy,
@@ -11,7 +12,6 @@ from avro_registry_sink.config import (
     load_config,
     parse_sink_uri,
 )
-from avro_registry_sink.errors import ConfigError
 
 
 def test_full_sink_uri():

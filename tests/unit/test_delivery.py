@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from avro_registry_sink import failpoints
 from avro_registry_sink.cli import _JobArgs, app
-from avro_registry_sink.config import load_config, parse_delivery, parse_transaction_timeout
-from avro_registry_sink.delivery import (
+from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.kafka.delivery import (
     Token,
     _headers_of,
     _partition_input,
@@ -22,10 +22,10 @@ from avro_registry_sink.delivery import (
     token_key,
     transactional_id,
 )
-from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.kafka_options import KafkaOptions
+from avro_registry_sink.kafka.options import KafkaOptions
+from avro_registry_sink.settings.config import load_config, parse_delivery, parse_transaction_timeout
+from avro_registry_sink.settings.ticdc_keys import check_toml
 from avro_registry_sink.spark.sinks.sinks import KafkaSink
-from avro_registry_sink.ticdc_keys import check_toml
 
 runner = CliRunner()
 

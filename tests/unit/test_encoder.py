@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions
-from avro_registry_sink.encoder import EncodingPlan, RowEncoder, frame, physical_time, unframe
+from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, frame, physical_time, unframe
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 from tests.support.depth import examples

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import DEFAULT_ENCODING
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.formats.canal_json import DdlEvent, events_from_canal
 from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_value_schema
+from avro_registry_sink.settings.config import DEFAULT_ENCODING
 from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.table import MySQLType, TableDef
 from avro_registry_sink.tabledef.catalog import TableCatalog, complete_versions, pick_version

@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app, main
-from avro_registry_sink.config import PartitionStrategy, RegistryConfig, load_config, parse_trigger_interval
 from avro_registry_sink.errors import RegistryUnavailable
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.redact import redact_text
 from avro_registry_sink.registry.client import RegistryClient
-from avro_registry_sink.routing import build_router
+from avro_registry_sink.routing.rules import build_router
+from avro_registry_sink.settings.config import PartitionStrategy, RegistryConfig, load_config, parse_trigger_interval
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.tabledef.ddl import parse_ddl
 

@@ -14,13 +14,13 @@ import pyarrow as pa
 import pytest
 
 from avro_registry_sink.changes import split_key_change
-from avro_registry_sink.columnar import ColumnarEncoder
-from avro_registry_sink.config import EncodingOptions
-from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.encoding.columnar import ColumnarEncoder
+from avro_registry_sink.encoding.encoder import EncodingPlan
 from avro_registry_sink.formats.csv import CsvOptions, parse_csv, read_columns
 from avro_registry_sink.model import CHANGE_SCHEMA
-from avro_registry_sink.routing import Route
+from avro_registry_sink.routing.rules import Route
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import EncodingOptions
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.stages.plan import StagePlan
 from avro_registry_sink.spark.stages.stage import encode_change_batch

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import encoding_options
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import encoding_options
 from avro_registry_sink.tabledef import parse_ddl
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.alter import alter_statements, create_table, dialect_of
 from avro_registry_sink.history.diff import diff_schemas, renames_in_ddl
 from avro_registry_sink.registry.connect import connect
+from avro_registry_sink.settings.config import RegistryConfig
 from tests.support.schema_changes import BREAKING, COMPATIBLE, CORPUS, SchemaChange, corpus_diff, schemas
 
 

@@ -3,8 +3,8 @@ function, ``TYPE_CHECKING`` blocks aside) make a graph without a loop, so data f
 upward across the layers of docs/architecture.md: no module below the Spark wing (``spark/``) imports from it
 or from the command line (``cli``, ``cli_options``, ``history/commands``), type-only imports included, and
 the Spark wing imports from the command line only where :data:`DESIGNED_UPWARD` says. Inside the Spark wing, its
-rooms import only from the rooms before them in :data:`SPARK_ROOMS`; and no folder of the package holds more than
-:data:`ROOM_SHARE` of its lines."""
+rooms import only from the rooms before them in :data:`SPARK_ROOMS`; and no folder of the package (its top folder
+included) holds more than :data:`ROOM_SHARE` of its lines."""
 
 from __future__ import annotations
 
@@ -143,14 +143,14 @@ def test_no_import_runs_upward_across_the_layers():
 
 
 def test_an_upward_import_put_back_is_found():
-    owners = (ROOT / "topic_owners.py").read_text(encoding="utf-8")
+    owners = (ROOT / "routing" / "owners.py").read_text(encoding="utf-8")
     graph = _graph({
-        f"{PACKAGE}.topic_owners": owners + "\nif TYPE_CHECKING:\n    from avro_registry_sink.spark.driver.job import JobOptions\n",
-        f"{PACKAGE}.routing": (ROOT / "routing.py").read_text(encoding="utf-8")
+        f"{PACKAGE}.routing.owners": owners + "\nif TYPE_CHECKING:\n    from avro_registry_sink.spark.driver.job import JobOptions\n",
+        f"{PACKAGE}.routing.rules": (ROOT / "routing" / "rules.py").read_text(encoding="utf-8")
         + "\n\ndef _late():\n    from avro_registry_sink.cli_options import load_config\n",
     })
-    assert _upward(graph) == [(f"{PACKAGE}.routing", f"{PACKAGE}.cli_options"),
-                              (f"{PACKAGE}.topic_owners", f"{PACKAGE}.spark.driver.job")]
+    assert _upward(graph) == [(f"{PACKAGE}.routing.owners", f"{PACKAGE}.spark.driver.job"),
+                              (f"{PACKAGE}.routing.rules", f"{PACKAGE}.cli_options")]
 
 
 #: The Spark wing's rooms, each importing only from the rooms before it (``spark/functions.py``, the notebook API
@@ -187,10 +187,6 @@ def test_a_room_importing_from_a_later_room_is_found():
 
 #: The most of the package's lines (its ``.py`` files) that one folder may hold, its sub-folders not counted.
 ROOM_SHARE = 0.15
-#: The package's own top folder, not yet split by role (its modules are the layers below the Spark wing and the
-#: command line): held at its size of when the Spark wing was split, until it is.
-TOP_SHARE = 0.30
-
 
 def _lines_per_folder() -> dict[Path, int]:
     out: dict[Path, int] = {}
@@ -206,6 +202,6 @@ def test_no_folder_holds_more_than_its_share_of_the_package():
     # the Spark wing as a whole is over the share: it is its rooms that must each stay under it
     assert sum(n for folder, n in lines.items() if folder.is_relative_to(ROOT / "spark")) > ROOM_SHARE * total
     over = {str(folder.relative_to(ROOT.parent)): f"{n / total:.1%}" for folder, n in lines.items()
-            if folder != ROOT and n > ROOM_SHARE * total}
+            if n > ROOM_SHARE * total}
     assert over == {}, f"folders over {ROOM_SHARE:.0%} of the package's {total} lines: {over}; split them by role"
-    assert lines[ROOT] <= TOP_SHARE * total, f"{PACKAGE}/ holds {lines[ROOT] / total:.1%} of the package's lines"
+    assert lines[ROOT] > 0.05 * total  # the top folder is counted too: the command line, the manager, the shared shapes

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from avro_registry_sink.config import load_config, parse_sink_uri, settings_from_mapping
 from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.kafka_options import (
+from avro_registry_sink.kafka.options import (
     Compression,
     KafkaOptions,
     SaslMechanism,
@@ -18,6 +17,7 @@ from avro_registry_sink.kafka_options import (
     spark_kafka_options,
     topic_settings,
 )
+from avro_registry_sink.settings.config import load_config, parse_sink_uri, settings_from_mapping
 from tests.support.tls import make_tls_files
 
 

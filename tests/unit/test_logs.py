@@ -1,4 +1,4 @@
-"""``run --log-format json`` (avro_registry_sink.logs): every line on stderr one JSON object, with the batch id,
+"""``run --log-format json`` (avro_registry_sink.ops.logs): every line on stderr one JSON object, with the batch id,
 a line per table of each batch, and the product's log records."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
 from avro_registry_sink.errors import RegistryUnavailable
-from avro_registry_sink.logs import CURRENT_BATCH, JsonLogs, json_logging
-from avro_registry_sink.progress import BatchReport, JobTotals
+from avro_registry_sink.ops.logs import CURRENT_BATCH, JsonLogs, json_logging
+from avro_registry_sink.ops.progress import BatchReport, JobTotals
 
 
 def lines(out: io.StringIO) -> list[dict]:

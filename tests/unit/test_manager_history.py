@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder, TableSources, metadata_properties
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager, SchemaNotRegistered
 from avro_registry_sink.registry.connect import connect
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
 from tests.support.schema_changes import CORPUS, versions
 

@@ -9,7 +9,7 @@ import pytest
 from avro_registry_sink.errors import RegistryUnavailable, RoutingError, SubjectNotFound
 from avro_registry_sink.manager import SchemaManager, registered_table
 from avro_registry_sink.registry.models import RegisteredSchema
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.rules import TopicRouter
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
 

@@ -1,4 +1,4 @@
-"""The job's Prometheus metrics (avro_registry_sink.metrics): what a batch's report and tally become, the lags
+"""The job's Prometheus metrics (avro_registry_sink.ops.metrics): what a batch's report and tally become, the lags
 computed at scrape time, the registry client's requests, the served endpoint and the metrics-port setting."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import respx
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from avro_registry_sink.config import RegistryConfig, load_config
 from avro_registry_sink.errors import ConfigError, RegistryUnavailable, SchemaNotFound
-from avro_registry_sink.metrics import JOB_STATES, JobMetrics, serve_metrics
-from avro_registry_sink.progress import BatchReport, SchemaVersion
+from avro_registry_sink.ops.metrics import JOB_STATES, JobMetrics, serve_metrics
+from avro_registry_sink.ops.progress import BatchReport, SchemaVersion
 from avro_registry_sink.registry.client import RegistryClient
+from avro_registry_sink.settings.config import RegistryConfig, load_config
 
 NOW = 1_800_000_000.0
 
@@ -147,7 +147,7 @@ def test_held_files_are_a_gauge_and_vanished_files_a_counter():
 def test_storage_backlog_is_the_trees_last_listing_less_the_committed_batchs_offset_per_table(tmp_path):
     import time
 
-    from avro_registry_sink.metrics import StorageBacklog
+    from avro_registry_sink.ops.metrics import StorageBacklog
     from avro_registry_sink.sources.demo import generate_demo
     from avro_registry_sink.sources.storage import StorageLayout
     from avro_registry_sink.spark.sources.storage_source import end_offset, initial_offset, list_tree, pending_files
@@ -191,7 +191,7 @@ def test_storage_backlog_is_the_trees_last_listing_less_the_committed_batchs_off
 def test_an_unreadable_storage_tree_leaves_no_backlog_series_and_counts_the_scrape():
     import time
 
-    from avro_registry_sink.metrics import StorageBacklog
+    from avro_registry_sink.ops.metrics import StorageBacklog
 
     def down() -> object:
         raise OSError("store down")
@@ -283,7 +283,7 @@ def test_run_serves_the_metrics_of_its_job_on_metrics_port(tmp_path, monkeypatch
     from typer.testing import CliRunner
 
     from avro_registry_sink.cli import app
-    from avro_registry_sink.progress import JobTotals
+    from avro_registry_sink.ops.progress import JobTotals
     from avro_registry_sink.spark.driver.job import JobResult
 
     def free_port() -> int:
@@ -377,7 +377,7 @@ def test_kafka_end_offsets_are_refreshed_by_a_thread_and_a_scrape_reads_the_last
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from avro_registry_sink.metrics import KafkaEndOffsets
+    from avro_registry_sink.ops.metrics import KafkaEndOffsets
     from tests.support.servers import ensure_kafka
 
     bootstrap = ensure_kafka()

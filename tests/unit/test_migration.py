@@ -9,9 +9,9 @@ from decimal import Decimal
 import jsonata
 import pytest
 
-from avro_registry_sink.config import DEFAULT_ENCODING
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.schema.migration import plan_migration, rule_set_for
+from avro_registry_sink.settings.config import DEFAULT_ENCODING
 from avro_registry_sink.tabledef.ddl import ColumnLineage, apply_ddl, column_lineage, parse_ddl
 
 BASE = ("CREATE TABLE s.t (id BIGINT PRIMARY KEY, a INT NOT NULL, b INT, c VARCHAR(20) NOT NULL, "

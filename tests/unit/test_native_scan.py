@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.config import EncodingOptions
-from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.encoding.encoder import EncodingPlan
 from avro_registry_sink.formats import changelog_arrow, native_scan
 from avro_registry_sink.formats.changelog_arrow import _debezium_schema, _debezium_shape, _read
 from avro_registry_sink.formats.native_scan import scan_debezium
 from avro_registry_sink.schema.builder import derive_schemas
+from avro_registry_sink.settings.config import EncodingOptions
 from bench.changelog import debezium_messages
 from tests.support.depth import examples
 from tests.unit.test_changelog_arrow import _one_pass, _plans, _reference, _same_per_message

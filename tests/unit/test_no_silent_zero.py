@@ -135,7 +135,7 @@ def test_the_terminal_summary_says_when_nothing_was_read(tmp_path):
     from rich.console import Console
 
     from avro_registry_sink.cli import _nothing_read, _print_totals
-    from avro_registry_sink.progress import BatchReport, JobTotals
+    from avro_registry_sink.ops.progress import BatchReport, JobTotals
     from avro_registry_sink.spark.sources.sources import parse_source
 
     source = parse_source(str(tmp_path))

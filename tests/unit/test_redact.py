@@ -9,10 +9,9 @@ import logging
 import pytest
 from pydantic import SecretStr
 
-from avro_registry_sink.config import RegistryConfig, SinkConfig, parse_sink_uri
 from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.kafka_options import kafka_options
-from avro_registry_sink.progress import JobTotals, JsonLogProgress
+from avro_registry_sink.kafka.options import kafka_options
+from avro_registry_sink.ops.progress import JobTotals, JsonLogProgress
 from avro_registry_sink.redact import (
     MASK,
     RedactFilter,
@@ -23,6 +22,7 @@ from avro_registry_sink.redact import (
     redact_url,
     secret_values,
 )
+from avro_registry_sink.settings.config import RegistryConfig, SinkConfig, parse_sink_uri
 
 
 @pytest.mark.parametrize(("url", "want"), [

@@ -16,7 +16,6 @@ import respx
 from pydantic import SecretStr
 
 from avro_registry_sink import errors
-from avro_registry_sink.config import RegistryConfig
 from avro_registry_sink.registry.client import ACCEPT, MEDIA_TYPE, USER_AGENT, RegistryClient
 from avro_registry_sink.registry.models import (
     CompatibilityLevel,
@@ -25,6 +24,7 @@ from avro_registry_sink.registry.models import (
     RegisteredSchema,
     Schema,
 )
+from avro_registry_sink.settings.config import RegistryConfig
 
 BASE = "http://registry:8081"
 BASE2 = "http://registry-2:8081"

@@ -2,9 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from avro_registry_sink.config import DispatchRule, PartitionStrategy, SubjectNaming
 from avro_registry_sink.errors import RoutingError
-from avro_registry_sink.routing import TopicRouter, partition_for, subject_for, substitute, validate_topic_expression
+from avro_registry_sink.routing.rules import (
+    TopicRouter,
+    partition_for,
+    subject_for,
+    substitute,
+    validate_topic_expression,
+)
+from avro_registry_sink.settings.config import DispatchRule, PartitionStrategy, SubjectNaming
 
 
 @pytest.mark.parametrize(
@@ -198,8 +204,8 @@ def test_a_table_moved_to_another_topic_keeps_its_old_one():
     ("my-db", "x y", "`my-db`.`x y`"),
 ])
 def test_the_advised_matcher_matches_exactly_the_table(schema, table, matcher):
-    from avro_registry_sink.routing import table_matcher
-    from avro_registry_sink.table_filter import TableFilter
+    from avro_registry_sink.routing.rules import table_matcher
+    from avro_registry_sink.routing.table_filter import TableFilter
 
     assert table_matcher(schema, table) == matcher
     parsed = TableFilter.parse([matcher], case_sensitive=True)

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.errors import DuplicateFieldName, NoHandleKey
 from avro_registry_sink.schema import gojson
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.schema.naming import record_namespace, sanitize_name
+from avro_registry_sink.settings.config import EncodingOptions
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 

@@ -9,15 +9,15 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from avro_registry_sink.columnar import ColumnarEncoder
-from avro_registry_sink.config import RegistryConfig, load_config
-from avro_registry_sink.encoder import RowEncoder
+from avro_registry_sink.encoding.columnar import ColumnarEncoder
+from avro_registry_sink.encoding.encoder import RowEncoder
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.model import Op
 from avro_registry_sink.registry.connect import connect
-from avro_registry_sink.routing import TopicRouter
-from avro_registry_sink.selection import TableSelection
+from avro_registry_sink.routing.rules import TopicRouter
+from avro_registry_sink.routing.selection import TableSelection
+from avro_registry_sink.settings.config import RegistryConfig, load_config
 from avro_registry_sink.tabledef.ddl import parse_ddl
 
 USERS = parse_ddl("""

@@ -1,4 +1,4 @@
-"""``status`` (avro_registry_sink.status and the CLI command): a job's state read from its checkpoint alone, on
+"""``status`` (avro_registry_sink.ops.status and the CLI command): a job's state read from its checkpoint alone, on
 synthetic checkpoints laid out as the job writes them (spark/commits, spark/offsets, state/<name>/<batch>.json,
 dead-letter/, delivery.json, last-error.json)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
-from avro_registry_sink.status import read_status
+from avro_registry_sink.ops.status import read_status
 
 NOW = 1_800_000_000.0
 
@@ -135,7 +135,7 @@ def test_a_checkpoint_of_ten_thousand_batches(tmp_path, record_property):
 def test_a_failed_run_leaves_its_error_in_the_checkpoint_with_secrets_masked(tmp_path):
     from types import SimpleNamespace
 
-    from avro_registry_sink.config import parse_sink_uri
+    from avro_registry_sink.settings.config import parse_sink_uri
     from avro_registry_sink.spark.driver.job import LAST_ERROR_FILE, _save_last_error
     from avro_registry_sink.spark.driver.job_options import JobOptions
     from avro_registry_sink.spark.sources.sources import parse_source

@@ -16,10 +16,10 @@ from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
 from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.ops.status import read_status
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.sources.storage_offsets import batch_files, end_offset, initial_offset, list_tree
-from avro_registry_sink.status import read_status
 
 NOW = 1_800_000_000.0
 

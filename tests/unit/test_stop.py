@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from avro_registry_sink.progress import JobTotals
+from avro_registry_sink.ops.progress import JobTotals
 from avro_registry_sink.spark.driver.job import (
     StopRequested,
     _BatchProcessor,
@@ -116,8 +116,8 @@ def test_the_signals_are_caught_while_the_job_runs_and_restored_after():
 
 
 def test_the_stop_timeout_setting(tmp_path):
-    from avro_registry_sink.config import load_config
     from avro_registry_sink.errors import ConfigError
+    from avro_registry_sink.settings.config import load_config
 
     assert load_config(environ={}).stop_timeout == 30.0
     toml = tmp_path / "settings.toml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.table_filter import ColumnFilter, TableFilter
+from avro_registry_sink.routing.table_filter import ColumnFilter, TableFilter
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from avro_registry_sink.config import PartitionStrategy, load_config, parse_sink_uri, settings_from_mapping
 from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.ticdc_keys import Place, Status, check_toml, lookup, toml_problems
+from avro_registry_sink.settings.config import PartitionStrategy, load_config, parse_sink_uri, settings_from_mapping
+from avro_registry_sink.settings.ticdc_keys import Place, Status, check_toml, lookup, toml_problems
 
 PAGE = Path(__file__).parents[1] / "data" / "ticdc_changefeed_v8.1.toml"
 

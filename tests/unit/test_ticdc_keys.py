@@ -14,7 +14,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from avro_registry_sink.config import (
+from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.settings.config import (
     DecimalMode,
     PartitionStrategy,
     SubjectNaming,
@@ -22,8 +23,7 @@ from avro_registry_sink.config import (
     parse_sink_uri,
     settings_from_mapping,
 )
-from avro_registry_sink.errors import ConfigError
-from avro_registry_sink.ticdc_keys import KEYS, Place, Status, check_toml, lookup, markdown_table
+from avro_registry_sink.settings.ticdc_keys import KEYS, Place, Status, check_toml, lookup, markdown_table
 
 README = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 
@@ -32,7 +32,7 @@ def test_readme_key_table_is_the_data_table():
     text = README.read_text(encoding="utf-8")
     start = text.index("<!-- ticdc-keys:start -->") + len("<!-- ticdc-keys:start -->")
     end = text.index("<!-- ticdc-keys:end -->")
-    assert text[start:end].strip() == markdown_table(), "regenerate with: python -m avro_registry_sink.ticdc_keys"
+    assert text[start:end].strip() == markdown_table(), "regenerate with: python -m avro_registry_sink.settings.ticdc_keys"
 
 
 def test_every_key_has_a_reason_and_names_are_unique():

@@ -1,4 +1,4 @@
-"""The topic owners a checkpoint keeps across batches and runs (avro_registry_sink/topic_owners.py)."""
+"""The topic owners a checkpoint keeps across batches and runs (avro_registry_sink/routing/owners.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import pytest
 
 from avro_registry_sink.errors import ConfigError, RoutingError
-from avro_registry_sink.routing import TopicRouter
+from avro_registry_sink.routing.owners import TopicOwners
+from avro_registry_sink.routing.rules import TopicRouter
 from avro_registry_sink.side_state import SideState
 from avro_registry_sink.storage_fs import StoreFS, parse_storage_uri
-from avro_registry_sink.topic_owners import TopicOwners
 
 
 def _state(path) -> SideState:

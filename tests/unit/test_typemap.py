@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from avro_registry_sink.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.errors import EncodingError, TableDefinitionError
 from avro_registry_sink.schema import gojson
 from avro_registry_sink.schema.builder import column_field
+from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, EncodingOptions
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.table import MySQLType as T
 from avro_registry_sink.typemap.mysql import TYPE_RULES, to_avro_value

@@ -113,8 +113,8 @@ def test_a_report_without_resolved_ts_says_nothing_of_completeness():
 def test_the_delivery_mode_comes_from_the_checkpoint_not_the_options(tmp_path):
     from types import SimpleNamespace
 
-    from avro_registry_sink.config import SinkConfig
-    from avro_registry_sink.delivery import STATE_FILE
+    from avro_registry_sink.kafka.delivery import STATE_FILE
+    from avro_registry_sink.settings.config import SinkConfig
     from avro_registry_sink.spark.audit.verify import run_delivery
     from avro_registry_sink.storage_fs import parse_storage_uri
 

@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 from confluent_kafka import KafkaError, KafkaException
 
-from avro_registry_sink.kafka_client import wait_hosted
+from avro_registry_sink.kafka.client import wait_hosted
 
 
 class _Admin:

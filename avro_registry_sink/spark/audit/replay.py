@@ -32,8 +32,8 @@ from urllib.parse import unquote, urlsplit
 
 from avro_registry_sink.errors import CheckpointError, ConfigError
 from avro_registry_sink.model import REPLAY_BATCH_BASE
-from avro_registry_sink.progress import JobTotals, NullProgress, ProgressReporter
-from avro_registry_sink.routing import build_router
+from avro_registry_sink.ops.progress import JobTotals, NullProgress, ProgressReporter
+from avro_registry_sink.routing.rules import build_router
 from avro_registry_sink.side_state import LEGACY_FILES, SideState
 from avro_registry_sink.spark.driver.batch_storage import StorageBatches
 from avro_registry_sink.spark.driver.checkpoint_files import read_json_file, read_json_lines
@@ -44,7 +44,7 @@ from avro_registry_sink.spark.sources.storage_source import STREAM_DDL
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-    from avro_registry_sink.routing import TopicRouter
+    from avro_registry_sink.routing.rules import TopicRouter
     from avro_registry_sink.spark.driver.job_options import JobOptions
     from avro_registry_sink.spark.sinks.sinks import Sink
 

@@ -47,15 +47,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import DeliveryMode, SinkKind
-from avro_registry_sink.delivery import STATE_FILE, query_of, resolved_ts
 from avro_registry_sink.errors import AvroSinkError, ConfigError, SchemaNotFound, SubjectNotFound
-from avro_registry_sink.kafka_client import client_conf, connect
-from avro_registry_sink.kafka_options import spark_kafka_options
+from avro_registry_sink.kafka.client import client_conf, connect
+from avro_registry_sink.kafka.delivery import STATE_FILE, query_of, resolved_ts
+from avro_registry_sink.kafka.options import spark_kafka_options
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA, REPLAY_BATCH_BASE, RefusalReason, refusal_reason
-from avro_registry_sink.routing import build_router
-from avro_registry_sink.selection import TableSelection
+from avro_registry_sink.routing.rules import build_router
+from avro_registry_sink.routing.selection import TableSelection
+from avro_registry_sink.settings.config import DeliveryMode, SinkKind
 from avro_registry_sink.side_state import SideState
 from avro_registry_sink.spark.driver.batch_storage import csv_explicit
 from avro_registry_sink.spark.driver.job import _registry_for, _sink_location, check_checkpoint, ensure_spark_kafka
@@ -181,7 +181,7 @@ def resolved_ts_per_table(options: JobOptions) -> Mapping[str, int] | None:
     """The per-table resolved commit ts the run's delivery has committed (``schema.table`` -> ts), or ``None``
     when the run did not deliver exactly once to Kafka (nothing records one) or has not started yet.
 
-    Read from the exactly-once control topic (:func:`avro_registry_sink.delivery.resolved_ts`, read committed),
+    Read from the exactly-once control topic (:func:`avro_registry_sink.kafka.delivery.resolved_ts`, read committed),
     under the query id that the checkpoint's ``delivery.json`` keeps: whether the run delivered exactly once is
     the checkpoint's to say, whatever ``options.sink.delivery`` is."""
     sink = options.sink

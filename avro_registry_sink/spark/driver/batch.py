@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
     from avro_registry_sink.manager import TablePlan
-    from avro_registry_sink.progress import BatchReport
+    from avro_registry_sink.ops.progress import BatchReport
 
 __all__ = ["PreparedBatch"]
 

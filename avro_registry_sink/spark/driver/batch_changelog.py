@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from avro_registry_sink.history.journal import TableSources
     from avro_registry_sink.manager import SchemaManager, TablePlan
-    from avro_registry_sink.progress import BatchReport
+    from avro_registry_sink.ops.progress import BatchReport
     from avro_registry_sink.side_state import SideState
     from avro_registry_sink.spark.driver.job_options import JobOptions
 

@@ -31,9 +31,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from avro_registry_sink.checkpoint_logs import last_committed_batch
-from avro_registry_sink.checkpoint_logs import log_ids as _ids
 from avro_registry_sink.errors import CheckpointError, ConfigError
+from avro_registry_sink.ops.checkpoint_logs import last_committed_batch
+from avro_registry_sink.ops.checkpoint_logs import log_ids as _ids
 from avro_registry_sink.side_state import LEGACY_FILES
 from avro_registry_sink.storage_fs import StorageURI, StoreFS
 

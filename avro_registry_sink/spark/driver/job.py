@@ -21,7 +21,7 @@ nothing of it committed (:class:`StopRequested`); :attr:`JobResult.stop` says wh
 A batch that raises (registry incompatibility or unavailability, an unreachable broker) is not
 committed: the query stops with the error, and the next run resumes from the checkpoint with that
 batch (to Kafka with ``delivery = "exactly-once"``, skipping the Kafka partitions an earlier attempt
-committed: :mod:`avro_registry_sink.delivery`). Bad lines and messages do not fail a batch: they are written, with their location and reason,
+committed: :mod:`avro_registry_sink.kafka.delivery`). Bad lines and messages do not fail a batch: they are written, with their location and reason,
 to ``<checkpoint>/dead-letter/batch-<id>.jsonl`` and counted. Executors receive only plain data
 (plans, table definitions, options); the registry client, the manager and the sink's admin client
 stay on the driver.
@@ -48,23 +48,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from avro_registry_sink.config import DeliveryMode, OnIncompatible, SinkConfig, SinkKind, parse_trigger_interval
-from avro_registry_sink.delivery import RESULT_DDL, fused_writer
 from avro_registry_sink.errors import AvroSinkError, ConfigError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.formats import format_for_file
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder, TableSources
-from avro_registry_sink.kafka_client import client_conf, connect
-from avro_registry_sink.logs import CURRENT_BATCH
+from avro_registry_sink.kafka.client import client_conf, connect
+from avro_registry_sink.kafka.delivery import RESULT_DDL, fused_writer
 from avro_registry_sink.manager import SchemaManager, TablePlan, require_data_contracts
-from avro_registry_sink.metrics import KafkaEndOffsets, StorageBacklog, interval_seconds, storage_refresh_seconds
 from avro_registry_sink.model import (
     PlanKey,
     RefusalReason,
     dead_letter_record,
     refusal_reason,
 )
-from avro_registry_sink.progress import (
+from avro_registry_sink.ops.logs import CURRENT_BATCH
+from avro_registry_sink.ops.metrics import KafkaEndOffsets, StorageBacklog, interval_seconds, storage_refresh_seconds
+from avro_registry_sink.ops.progress import (
     BatchReport,
     JobTotals,
     NullProgress,
@@ -73,8 +72,16 @@ from avro_registry_sink.progress import (
     stop_sentence,
 )
 from avro_registry_sink.redact import guard_loggers, redact_text, secret_values
-from avro_registry_sink.routing import TopicRouter, build_router
-from avro_registry_sink.selection import TableSelection
+from avro_registry_sink.routing.owners import TopicOwners
+from avro_registry_sink.routing.rules import TopicRouter, build_router
+from avro_registry_sink.routing.selection import TableSelection
+from avro_registry_sink.settings.config import (
+    DeliveryMode,
+    OnIncompatible,
+    SinkConfig,
+    SinkKind,
+    parse_trigger_interval,
+)
 from avro_registry_sink.side_state import SideState
 from avro_registry_sink.sources.storage import StorageLayout
 from avro_registry_sink.spark.driver import checkpoint_files
@@ -104,12 +111,11 @@ from avro_registry_sink.spark.sources.storage_source import list_tree, pending_f
 from avro_registry_sink.spark.stages.plan_cache import columns
 from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
-from avro_registry_sink.topic_owners import TopicOwners
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from avro_registry_sink.metrics import JobMetrics
+    from avro_registry_sink.ops.metrics import JobMetrics
 
 __all__ = [
     "BadInputBudgetExceeded",
@@ -665,7 +671,7 @@ class _BatchProcessor:
                        dead_lettered: int) -> None:
         """``state/progress/<batch id>.json``, current once the batch commits: what the run delivered so far per
         table (rows, the newest commit ts), when, the resolved ts of exactly once and the dead-lettered rows; what
-        ``status`` reads without Spark (:mod:`avro_registry_sink.status`)."""
+        ``status`` reads without Spark (:mod:`avro_registry_sink.ops.status`)."""
         before = self.side.load(PROGRESS_STATE, batch_id) or {}
         tables: dict[str, dict[str, int]] = {name: dict(entry) for name, entry in before.get("tables", {}).items()}
         for topic, (n, _tombstones, newest, *_) in self._batch_topics.items():
@@ -716,7 +722,7 @@ class _BatchProcessor:
                     single_input: bool) -> Any:
         """The storage stage's ``output``, for an exactly-once sink when each topic's rows come from one data
         file (read whole by one task, in order): with the slice writer after the encoder in the same Python
-        worker (:func:`~avro_registry_sink.delivery.fused_writer`), so the records never go back through the
+        worker (:func:`~avro_registry_sink.kafka.delivery.fused_writer`), so the records never go back through the
         JVM to be sorted. Not with a bad-row budget (the batch is counted before it is written) or a file sink."""
         if not (self._exactly_once() and single_input and output is not None and output.tally is not None
                 and output.lines_of_batch is None and self.current_batch is not None):
@@ -1283,13 +1289,13 @@ def run_job(
     ``registry`` is a registry client (default: :func:`~avro_registry_sink.registry.connect.connect`
     on the sink config's registry, embedded when it has no URL); ``sink`` defaults to
     :func:`build_sink`; ``timeout`` stops a continuous run after that many seconds, ``until`` as soon as
-    it returns true for the totals (checked every second); ``metrics`` (:class:`~avro_registry_sink.metrics.JobMetrics`)
+    it returns true for the totals (checked every second); ``metrics`` (:class:`~avro_registry_sink.ops.metrics.JobMetrics`)
     is fed by every batch and by the registry client's requests.
 
     SIGINT or SIGTERM (on the main thread) stops the run: no batch starts after it, the running batch finishes if
     it can within ``stop_timeout`` seconds (default: the sink config's ``stop-timeout``, 30) and is abandoned otherwise, or at a second signal (its Spark jobs
     cancelled, exactly once's open transactions aborted, nothing of it committed); the result's ``stop`` says which
-    (see :func:`~avro_registry_sink.progress.stop_sentence`). Raises
+    (see :func:`~avro_registry_sink.ops.progress.stop_sentence`). Raises
     :class:`JobFailed` (or the batch's own error, e.g. ``SchemaEvolutionError``) when a batch fails;
     everything before that batch is committed. A damaged, missing or unreadable checkpoint file raises
     :class:`~avro_registry_sink.errors.CheckpointError` naming it (before the query starts when it can be seen,

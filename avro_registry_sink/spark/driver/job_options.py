@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from avro_registry_sink.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.settings.config import SinkConfig, parse_trigger_interval
 from avro_registry_sink.spark.sources.sources import SourceSpec
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef

@@ -1,10 +1,10 @@
 """The exactly-once slice writer in the executors' JVM (``java/TransactionalSliceWriter.java``).
 
-Exactly-once delivery writes each slice of a batch in one Kafka transaction (:mod:`avro_registry_sink.delivery`
+Exactly-once delivery writes each slice of a batch in one Kafka transaction (:mod:`avro_registry_sink.kafka.delivery`
 holds the protocol). With Spark's Kafka connector on the session, the slices are written by this Java class with
 the Kafka client the connector brings (the producer of ``--producer spark``), which takes about half the CPU a
 row of confluent-kafka's producer in a Python worker does and needs no trip of the records through Arrow;
-without it (``--producer confluent``), by :func:`~avro_registry_sink.delivery.slice_writer` in Python. Both
+without it (``--producer confluent``), by :func:`~avro_registry_sink.kafka.delivery.slice_writer` in Python. Both
 write the same records, tokens and transactional ids.
 
 The class ships as source: it is compiled on the driver with the JDK's ``javac`` against the running Spark's
@@ -150,7 +150,7 @@ def load(spark: SparkSession) -> Any:
 def write(records: DataFrame, spec: Mapping[str, Any]) -> DataFrame:
     """Run the JVM slice writers over ``records`` (``topic, partition, key, value, headers, commit_ts,
     order_file`` and an optional ``error``, in this order): their result rows, as
-    :func:`~avro_registry_sink.delivery.slice_writer` yields them. ``spec`` as for that function, with the Java
+    :func:`~avro_registry_sink.kafka.delivery.slice_writer` yields them. ``spec`` as for that function, with the Java
     client's settings in ``java_producer`` and ``java_consumer``."""
     from pyspark.sql import DataFrame as PyDataFrame
 

@@ -11,14 +11,14 @@ sink orders each topic's rows itself (:data:`FILE_ORDER`), with no shuffle.
   really has is what the dispatch uses. Records are written by Spark's Kafka sink (``spark-sql-kafka-0-10``),
   or, when that package is not on the session, by confluent-kafka's producer inside ``foreachPartition``,
   flushed before the task ends; both idempotent with ``acks=all`` under the default ``required-acks=-1``,
-  and both given the same TLS/SASL/compression settings (:mod:`avro_registry_sink.kafka_options`). The
+  and both given the same TLS/SASL/compression settings (:mod:`avro_registry_sink.kafka.options`). The
   connection is checked once before the first batch (:meth:`KafkaSink.check`). A delivery failure fails
   the task, so the batch is not committed and is replayed on restart (at least once). With
   ``delivery="exactly-once"`` the records go through a transactional producer (the JVM slice writer of
   :mod:`~avro_registry_sink.spark.sinks.jvm_writer` with ``producer="spark"``/``"auto"``, confluent-kafka's in Python
   workers with ``"confluent"``), one transaction
   per Spark partition of the write with a commit token in the control topic
-  (:class:`~avro_registry_sink.delivery.TransactionalWriter`): a rerun skips the Kafka partitions committed.
+  (:class:`~avro_registry_sink.kafka.delivery.TransactionalWriter`): a rerun skips the Kafka partitions committed.
 * :class:`FileSink` - the embedded default (``file:///dir?protocol=avro``): the same records as JSON Lines,
   one file per (topic, batch, table version, input file or partition), numbered in input order:
   ``<dir>/<topic>/batch-<id>-part-<n>.jsonl``, key and
@@ -44,12 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from avro_registry_sink.config import DELIVERY_MODES, DeliveryMode, SinkConfig, SinkKind
 from avro_registry_sink.errors import AvroSinkError, ConfigError
-from avro_registry_sink.kafka_client import client_conf, connect, kafka_logger, refresh, wait_hosted
-from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
+from avro_registry_sink.kafka.client import client_conf, connect, kafka_logger, refresh, wait_hosted
+from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KafkaOptions, spark_kafka_options
 from avro_registry_sink.model import KAFKA_COLUMNS
 from avro_registry_sink.redact import redact_text, secret_values
+from avro_registry_sink.settings.config import DELIVERY_MODES, DeliveryMode, SinkConfig, SinkKind
 from avro_registry_sink.spark.runtime.session import apply_hadoop_conf, has_class
 from avro_registry_sink.spark.sinks import jvm_writer
 from avro_registry_sink.spark.stages.file_lines import to_lines
@@ -58,7 +58,7 @@ from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from avro_registry_sink.delivery import TransactionalWriter
+    from avro_registry_sink.kafka.delivery import TransactionalWriter
     from avro_registry_sink.storage_fs import StoreFS
 
 __all__ = [
@@ -133,7 +133,7 @@ class Sink(Protocol):
 
     def fused_spec(self, batch_id: int, slices: int) -> dict[str, Any] | None:
         """The fused write: what the slice writers of ``batch_id`` get when the encode stage writes the records
-        itself, in the same Python worker (:func:`~avro_registry_sink.delivery.fused_writer`); ``None`` when this
+        itself, in the same Python worker (:func:`~avro_registry_sink.kafka.delivery.fused_writer`); ``None`` when this
         sink cannot take such a write."""
         ...
 
@@ -646,7 +646,7 @@ class KafkaSink:
     def check(self) -> None:
         """Connect once (before any batch): wrong credentials or an untrusted CA fail here, within seconds.
         Exactly once: then the transactions a stopped run left open are aborted and the commit tokens read
-        (:meth:`~avro_registry_sink.delivery.TransactionalWriter.start`)."""
+        (:meth:`~avro_registry_sink.kafka.delivery.TransactionalWriter.start`)."""
         self._admin, _ = connect(self.brokers, self.kafka)
         if self.transactions is not None:
             self.transactions.start(admin=self._admin)
@@ -742,10 +742,10 @@ def _at_least_once(sink: KafkaSink, *, control_topic: str, transaction_timeout: 
 
 def _exactly_once(sink: KafkaSink, *, control_topic: str, transaction_timeout: float,
                   checkpoint: StoreFS | None) -> TransactionalWriter:
-    """Exactly once: transactional slices and commit tokens (:class:`~avro_registry_sink.delivery.TransactionalWriter`),
+    """Exactly once: transactional slices and commit tokens (:class:`~avro_registry_sink.kafka.delivery.TransactionalWriter`),
     written by the JVM slice writer when the sink's producer is Spark's, else by confluent-kafka in Python workers."""
     # exactly-once's protocol (0.1 s) only for a sink that delivers exactly once
-    from avro_registry_sink.delivery import TransactionalWriter
+    from avro_registry_sink.kafka.delivery import TransactionalWriter
 
     jvm = None
     if sink.producer == "spark":
@@ -760,7 +760,7 @@ def _exactly_once(sink: KafkaSink, *, control_topic: str, transaction_timeout: f
     return transactions
 
 
-#: The writer of each delivery mode (:class:`~avro_registry_sink.config.DeliveryMode`) of a Kafka sink: what
+#: The writer of each delivery mode (:class:`~avro_registry_sink.settings.config.DeliveryMode`) of a Kafka sink: what
 #: :attr:`KafkaSink.transactions` becomes (``None``: the sink's own producer). One entry per mode, which
 #: ``tests/unit/test_architecture_seams.py`` checks.
 DELIVERY_WRITERS: Mapping[DeliveryMode, Callable[..., TransactionalWriter | None]] = {
@@ -768,7 +768,7 @@ DELIVERY_WRITERS: Mapping[DeliveryMode, Callable[..., TransactionalWriter | None
     DeliveryMode.EXACTLY_ONCE: _exactly_once,
 }
 
-#: The sink class of each kind of sink URI (:class:`~avro_registry_sink.config.SinkKind`, the parsed scheme): the
+#: The sink class of each kind of sink URI (:class:`~avro_registry_sink.settings.config.SinkKind`, the parsed scheme): the
 #: one place a kind is turned into a sink (:func:`build_sink`) or asked what it is before one is built.
 SINK_KINDS: Mapping[SinkKind, SinkClass] = {
     SinkKind.KAFKA: KafkaSink,
@@ -778,7 +778,7 @@ SINK_KINDS: Mapping[SinkKind, SinkClass] = {
 
 def build_sink(config: SinkConfig, spark: SparkSession | None = None, *, producer: str = "auto",
                default_dir: Path | None = None, checkpoint: StoreFS | None = None) -> Sink:
-    """The sink a :class:`~avro_registry_sink.config.SinkConfig` describes (:data:`SINK_KINDS` of its kind): Kafka
+    """The sink a :class:`~avro_registry_sink.settings.config.SinkConfig` describes (:data:`SINK_KINDS` of its kind): Kafka
     for ``kafka://``, files for ``file://`` or a storage URI. ``checkpoint`` keeps an exactly-once Kafka sink's query
     id and writer ids (``delivery.json``); ``default_dir``: a file sink's directory when the URI names none."""
     return SINK_KINDS[config.scheme].from_config(config, spark, producer=producer, default_dir=default_dir,

@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from avro_registry_sink.changes import ChangeEvent, split_key_change
-from avro_registry_sink.config import SinkConfig, SinkKind
 from avro_registry_sink.errors import ConfigError, EncodingError, SourceError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
+from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
 from avro_registry_sink.model import CHANGE_SCHEMA, ENCODED_DDL, KAFKA_SCHEMA, RefusalReason, dead_letter_json
 from avro_registry_sink.redact import redact_url
+from avro_registry_sink.settings.config import SinkConfig, SinkKind
 from avro_registry_sink.spark.stages.plan import topic_partitions
 from avro_registry_sink.spark.stages.stage import encode_change_batch, encode_typed, stage_for
 from avro_registry_sink.spark.stages.tally import StageOutput

@@ -2,7 +2,7 @@
 
 :func:`~avro_registry_sink.spark.stages.stage.encode_table` runs here when the session has ``spark-avro`` and
 every column of the table has a conversion below for the DataFrame's Spark type; otherwise it runs the
-Arrow stage (``mapInArrow`` + :class:`~avro_registry_sink.columnar.ColumnarEncoder`). Both give the same
+Arrow stage (``mapInArrow`` + :class:`~avro_registry_sink.encoding.columnar.ColumnarEncoder`). Both give the same
 records byte for byte (``tests/spark/test_jvm_stage.py`` compares them): the Confluent header, the Avro
 body ``to_avro`` writes for the registered schema, TiCDC's partition (CRC-32 of the key text), the
 ``op``/``commit_ts`` headers, tombstones for deletes.
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.columnar import record_fields
-from avro_registry_sink.config import DecimalMode, EncodingOptions, PartitionStrategy
+from avro_registry_sink.encoding.columnar import record_fields
 from avro_registry_sink.model import MESSAGE_OVERHEAD, OP_ALIASES, OVERSIZE_ADVICE, Op
+from avro_registry_sink.settings.config import DecimalMode, EncodingOptions, PartitionStrategy
 from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir
 from avro_registry_sink.spark.runtime.session import has_class
 from avro_registry_sink.table import ColumnDef

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.encoder import EncodingPlan
+from avro_registry_sink.encoding.encoder import EncodingPlan
 from avro_registry_sink.model import PlanKey
-from avro_registry_sink.routing import Route
+from avro_registry_sink.routing.rules import Route
 
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.manager import TablePlan

@@ -9,13 +9,13 @@ Two entry points, both returning a DataFrame shaped like :data:`~avro_registry_s
   (several tables and versions; row images as JSON text). Rows are grouped by (schema, table, version)
   inside each Arrow batch; each group's images are parsed in one ``pyarrow.json.read_json`` call against
   an explicit schema, base64 binary columns are decoded with numpy, and the group is encoded by
-  :class:`~avro_registry_sink.columnar.ColumnarEncoder`. A group the vectorized parse cannot take as it is
+  :class:`~avro_registry_sink.encoding.columnar.ColumnarEncoder`. A group the vectorized parse cannot take as it is
   (an integer given as ``1.0``, a JSON object for a JSON column, keys in another case, a missing key,
   pretty-printed JSON...) is parsed row by row with :func:`~avro_registry_sink.changes.load_image` and
-  encoded by the reference :class:`~avro_registry_sink.encoder.RowEncoder`: same bytes, Python speed.
+  encoded by the reference :class:`~avro_registry_sink.encoding.encoder.RowEncoder`: same bytes, Python speed.
 
 Records get ``headers = [("op", b"c"|b"u"|b"d"), ("commit_ts", b"<decimal>")]`` so that consumers of
-tombstones still see the commit ts. Partitions follow :func:`~avro_registry_sink.routing.partition_for`,
+tombstones still see the commit ts. Partitions follow :func:`~avro_registry_sink.routing.rules.partition_for`,
 vectorized: CRC-32 of the route's schema, table and key texts (see :func:`partition_numbers`).
 
 A row whose table version has no plan, or that cannot be encoded, fails the batch: the error names
@@ -37,8 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from avro_registry_sink.changes import load_image
-from avro_registry_sink.columnar import ColumnarEncoder, decode_base64, parse_ops
-from avro_registry_sink.config import PartitionStrategy
+from avro_registry_sink.encoding.columnar import ColumnarEncoder, decode_base64, parse_ops
 from avro_registry_sink.errors import AvroSinkError, ConfigError, EncodingError
 from avro_registry_sink.model import (
     HEADERS_TYPE,
@@ -51,7 +50,8 @@ from avro_registry_sink.model import (
     PlanKey,
     RefusalReason,
 )
-from avro_registry_sink.routing import Route
+from avro_registry_sink.routing.rules import Route
+from avro_registry_sink.settings.config import PartitionStrategy
 from avro_registry_sink.spark.stages.jvm_stage import jvm_encode_table, jvm_stage_gap
 from avro_registry_sink.spark.stages.plan import StagePlan, topic_partitions
 from avro_registry_sink.spark.stages.tally import StageOutput
@@ -207,7 +207,7 @@ def _key_texts(arr: pa.Array) -> pa.Array:
 def partition_numbers(route: Route, partitions: int, *, key_columns: Sequence[pa.Array] = (),
                       commit_ts: np.ndarray | None = None, column_values: Sequence[pa.Array] = (),
                       rows: int = 0) -> np.ndarray:
-    """:func:`~avro_registry_sink.routing.partition_for` for every row, as int32.
+    """:func:`~avro_registry_sink.routing.rules.partition_for` for every row, as int32.
 
     ``key_columns`` hold the handle-key values and ``column_values`` the route's partition columns, as
     the row images give them (the hash covers ``str(value)``, bytes as they are, null as ``"\\x00"``).
@@ -320,7 +320,7 @@ class _FallBack(Exception):
 
 
 def _b64decode(arr: pa.Array) -> pa.Array:
-    """Standard padded base64 per value (:func:`~avro_registry_sink.columnar.decode_base64`); raises
+    """Standard padded base64 per value (:func:`~avro_registry_sink.encoding.columnar.decode_base64`); raises
     _FallBack for anything else."""
     decoded = decode_base64(arr)
     if decoded is None:

@@ -107,7 +107,7 @@ class StageOutput:
     tally: Any = None
     lines_of_batch: int | None = None
     #: ``(function, ddl)``: the counted Arrow batches go through ``function`` in the same Python worker, which
-    #: yields ``ddl`` rows instead (an exactly-once slice writer: :func:`~avro_registry_sink.delivery.fused_writer`).
+    #: yields ``ddl`` rows instead (an exactly-once slice writer: :func:`~avro_registry_sink.kafka.delivery.fused_writer`).
     then: Any = None
     #: Exactly once, records shuffled to their slice writers: each misconfiguration verdict row is handed on once
     #: for every Kafka partition of its topic (see :func:`spread_verdicts`), after it is counted once.

@@ -11,7 +11,7 @@ One table, :data:`KEYS`: each key is
 
 Keys that are in no row are refused too, with the closest valid name (``enable-tidb-extention`` ->
 ``enable-tidb-extension``): TiCDC ignores unknown URI parameters silently, which hides typos. The documentation's (docs/settings.md)
-key table is generated from this one (``python -m avro_registry_sink.ticdc_keys``) and a test keeps them equal.
+key table is generated from this one (``python -m avro_registry_sink.settings.ticdc_keys``) and a test keeps them equal.
 
 >>> closest("enable-tidb-extention", Place.URI)
 'enable-tidb-extension'

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from avro_registry_sink.errors import AvroSinkError
-from avro_registry_sink.kafka_options import KafkaOptions, librdkafka_conf
+from avro_registry_sink.kafka.options import KafkaOptions, librdkafka_conf
 from avro_registry_sink.redact import RedactFilter, redact_text, secret_values
 
 __all__ = ["KafkaConnectionError", "client_conf", "connect", "explain", "kafka_logger", "refresh", "wait_hosted"]

@@ -1,6 +1,6 @@
 """Columnar Avro encoder: an Arrow batch of row changes -> Confluent-framed key and value binary arrays.
 
-Same bytes as :class:`~avro_registry_sink.encoder.RowEncoder` (the per-row reference), without a Python
+Same bytes as :class:`~avro_registry_sink.encoding.encoder.RowEncoder` (the per-row reference), without a Python
 object per value: every column is converted and validated with numpy / ``pyarrow.compute`` on whole
 arrays, and the Avro body of each row is assembled from per-column pieces in one pass.
 
@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from avro_registry_sink.avro_binary import (
+from avro_registry_sink.encoding.avro_binary import (
     I32,
     I64,
     U8,
@@ -78,10 +78,10 @@ from avro_registry_sink.avro_binary import (
     wide_twos,
     zigzag,
 )
-from avro_registry_sink.config import DecimalMode
-from avro_registry_sink.encoder import MAGIC_BYTE, EncodingPlan
+from avro_registry_sink.encoding.encoder import MAGIC_BYTE, EncodingPlan
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
+from avro_registry_sink.settings.config import DecimalMode
 from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import ValueKind, converter_for, rule_for
 

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator
 
 from avro_registry_sink.errors import ConfigError, shown_value
-from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options
+from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, STORE_PARAMETERS, parse_storage_uri
 
@@ -68,7 +68,7 @@ class DeliveryMode(str, Enum):
     """``delivery``: what a ``read_committed`` consumer of a Kafka sink sees of each source row.
 
     ``at-least-once``: every row, a batch rerun after a failure writing its records again. ``exactly-once``: every
-    row once (Kafka transactions and commit tokens, :mod:`avro_registry_sink.delivery`). The file sink is exactly
+    row once (Kafka transactions and commit tokens, :mod:`avro_registry_sink.kafka.delivery`). The file sink is exactly
     once either way.
     """
 
@@ -221,7 +221,7 @@ class SinkConfig(BaseModel):
     #: ``on-incompatible``: a schema change the registry refuses stops the job, or becomes a new major version.
     on_incompatible: OnIncompatible = OnIncompatible.STOP
     #: ``delivery`` (``--delivery``, ``AVRO_SINK_DELIVERY``): ``at-least-once`` or ``exactly-once`` (Kafka
-    #: transactions and commit tokens, :mod:`avro_registry_sink.delivery`); the file sink is exactly once either way.
+    #: transactions and commit tokens, :mod:`avro_registry_sink.kafka.delivery`); the file sink is exactly once either way.
     delivery: DeliveryMode = DeliveryMode.AT_LEAST_ONCE
     #: ``control-topic``: the compacted topic of the commit tokens (exactly-once delivery).
     control_topic: str = "_avro_registry_sink_commits"
@@ -376,9 +376,9 @@ def parse_sink_uri(uri: str, base: SinkConfig | None = None) -> SinkConfig:
 
     ``kafka://host:9092[,host2:9092]/topic?protocol=avro&enable-tidb-extension=true&...&schema-registry=http://...``
     or ``file:///path/to/dir?protocol=avro`` for the file sink. Every parameter is checked against
-    :data:`avro_registry_sink.ticdc_keys.KEYS`: unknown ones are refused with the closest valid name.
+    :data:`avro_registry_sink.settings.ticdc_keys.KEYS`: unknown ones are refused with the closest valid name.
     """
-    from avro_registry_sink.ticdc_keys import check_uri_params
+    from avro_registry_sink.settings.ticdc_keys import check_uri_params
 
     base = base or SinkConfig()
     split = urlsplit(uri)
@@ -458,7 +458,7 @@ def parse_partition(value: str, option: str = "partition") -> PartitionStrategy:
 
 
 def _dispatch_rule(raw: Mapping[str, Any]) -> DispatchRule:
-    from avro_registry_sink.table_filter import TableFilter
+    from avro_registry_sink.routing.table_filter import TableFilter
 
     rule = dict(raw)
     if "dispatcher" in rule:
@@ -485,7 +485,7 @@ def _dispatch_rule(raw: Mapping[str, Any]) -> DispatchRule:
 
 
 def _column_selector(raw: Any) -> ColumnSelector:
-    from avro_registry_sink.table_filter import ColumnFilter, TableFilter
+    from avro_registry_sink.routing.table_filter import ColumnFilter, TableFilter
 
     if not isinstance(raw, Mapping):
         raise ConfigError(f"Invalid column selector {raw!r}: expected {{matcher = [...], columns = [...]}}.",
@@ -598,9 +598,9 @@ def settings_from_mapping(data: Mapping[str, Any], base: SinkConfig | None = Non
     ``schema-registry``, ``dispatchers``, ``column-selectors``,
     ``[sink.kafka-config.codec-config]``) and this product's flat one (``sink-uri``, ``schema-registry``,
     ``subject-naming``, ``partition-num``, ``[[dispatchers]]``, ``[registry]``) are both read. Which keys
-    exist is :data:`avro_registry_sink.ticdc_keys.KEYS` (checked by :func:`load_config` for files).
+    exist is :data:`avro_registry_sink.settings.ticdc_keys.KEYS` (checked by :func:`load_config` for files).
     """
-    from avro_registry_sink.table_filter import TableFilter
+    from avro_registry_sink.routing.table_filter import TableFilter
 
     base = base or SinkConfig()
     flat: dict[str, Any] = dict(data)
@@ -698,7 +698,7 @@ def parse_stop_timeout(value: Any) -> float:
     >>> parse_stop_timeout("2m"), parse_stop_timeout(12.5), parse_stop_timeout("0")
     (120.0, 12.5, 0.0)
     """
-    from avro_registry_sink.kafka_options import _duration
+    from avro_registry_sink.kafka.options import _duration
 
     text = str(value).strip()
     try:
@@ -730,7 +730,7 @@ def parse_transaction_timeout(value: Any) -> float:
     >>> parse_transaction_timeout("2m"), parse_transaction_timeout(30000)
     (120.0, 30.0)
     """
-    from avro_registry_sink.kafka_options import _duration
+    from avro_registry_sink.kafka.options import _duration
 
     text = str(value).strip()
     seconds = int(text) / 1000 if text.isdigit() else _duration("transaction-timeout", text)
@@ -770,7 +770,7 @@ def load_config(
     environ: Mapping[str, str] | None = None,
 ) -> SinkConfig:
     """Build the effective :class:`SinkConfig`: defaults < TOML file < environment < sink URI < flags."""
-    from avro_registry_sink.ticdc_keys import raise_all, toml_problems
+    from avro_registry_sink.settings.ticdc_keys import raise_all, toml_problems
 
     config = SinkConfig()
     if config_file is not None:

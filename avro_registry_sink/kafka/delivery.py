@@ -57,13 +57,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.config import DELIVERY_MODES
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.failpoints import failpoint
-from avro_registry_sink.kafka_client import client_conf, kafka_logger, refresh, wait_hosted
-from avro_registry_sink.kafka_options import DEFAULT_KAFKA, KafkaOptions
+from avro_registry_sink.kafka.client import client_conf, kafka_logger, refresh, wait_hosted
+from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KafkaOptions
 from avro_registry_sink.model import is_misconfiguration
 from avro_registry_sink.redact import redact_text, secret_values
+from avro_registry_sink.settings.config import DELIVERY_MODES
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame

@@ -23,10 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from avro_registry_sink.config import DispatchRule, PartitionStrategy, SinkConfig, SubjectNaming
 from avro_registry_sink.errors import RoutingError
 from avro_registry_sink.model import DEFAULT_TOPIC_RULE
-from avro_registry_sink.table_filter import TableFilter
+from avro_registry_sink.routing.table_filter import TableFilter
+from avro_registry_sink.settings.config import DispatchRule, PartitionStrategy, SinkConfig, SubjectNaming
 
 _TOPIC_CHARS = re.compile(r"[^A-Za-z0-9._\-]")
 _AVRO_RULE = re.compile(r"^[A-Za-z0-9._\-]*\{schema\}[A-Za-z0-9._\-]*\{table\}[A-Za-z0-9._\-]*$")

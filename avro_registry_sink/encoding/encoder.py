@@ -17,11 +17,11 @@ from typing import Any
 
 import fastavro
 
-from avro_registry_sink.config import EncodingOptions
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import TableSchemas
 from avro_registry_sink.schema.naming import sanitize_name
+from avro_registry_sink.settings.config import EncodingOptions
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.typemap.mysql import converter_for
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from avro_registry_sink.errors import ConfigError
+from avro_registry_sink.routing.table_filter import ALL_TABLES, ColumnFilter, TableFilter
 from avro_registry_sink.table import TableDef
-from avro_registry_sink.table_filter import ALL_TABLES, ColumnFilter, TableFilter
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class TableSelection:
 
     @classmethod
     def from_config(cls, config: Any) -> TableSelection:
-        """From a :class:`~avro_registry_sink.config.SinkConfig`."""
+        """From a :class:`~avro_registry_sink.settings.config.SinkConfig`."""
         return cls.build(filter_rules=config.filter_rules, column_selectors=config.column_selectors,
                          case_sensitive=config.case_sensitive)
 

@@ -6,7 +6,7 @@ that first shows up in a changelog) could take the topic of a table delivered by
 job records, per topic, the table routed there and its subjects in the checkpoint's per-batch side state
 (``state/owners/<batch id>.json``, :mod:`~avro_registry_sink.side_state`), written after a batch's
 output is written (a batch that fails records nothing), and claims them in the router before its first
-batch (:meth:`~avro_registry_sink.routing.TopicRouter.claim`).
+batch (:meth:`~avro_registry_sink.routing.rules.TopicRouter.claim`).
 
 The state is one small JSON object, one entry per topic::
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from avro_registry_sink.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from avro_registry_sink.routing import Route, TopicRouter
+    from avro_registry_sink.routing.rules import Route, TopicRouter
     from avro_registry_sink.side_state import SideState
 
 __all__ = ["STATE_NAME", "TopicOwners"]

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from avro_registry_sink.checkpoint_logs import batch_source_offset, last_committed_batch
 from avro_registry_sink.errors import AvroSinkError, ConfigError
-from avro_registry_sink.kafka_options import kafka_options
+from avro_registry_sink.kafka.options import kafka_options
+from avro_registry_sink.ops.checkpoint_logs import batch_source_offset, last_committed_batch
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, StoreFS, parse_storage_uri
 
@@ -175,8 +175,8 @@ def _kafka_backlog(brokers: tuple[str, ...], topics: tuple[str, ...], opts: Any,
                    timeout: float) -> dict[str, Any]:
     from confluent_kafka import Consumer, KafkaException
 
-    from avro_registry_sink.kafka_client import client_conf, explain
-    from avro_registry_sink.metrics import watermarks
+    from avro_registry_sink.kafka.client import client_conf, explain
+    from avro_registry_sink.ops.metrics import watermarks
 
     where = ",".join(brokers)
     conf = {**client_conf(where, opts, "consumer"), "group.id": "avro-registry-sink-status",

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 
 if TYPE_CHECKING:  # pragma: no cover
-    from avro_registry_sink.progress import BatchReport
+    from avro_registry_sink.ops.progress import BatchReport
 
 __all__ = ["JOB_STATES", "NAMESPACE", "JobMetrics", "KafkaEndOffsets", "StorageBacklog", "commit_ts_seconds",
            "interval_seconds", "serve_metrics", "storage_refresh_seconds", "watermarks"]
@@ -57,7 +57,7 @@ _UNIT_SECONDS = {"millisecond": 0.001, "second": 1.0, "minute": 60.0, "hour": 36
 
 
 def interval_seconds(interval: str) -> float:
-    """Seconds of a trigger interval as :func:`~avro_registry_sink.config.parse_trigger_interval` returns it.
+    """Seconds of a trigger interval as :func:`~avro_registry_sink.settings.config.parse_trigger_interval` returns it.
 
     >>> interval_seconds("10 seconds"), interval_seconds("500 milliseconds"), interval_seconds("1 hour")
     (10.0, 0.5, 3600.0)

@@ -2,7 +2,7 @@
 
 Three kinds of line, each with ``ts``, ``level`` and ``event``:
 
-* the progress events of :class:`~avro_registry_sink.progress.JsonLogProgress` (``start``, ``batch`` with its
+* the progress events of :class:`~avro_registry_sink.ops.progress.JsonLogProgress` (``start``, ``batch`` with its
   ``batch_id``, ``finish``; a failed run's ``finish`` is ``level`` ``error`` with ``error_class`` and
   ``batch_id``);
 * after each committed batch, one ``table`` line per table it delivered: ``batch_id``, ``table``, ``rows``;
@@ -12,7 +12,7 @@ Three kinds of line, each with ``ts``, ``level`` and ``event``:
 
 >>> import io
 >>> out = io.StringIO()
->>> from avro_registry_sink.progress import BatchReport, JobTotals
+>>> from avro_registry_sink.ops.progress import BatchReport, JobTotals
 >>> JsonLogs(out).batch(BatchReport(batch_id=4, rows=3, per_table={"shop.orders": 3}), JobTotals())
 >>> [json.loads(line)["event"] for line in out.getvalue().splitlines()]
 ['batch', 'table']
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import IO, Any
 
-from avro_registry_sink.progress import BatchReport, JobTotals, JsonLogProgress
+from avro_registry_sink.ops.progress import BatchReport, JobTotals, JsonLogProgress
 from avro_registry_sink.redact import redact_text
 
 __all__ = ["CURRENT_BATCH", "LOG_FORMATS", "JsonLogFormatter", "JsonLogs", "json_logging"]

@@ -1,7 +1,7 @@
 """Vectorized Avro binary encoding: zig-zag varints, byte lengths and two's complement on whole numpy
 columns, and the assembler that concatenates each row's parts into one Arrow binary array.
 
-The building blocks of :mod:`avro_registry_sink.columnar` (see its docstring for how a batch is encoded):
+The building blocks of :mod:`avro_registry_sink.encoding.columnar` (see its docstring for how a batch is encoded):
 
 * datums (:class:`Longs`, :class:`Floats`, :class:`Bytes`, :class:`Decimals`, :class:`Bits`): the Avro values of
   one field for the rows of a chunk, as arrays;
