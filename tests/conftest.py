@@ -72,6 +72,7 @@ SLOW_FIRST = ("tests/spark/test_exactly_once.py", "tests/deploy/test_cluster.py"
               "tests/downstream/", "tests/integration/test_registry_contract.py",
               "tests/integration/test_cli_encode_check.py", "tests/integration/test_manager.py",
               "tests/spark/test_stop_signals.py", "tests/deploy/test_object_store.py", "tests/spark/test_docs_runnable.py",
+              "tests/spark/test_docs_tutorials.py",
               "tests/unit/test_native_scan.py", "tests/integration/test_kafka_security.py",
               "tests/integration/test_quiet_output.py", "tests/integration/test_e2e_kafka.py",
               "tests/unit/test_cli_user_errors.py")

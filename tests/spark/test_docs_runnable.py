@@ -14,24 +14,19 @@ its records replay to the demo's rows.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BLOCK = re.compile(r"<!-- runnable -->\s*\n```bash\n(.*?)```", re.S)
+from tests.support.docs_pages import PageRun, blocks, name_of, page_runner, pages
+
 #: Every fenced block of code a reader could paste (diagrams, JSON and properties files are not code).
 CODE = re.compile(r"^(<!-- runnable -->\s*\n)?```(bash|sh|shell|console|python)\n(.*?)^```", re.S | re.M)
 TOUR_ROWS = 40  # the tour's `demo --dir tour --rows 40`
@@ -45,25 +40,6 @@ NOT_RUN: dict[tuple[str, str], str] = {
         "needs a checkout of the repository, and its second command runs the whole suite, this test among it",
     ("README.md", "source .venv/bin/activate"):
         "needs the repository's .venv; its commands (demo, run, schemas, diff) run as docs/index.md's tour steps 1-4",
-    ("tutorials/storage-tree.md", "avro-registry-sink run --source trial/input --tables trial/tables.sql "
-                                  "--config trial/ticdc.toml \\"):
-        "steps 3 and 5: a Spark run (20-40 s) of the command the tour's step 2 runs twice on the same demo tree",
-    ("tutorials/storage-tree.md", "avro-registry-sink status --checkpoint trial/checkpoint"):
-        "step 4 reads step 3's checkpoint and state (step 3 is not run); the tour's step 4 runs history and diff",
-    ("tutorials/storage-tree.md", "avro-registry-sink registry serve --port 8081 --data trial/registry.db &"):
-        "step 6: the tour's Kafka step runs these commands on the same demo tree and its records are read back here",
-    ("tutorials/canal-json-topic.md", 'avro-registry-sink run --source "canal-json+kafka://'
-                                      '${KAFKA_BOOTSTRAP:-127.0.0.1:19092}/tutorial-canal" \\'):
-        "a Spark run from a Kafka source (20-40 s, over the suite's budget); the job on the demo's changes as "
-        "canal-json messages runs in tests/integration/test_e2e_kafka.py",
-    ("tutorials/canal-json-topic.md", "avro-registry-sink status --checkpoint canal-trial/checkpoint"):
-        "step 4 reads step 3's checkpoint and state (step 3 is not run)",
-    ("tutorials/debezium-json-topic.md", 'avro-registry-sink run --source "debezium-json+kafka://'
-                                         '${KAFKA_BOOTSTRAP:-127.0.0.1:19092}/tutorial-debezium" \\'):
-        "a Spark run from a Kafka source (20-40 s, over the suite's budget); the command `demo --to-kafka` prints "
-        "for a debezium-json topic runs in tests/integration/test_demo_topic_kafka.py",
-    ("tutorials/debezium-json-topic.md", "avro-registry-sink status --checkpoint dbz-trial/checkpoint"):
-        "step 4 reads step 3's checkpoint and state (step 3 is not run)",
     ("benchmarks.md", "KAFKA_PORT=19092 scripts/kafka.sh start                # for the Kafka rows (optional)"):
         "the benchmarks: hours on 10^6-10^7 rows; tests/unit/test_bench.py runs the harness on small inputs",
     ("benchmarks.md", "# the harness alone, every input, file and Kafka output (5 rounds after a warm-up, load "
@@ -101,34 +77,18 @@ NOT_RUN: dict[tuple[str, str], str] = {
 }
 
 
-def _pages() -> list[Path]:
-    return [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]  # the tutorials/ pages too
-
-
-def _name(page: Path) -> str:
-    return page.relative_to(ROOT / "docs").as_posix() if page.is_relative_to(ROOT / "docs") else page.name
-
-
-def _blocks() -> list[tuple[str, int, str]]:
-    out = []
-    for page in _pages():
-        for number, match in enumerate(BLOCK.finditer(page.read_text(encoding="utf-8")), start=1):
-            out.append((_name(page), number, match.group(1)))
-    return out
-
-
-def test_there_are_runnable_blocks():
-    assert len(_blocks()) >= 3
+def test_there_are_runnableblocks():
+    assert len(blocks()) >= 3
 
 
 def test_every_code_block_is_run_or_says_why_not():
     used = set()
     unlisted = []
-    for page in _pages():
+    for page in pages():
         for match in CODE.finditer(page.read_text(encoding="utf-8")):
             if match.group(1):
                 continue
-            name, first = _name(page), match.group(3).split("\n", 1)[0]
+            name, first = name_of(page), match.group(3).split("\n", 1)[0]
             keys = [key for key in NOT_RUN if key[0] == name and first.startswith(key[1])]
             used.update(keys)
             if not keys:
@@ -139,75 +99,15 @@ def test_every_code_block_is_run_or_says_why_not():
     assert not stale, f"NOT_RUN lists blocks that are no longer in docs/ (or are now runnable): {stale}"
 
 
-# --------------------------------------------------------------------------------------------------
-# Running a page's blocks
-
-
-@dataclass(frozen=True)
-class PageRun:
-    """One page's runnable blocks run in one shell: where, with which variables, and what it printed."""
-
-    page: str
-    directory: Path
-    env: dict[str, str]
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def failure(self) -> str:
-        """Which block failed (its marker is the last on stderr), with the ends of both outputs."""
-        started = self.started()
-        number = max(started, default=0)
-        script = next((s for name, n, s in _blocks() if name == self.page and n == number), "")
-        return (f"{self.page} block {number} failed (exit {self.returncode}):\n{script}\n--- stdout\n"
-                f"{self.stdout[-2000:]}\n--- stderr\n{self.stderr[-3000:]}")
-
-    def started(self) -> dict[int, float]:
-        """When each block started (bash's EPOCHREALTIME), by block number."""
-        return {int(n): float(at) for n, at in re.findall(r"^::docs block (\d+) at ([\d.]+)$", self.stderr, re.M)}
-
-
-def _run_page(page: str, directory: Path, env: dict[str, str]) -> PageRun:
-    """The page's runnable blocks, in order, in one ``bash -euo pipefail`` (a marker on stderr before each)."""
-    script = "\n".join(f'echo "::docs block {number} at $EPOCHREALTIME" >&2\n{text}'
-                       for name, number, text in _blocks() if name == page)
-    with (directory / ".page.out").open("w+") as out, (directory / ".page.err").open("w+") as err:
-        # files, not pipes: a background process of a failed block (a registry) keeps no reader of ours waiting
-        shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=directory, env=env, stdout=out,
-                                 stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
-        try:
-            returncode = shell.wait(timeout=600)
-        finally:
-            with contextlib.suppress(ProcessLookupError):  # what a failed block left running in the background
-                os.killpg(shell.pid, signal.SIGTERM)
-        out.seek(0)
-        err.seek(0)
-        return PageRun(page, directory, env, returncode, out.read(), err.read())
-
-
 @pytest.fixture(scope="module")
 def run_page(tmp_path_factory) -> Callable[[str], PageRun]:
     """Runs a page's blocks once per module (the tour's Kafka step is checked by a second test)."""
-    from tests.support.servers import ensure_kafka, free_port
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AVRO_SINK_")}
-    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, COLUMNS="160", KAFKA_BOOTSTRAP=ensure_kafka(),
-               REGISTRY_PORT=str(free_port()), TOPIC_PREFIX=f"docs_{uuid.uuid4().hex[:8]}")
-    env.pop("REGISTRY", None)
-    done: dict[str, PageRun] = {}
-
-    def run(page: str) -> PageRun:
-        if page not in done:
-            done[page] = _run_page(page, tmp_path_factory.mktemp(page.replace("/", "-")), env)
-        return done[page]
-
-    return run
+    return page_runner(tmp_path_factory)
 
 
 @pytest.mark.spark
 @pytest.mark.kafka
-@pytest.mark.parametrize("page", sorted({name for name, _, _ in _blocks()}))
+@pytest.mark.parametrize("page", sorted({name for name, _, _ in blocks() if not name.startswith("tutorials/")}))
 def test_the_runnable_blocks_of_a_page_pass(page, run_page):
     ran = run_page(page)
     assert ran.returncode == 0, ran.failure()
