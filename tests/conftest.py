@@ -33,11 +33,16 @@ def spark() -> Iterator[object]:
 # Time per suite, printed at the end of the run (setup, call and teardown of every test, by directory and file)
 
 _SUITE_SECONDS: dict[str, float] = {}
+_TEST_SECONDS: dict[str, float] = {}
+_WORKER_SECONDS: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = report.nodeid.split("::", 1)[0]
     _SUITE_SECONDS[path] = _SUITE_SECONDS.get(path, 0.0) + report.duration
+    _TEST_SECONDS[report.nodeid] = _TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")  # xdist's worker
+    _WORKER_SECONDS[worker] = _WORKER_SECONDS.get(worker, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -51,9 +56,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.section("time per suite")
     for directory, seconds in sorted(by_dir.items(), key=lambda item: -item[1]):
         write(f"{seconds:8.1f}s  {directory}/")
+    write("busy per worker: " + ", ".join(f"{w} {s:.0f}s" for w, s in sorted(_WORKER_SECONDS.items())))
     write("slowest files:")
-    for path, seconds in sorted(_SUITE_SECONDS.items(), key=lambda item: -item[1])[:15]:
+    for path, seconds in sorted(_SUITE_SECONDS.items(), key=lambda item: -item[1])[:40]:
         write(f"{seconds:8.1f}s  {path}")
+    write("slowest tests:")
+    for nodeid, seconds in sorted(_TEST_SECONDS.items(), key=lambda item: -item[1])[:30]:
+        write(f"{seconds:8.1f}s  {nodeid}")
 
 
 # --------------------------------------------------------------------------------------------------
