@@ -1,10 +1,14 @@
-"""The wheel built from the repository's files carries the compiled scanner: installed in a fresh venv on a
-machine without a C compiler, debezium-json payloads are read by the built library (``native_scan.engine()``).
+"""The wheel built from the repository's files carries the compiled scanner and the JVM slice writer's jar:
+installed in a fresh venv on a machine without a C compiler, debezium-json payloads are read by the built library
+(``native_scan.engine()``), and without ``javac`` a Spark session loads the writer from the packaged jar
+(``jvm_writer.engine()``).
 
 The wheel is built as a clean clone would build it (the files git tracks, copied out; ``pip wheel`` with this
-venv's setuptools, no build isolation: no network), installed without its dependencies into a fresh venv that
-sees this venv's third-party packages (and not this checkout's editable install) through a ``.pth`` file, and
-run with ``PATH`` holding no compiler and ``CC`` unset.
+venv's setuptools and pyspark, no build isolation: no network), installed without its dependencies into a fresh
+venv that sees this venv's third-party packages (and not this checkout's editable install) through a ``.pth``
+file, and run with ``PATH`` holding no compiler and ``CC`` unset; for the jar, ``PATH`` holds ``java`` and the
+shell tools Spark's launch scripts use but no ``javac``, and ``AVRO_SINK_JAVAC`` is empty (the driver then
+looks for no ``javac``, not even beside its ``java.home``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,13 @@ import sysconfig
 import textwrap
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from avro_registry_sink.spark.runtime.packages import ivy_dir
+from avro_registry_sink.spark.sinks import jvm_writer
+from tests.support.jvm_archive import JIT_OPTIONS, archive_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +56,28 @@ _PROBE = textwrap.dedent("""
         "slow": found.slow.tolist()}))
 """)
 
+_SPARK_PROBE = textwrap.dedent("""
+    import json, os, shutil
+    import pyspark
+    # find-spark-home would look for python3 on PATH; the real path: the suite's class-data archive's class path
+    os.environ["SPARK_HOME"] = os.path.dirname(os.path.realpath(pyspark.__file__))
+    from avro_registry_sink.spark.driver.job import ensure_spark_kafka
+    from avro_registry_sink.spark.runtime.session import local_session
+    from avro_registry_sink.spark.sinks import jvm_writer
+    from avro_registry_sink.spark.sinks.sinks import KafkaSink
+
+    spark = local_session(master="local[1]")
+    connector = ensure_spark_kafka(spark)  # as run_job does (from the Ivy cache: AVRO_SINK_IVY_DIR)
+    sink = KafkaSink(["127.0.0.1:1"], spark=spark, delivery="exactly-once")  # nothing connects there
+    cls = jvm_writer.load(spark).getClass()
+    print(json.dumps({
+        "connector": connector, "producer": sink.producer, "in_python": sink.transactions.in_python,
+        "engine": jvm_writer.engine(spark), "class": cls.getName(), "jar": str(jvm_writer.JAR),
+        "from": str(cls.getProtectionDomain().getCodeSource().getLocation().getPath()),
+        "javac": shutil.which("javac"), "columns": list(cls.getField("RESULT").get(None).fieldNames())}))
+    spark.stop()
+""")
+
 
 def _tracked_copy(dest: Path) -> None:
     """The files a clean clone has (tracked, as they are in the work tree)."""
@@ -71,20 +102,19 @@ def _dependencies_only(dest: Path) -> Path:
     return dest
 
 
-def test_the_wheel_runs_the_built_scanner_without_a_compiler(tmp_path):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> SimpleNamespace:
+    """The wheel built from the tracked files, installed in a fresh venv: ``tmp``, ``wheel``, ``python``, ``site``."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.fail("the wheel is built from the files git tracks: run from a git checkout with git installed")
+    tmp_path = tmp_path_factory.mktemp("wheel")
     clone = tmp_path / "clone"
     _tracked_copy(clone)
     dist = tmp_path / "dist"
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
                             "-w", str(dist), str(clone)], capture_output=True, text=True, timeout=300, check=False)
     assert built.returncode == 0, built.stderr[-3000:]
     wheel, = dist.glob("avro_registry_sink-*.whl")
-    assert "-py3-none-any" not in wheel.name  # a platform wheel: it holds compiled code
-    libraries = [n for n in zipfile.ZipFile(wheel).namelist()
-                 if n.startswith("avro_registry_sink/formats/_debezium_scan") and n.endswith(".so")]
-    assert len(libraries) == 1, zipfile.ZipFile(wheel).namelist()
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -96,6 +126,16 @@ def test_the_wheel_runs_the_built_scanner_without_a_compiler(tmp_path):
                                 "--no-index", "-q", str(wheel)], capture_output=True, text=True, timeout=300,
                                check=False)
     assert installed.returncode == 0, installed.stderr[-3000:]
+    jar_step = [line.strip() for line in (built.stdout + built.stderr).splitlines() if "build_jar:" in line]
+    return SimpleNamespace(tmp=tmp_path, wheel=wheel, python=python, site=fresh_site, jar_step=jar_step)
+
+
+def test_the_wheel_runs_the_built_scanner_without_a_compiler(installed):
+    tmp_path, wheel, python, fresh_site = installed.tmp, installed.wheel, installed.python, installed.site
+    assert "-py3-none-any" not in wheel.name  # a platform wheel: it holds compiled code
+    libraries = [n for n in zipfile.ZipFile(wheel).namelist()
+                 if n.startswith("avro_registry_sink/formats/_debezium_scan") and n.endswith(".so")]
+    assert len(libraries) == 1, zipfile.ZipFile(wheel).namelist()
 
     no_compiler = tmp_path / "bin"  # PATH: an empty directory (python is run by its full path)
     no_compiler.mkdir()
@@ -111,3 +151,43 @@ def test_the_wheel_runs_the_built_scanner_without_a_compiler(tmp_path):
     assert got["declined"] == [False] * 5
     assert got["ids"] == [0, 1, 2, 3, 4] and got["names"] == [f"né{i}" for i in range(5)] and got["slow"] == []
     assert not (tmp_path / "cache" / "lib").exists()  # nothing compiled at run time
+
+
+@pytest.mark.spark  # a local session of its own, in the fresh venv
+def test_the_wheel_runs_the_packaged_jvm_writer_without_javac(installed):
+    tmp_path, python, fresh_site = installed.tmp, installed.python, installed.site
+    name = jvm_writer.JAR.relative_to(ROOT).as_posix()
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        assert name in wheel.namelist(), ("the wheel holds no jar", installed.jar_step)
+        with zipfile.ZipFile(wheel.open(name)) as jar:
+            manifest = jar.read("META-INF/MANIFEST.MF").decode()
+            assert "avro_registry_sink/TransactionalSliceWriter.class" in jar.namelist()
+    assert f"Avro-Sink-Source-Digest: {jvm_writer.source_digest()}" in manifest.splitlines()
+
+    tools = tmp_path / "java-bin"  # java and what Spark's launch scripts run (bash, dirname, head, ps): no javac
+    tools.mkdir()
+    java = Path(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+    assert java, "no java"
+    for tool, found in [("java", java), *((t, shutil.which(t)) for t in ("bash", "dirname", "head", "ps"))]:
+        if found:
+            (tools / tool).symlink_to(os.path.realpath(found))
+    assert shutil.which("javac", path=str(tools)) is None
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "JAVA_HOME", "SPARK_HOME", "PYSPARK_PYTHON",
+                        "PYSPARK_DRIVER_PYTHON", "AVRO_SINK_JAR_DIR")}
+    env.update(PATH=str(tools), AVRO_SINK_JAVAC="", AVRO_SINK_CACHE_DIR=str(tmp_path / "jar-cache"),
+               AVRO_SINK_IVY_DIR=ivy_dir(), HOME=str(tmp_path), SPARK_SUBMIT_OPTS=" ".join(JIT_OPTIONS))
+    if archive_path().exists():  # dumped ahead by scripts/test.sh: the driver starts faster (it changes no result)
+        env["SPARK_SUBMIT_OPTS"] += f" -XX:SharedArchiveFile={archive_path()}"
+    ran = subprocess.run([str(python), "-c", _SPARK_PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    got = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert got["jar"].startswith(str(fresh_site)), got  # the wheel's package, not this checkout's
+    assert got["javac"] is None
+    assert got["connector"], ("Spark's Kafka connector did not load", ran.stderr[-2000:])
+    assert got["producer"] == "spark" and not got["in_python"], (got, ran.stderr[-2000:])  # the JVM writer
+    assert got["engine"] == "packaged", (got, ran.stderr[-2000:])
+    assert got["class"] == jvm_writer.CLASS and got["from"] == got["jar"], got
+    assert got["columns"] == ["writer", "status", "token"]
+    assert not (tmp_path / "jar-cache" / "jars").exists()  # nothing compiled at run time

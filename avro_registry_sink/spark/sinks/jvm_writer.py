@@ -7,10 +7,13 @@ row of confluent-kafka's producer in a Python worker does and needs no trip of t
 without it (``--producer confluent``), by :func:`~avro_registry_sink.kafka.delivery.slice_writer` in Python. Both
 write the same records, tokens and transactional ids.
 
-The class ships as source: it is compiled on the driver with the JDK's ``javac`` against the running Spark's
-jars and the connector's Kafka client, once per source, Spark and client (cached under
-``jars/`` in the product's cache directory, ``AVRO_SINK_JAR_DIR``), and added to the session with ``ADD JAR``, which
-ships it to the executors. A Java runtime without ``javac`` keeps the Python writer.
+The class is compiled when the package is built (``setup.py``'s ``build_jar``: ``java/avro-sink-writer.jar``, in
+the wheel), and that jar is added to the session with ``ADD JAR``, which ships it to the executors, when its
+manifest says it was built from this source and against the session's Spark (major.minor). Otherwise (a build
+without ``javac``, a source checkout edited since) it is compiled on the driver with the JDK's ``javac`` against
+the running Spark's jars and the connector's Kafka client, once per source, Spark and client (cached under
+``jars/`` in the product's cache directory, ``AVRO_SINK_JAR_DIR``). Neither: the Python writer, with the reason.
+:func:`engine` says which jar a session's writer came from.
 """
 
 from __future__ import annotations
@@ -24,16 +27,18 @@ import subprocess
 import tempfile
 import threading
 import weakref
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from avro_registry_sink.cache_dir import cache_root
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CLASS", "SOURCE", "JvmWriterUnavailable", "jar_dir", "load", "write"]
+__all__ = ["CLASS", "JAR", "SOURCE", "Engine", "JvmWriterUnavailable", "engine", "jar_dir", "load", "packaged_problem",
+           "source_digest", "write"]
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +46,19 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("java") / "TransactionalSliceWriter.java"
 CLASS = "avro_registry_sink.TransactionalSliceWriter"
 _KAFKA_CLIENT_CLASS = "org.apache.kafka.clients.producer.KafkaProducer"
+#: The jar built with the package (``setup.py``'s ``build_jar``), and its manifest's attributes that say from which
+#: source and against which Spark it was compiled (setup.py writes them under these names).
+JAR = SOURCE.with_name("avro-sink-writer.jar")
+_DIGEST_ATTRIBUTE = "Avro-Sink-Source-Digest"
+_SPARK_ATTRIBUTE = "Avro-Sink-Spark-Version"
+
+#: Where a session's writer class came from: the jar built with the package, a jar compiled on this driver, or
+#: the session's classpath as it was given (``spark.jars``).
+Engine = Literal["packaged", "compiled", "classpath"]
+
 _LOCK = threading.Lock()
-_LOADED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # SparkContext -> the writer object
+#: SparkContext -> (the writer object, where its class came from)
+_LOADED: weakref.WeakKeyDictionary[Any, tuple[Any, Engine]] = weakref.WeakKeyDictionary()
 
 
 class JvmWriterUnavailable(RuntimeError):
@@ -58,6 +74,12 @@ def jar_dir() -> Path:
 
 
 def _javac(spark: SparkSession) -> str:
+    if "AVRO_SINK_JAVAC" in os.environ:  # the only javac looked at (empty: none)
+        chosen = os.environ["AVRO_SINK_JAVAC"]
+        if chosen and Path(chosen).is_file() and os.access(chosen, os.X_OK):
+            return chosen
+        raise JvmWriterUnavailable(f"no javac: AVRO_SINK_JAVAC={chosen!r} is no executable javac, and it is the only "
+                                   "one looked for")
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     assert jvm is not None
     home = Path(str(jvm.java.lang.System.getProperty("java.home")))
@@ -88,6 +110,56 @@ def _spark_jars(spark: SparkSession) -> str:
     return str(Path(_location(spark, "org.apache.spark.sql.Dataset")).parent)
 
 
+def source_digest() -> str:
+    """The digest of the Java source that a jar built from it records (as ``setup.py`` computes it)."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+
+
+def _manifest(jar: Path) -> dict[str, str]:
+    with zipfile.ZipFile(jar) as archive:
+        text = archive.read("META-INF/MANIFEST.MF").decode()
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(" ") and lines:  # a continuation of the line before (lines are at most 72 bytes)
+            lines[-1] += line[1:]
+        elif line:
+            lines.append(line)
+    return dict(line.split(": ", 1) for line in lines if ": " in line)
+
+
+def packaged_problem(spark_version: str) -> str | None:
+    """Why the jar built with the package (:data:`JAR`) cannot serve a session of Spark ``spark_version``: it is
+    missing, unreadable, built from another version of the source, or against another Spark major.minor (None: it
+    can)."""
+    if not JAR.is_file():
+        return (f"the package holds no {JAR.name} (its build had no javac, Spark jars or Kafka client jar: "
+                "setup.py's build_jar said which)")
+    try:
+        manifest = _manifest(JAR)
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        return f"{JAR} has no readable manifest ({exc})"
+    built_from, source = manifest.get(_DIGEST_ATTRIBUTE), source_digest()
+    if built_from != source:
+        return (f"{JAR} was built from another {SOURCE.name} (source digest {built_from}, this one's is {source}): "
+                "the source was edited since")
+    built_for = manifest.get(_SPARK_ATTRIBUTE, "")
+    if built_for.split(".")[:2] != spark_version.split(".")[:2]:
+        return f"{JAR} was compiled against Spark {built_for or '(not recorded)'}, the session runs Spark {spark_version}"
+    return None
+
+
+def _jar(spark: SparkSession) -> tuple[Path, Engine]:
+    """The writer's jar for this session: the packaged one when it serves, else one compiled here."""
+    problem = packaged_problem(spark.version)
+    if problem is None:
+        return JAR, "packaged"
+    log.info("Compiling the JVM slice writer on the driver: %s", problem)
+    try:
+        return build(spark), "compiled"
+    except JvmWriterUnavailable as exc:
+        raise JvmWriterUnavailable(f"{exc} (and the jar built with the package cannot serve: {problem})") from None
+
+
 def build(spark: SparkSession) -> Path:
     """The writer's jar for this session's Spark and Kafka client, compiled when not cached."""
     client = _location(spark, _KAFKA_CLIENT_CLASS)
@@ -115,8 +187,6 @@ def build(spark: SparkSession) -> Path:
 
 
 def _zip(classes: Path, jar: Path) -> None:
-    import zipfile
-
     with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as out:
         out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
         for path in sorted(classes.rglob("*.class")):
@@ -124,27 +194,38 @@ def _zip(classes: Path, jar: Path) -> None:
 
 
 def load(spark: SparkSession) -> Any:
-    """The writer object in the session's JVM (built and added with ``ADD JAR`` on first use); raises
-    :class:`JvmWriterUnavailable` with the reason when it cannot be."""
+    """The writer object in the session's JVM (its jar added with ``ADD JAR`` on first use: the packaged one, else
+    one compiled here; :func:`engine` says which); raises :class:`JvmWriterUnavailable` with the reason when it
+    cannot be."""
     key = spark.sparkContext  # (a later context, after this one stops, loads its own)
     with _LOCK:
         if key in _LOADED:
-            return _LOADED[key]
+            return _LOADED[key][0]
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         assert jvm is not None
         loader = spark._jsparkSession.sharedState().jarClassLoader()  # type: ignore[attr-defined]
+        source: Engine = "classpath"
         try:
             cls = jvm.java.lang.Class.forName(CLASS, True, loader)
         except Exception:  # noqa: BLE001 - not added yet
-            jar = build(spark)
+            jar, source = _jar(spark)
             spark.sql(f"ADD JAR '{jar.as_posix()}'")
             try:
                 cls = jvm.java.lang.Class.forName(CLASS, True, loader)
             except Exception as exc:  # noqa: BLE001
                 raise JvmWriterUnavailable(f"{CLASS} did not load from {jar}: {exc}") from None
         writer = cls.getDeclaredConstructor(None).newInstance(None)
-        _LOADED[key] = writer
+        _LOADED[key] = (writer, source)
+        log.info("The JVM slice writer runs from %s", {"packaged": f"the jar built with the package ({JAR})",
+                                                       "compiled": "the jar compiled on this driver",
+                                                       "classpath": "the session's classpath"}[source])
         return writer
+
+
+def engine(spark: SparkSession) -> Engine | None:
+    """Where the session's writer class came from (see :data:`Engine`); None before :func:`load` gave it one."""
+    loaded = _LOADED.get(spark.sparkContext)
+    return None if loaded is None else loaded[1]
 
 
 def write(records: DataFrame, spec: Mapping[str, Any]) -> DataFrame:
