@@ -2,7 +2,7 @@
 
 The data flows one way: table definition (:mod:`.table`, :mod:`.tabledef`) -> type mapping
 (:mod:`.typemap`) -> schemas (:mod:`.schema`) -> registry (:mod:`.registry`) -> schema manager
-(:mod:`.manager`) -> encoders (:mod:`.encoding.columnar`, :mod:`.encoding.encoder`) -> Spark stage
+(:mod:`.manager`) -> encoder (:mod:`.encoding.columnar`, its plan and frame in :mod:`.encoding.plan`) -> Spark stage
 (:mod:`.spark.stages.stage`) -> job and CLI (:mod:`.spark.driver.job`, :mod:`.cli`).
 
 The names below are imported on first use (PEP 562): importing one module of the package (as Spark's Python
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.changes import ChangeEvent
     from avro_registry_sink.encoding.columnar import ColumnarEncoder
-    from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, frame, unframe
+    from avro_registry_sink.encoding.plan import EncodingPlan, frame, unframe
     from avro_registry_sink.errors import (
         AvroSinkError,
         CheckpointError,
@@ -63,7 +63,7 @@ _MODULES = {
         "BigintUnsignedMode", "DecimalMode", "DispatchRule", "EncodingOptions", "PartitionStrategy",
         "RegistryConfig", "SinkConfig", "SubjectNaming", "load_config", "parse_sink_uri",
     ),
-    "avro_registry_sink.encoding.encoder": ("EncodingPlan", "RowEncoder", "frame", "unframe"),
+    "avro_registry_sink.encoding.plan": ("EncodingPlan", "frame", "unframe"),
     "avro_registry_sink.errors": (
         "AvroSinkError", "CheckpointError", "ConfigError", "EncodingError", "IncompatibleSchema", "NoHandleKey",
         "RegistryError", "RegistryFileError", "RegistryUnavailable", "RoutingError", "SourceError", "StateError",
@@ -122,7 +122,6 @@ __all__ = [
     "RegistryUnavailable",
     "Route",
     "RoutingError",
-    "RowEncoder",
     "SchemaEvolutionError",
     "SchemaManager",
     "SinkConfig",

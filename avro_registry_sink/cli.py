@@ -1212,7 +1212,7 @@ def _decode_sample(client, value: bytes) -> Any:
 
     import fastavro
 
-    from avro_registry_sink.encoding.encoder import unframe
+    from avro_registry_sink.encoding.plan import unframe
 
     schema_id, body = unframe(value)
     parsed = fastavro.parse_schema(json.loads(client.get_schema(schema_id).schema))

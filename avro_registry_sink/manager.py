@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from avro_registry_sink.encoding.encoder import EncodingPlan
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.errors import (
     IncompatibleSchema,
     RegistryError,

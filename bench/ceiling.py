@@ -134,7 +134,7 @@ def _topic(table: TableDef, prefix: str) -> str:
 
 
 def _stage_plan(table: TableDef, ids: tuple[int, int], partitions: int, prefix: str) -> Any:
-    from avro_registry_sink.encoding.encoder import EncodingPlan
+    from avro_registry_sink.encoding.plan import EncodingPlan
     from avro_registry_sink.routing.rules import Route
     from avro_registry_sink.schema.builder import derive_schemas
     from avro_registry_sink.settings.config import EncodingOptions

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from avro_registry_sink.encoding.encoder import EncodingPlan
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.settings.config import EncodingOptions
 from avro_registry_sink.table import ColumnDef, TableDef

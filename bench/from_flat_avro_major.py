@@ -7,7 +7,8 @@ the same records all of one major, timed in the same rounds.
 The table ``bench.money`` (``id BIGINT`` key, ``amount DECIMAL(12,2) NOT NULL`` in precise mode, ``doc BLOB``,
 ``a INT NOT NULL``, ``note VARCHAR(40)``) is registered by the schema manager with ``--on-incompatible new-major``
 as major 1, then ``MODIFY a VARCHAR(20) NOT NULL`` as major 2 with its JSONata rules, in the embedded registry.
-The same rows are encoded twice by the product's encoder: *one major* (every record written as major 2) and *two
+The same rows are encoded twice by the per-row reference encoder (``tests/support/reference_encoder.py``, the
+product's bytes): *one major* (every record written as major 2) and *two
 majors* (the first half written as major 1, the rest as major 2). Both are read with
 ``from_flat_avro(value, major=2)`` and written to Spark's ``noop`` sink: records of major 2 by Avro resolution,
 records of major 1 through the UPGRADE rule (run three times per record: the record holds a decimal and bytes,
@@ -38,11 +39,11 @@ ALTER = "ALTER TABLE money MODIFY a VARCHAR(20) NOT NULL"
 
 def encoded(client: Any, rows: int) -> tuple[str, list[bytes], list[bytes]]:
     """The subject and the records (values) of both candidates: all major 2, and half major 1, half major 2."""
-    from avro_registry_sink.encoding.encoder import RowEncoder
     from avro_registry_sink.manager import SchemaManager
     from avro_registry_sink.model import Op
     from avro_registry_sink.routing.rules import TopicRouter
     from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+    from tests.support.reference_encoder import RowEncoder
 
     v1 = parse_ddl(CREATE)[0].model_copy(update={"version": 1})
     v2 = apply_ddl(v1, ALTER).model_copy(update={"version": 2})

@@ -9,7 +9,8 @@ Sections are entries of :data:`SECTIONS` (name -> function taking a :class:`~ben
 returning a :class:`~bench.harness.Section`):
 
 * ``encoders``: per record, single thread, confluent-kafka's ``AvroSerializer`` (the real class, against
-  the project's embedded registry over HTTP), fastavro ``schemaless_writer``, the reference ``RowEncoder``,
+  the project's embedded registry over HTTP), fastavro ``schemaless_writer``, the tests' per-row reference ``RowEncoder``
+  (``tests/support/reference_encoder.py``; run from the repository's root),
   and the ``ColumnarEncoder`` on one Arrow batch, all in the same rounds; per-round ratio columnar /
   AvroSerializer (target >= 20x);
 * ``rows``, ``columns``, ``memory``: how the columnar encoder's cost grows with rows and columns, its peak memory;
@@ -53,7 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from avro_registry_sink.encoding.columnar import CHUNK_ROWS, ColumnarEncoder
-from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, writer_schema
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.routing.rules import Route
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.table import TableDef
@@ -74,6 +75,7 @@ from bench.harness import (
     timed,
     verdict,
 )
+from tests.support.reference_encoder import RowEncoder, writer_schema
 
 RESULTS = Path(__file__).with_name("results.md")
 

@@ -1,6 +1,6 @@
 """Columnar Avro encoder: an Arrow batch of row changes -> Confluent-framed key and value binary arrays.
 
-Same bytes as :class:`~avro_registry_sink.encoding.encoder.RowEncoder` (the per-row reference), without a Python
+Same bytes as the per-row reference encoder the tests keep (``tests/support/reference_encoder.py``), without a Python
 object per value: every column is converted and validated with numpy / ``pyarrow.compute`` on whole
 arrays, and the Avro body of each row is assembled from per-column pieces in one pass.
 
@@ -78,7 +78,7 @@ from avro_registry_sink.encoding.avro_binary import (
     wide_twos,
     zigzag,
 )
-from avro_registry_sink.encoding.encoder import MAGIC_BYTE, EncodingPlan
+from avro_registry_sink.encoding.plan import MAGIC_BYTE, EncodingPlan
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
 from avro_registry_sink.settings.config import DecimalMode

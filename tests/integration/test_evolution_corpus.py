@@ -19,7 +19,6 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.rules.jsonata.jsonata_executor import JsonataExecutor
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from avro_registry_sink.encoding.encoder import RowEncoder
 from avro_registry_sink.manager import SchemaEvolutionError, SchemaManager
 from avro_registry_sink.model import Op
 from avro_registry_sink.registry.client import RegistryClient
@@ -39,6 +38,7 @@ from tests.support.evolution import (
     python_view,
     writer_majors,
 )
+from tests.support.reference_encoder import RowEncoder
 
 pytestmark = pytest.mark.integration
 

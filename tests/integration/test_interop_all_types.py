@@ -11,13 +11,13 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from avro_registry_sink.encoding.encoder import RowEncoder
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.routing.rules import TopicRouter
 from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, EncodingOptions, RegistryConfig
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
+from tests.support.reference_encoder import RowEncoder
 
 pytestmark = pytest.mark.integration
 

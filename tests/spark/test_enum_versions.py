@@ -14,7 +14,7 @@ import json
 import fastavro
 import pytest
 
-from avro_registry_sink.encoding.encoder import unframe
+from avro_registry_sink.encoding.plan import unframe
 from avro_registry_sink.model import Op
 from avro_registry_sink.settings.config import SinkConfig
 from avro_registry_sink.spark.driver.job import run_job

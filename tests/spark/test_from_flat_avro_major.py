@@ -15,13 +15,13 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.rules.jsonata.jsonata_executor import JsonataExecutor
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from avro_registry_sink.encoding.encoder import RowEncoder
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.model import Op
 from avro_registry_sink.routing.rules import TopicRouter
 from avro_registry_sink.spark.functions import flat_avro_udf, from_flat_avro
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+from tests.support.reference_encoder import RowEncoder
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.encoding.encoder import EncodingPlan
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.routing.rules import Route
 from avro_registry_sink.schema.builder import derive_schemas

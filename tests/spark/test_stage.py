@@ -11,7 +11,7 @@ import fastavro
 import pytest
 
 from avro_registry_sink.changes import ChangeEvent, load_image
-from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, unframe
+from avro_registry_sink.encoding.plan import EncodingPlan, unframe
 from avro_registry_sink.model import CHANGE_COLUMNS, CHANGE_DDL, KAFKA_DDL, Op
 from avro_registry_sink.routing.rules import Route, partition_for
 from avro_registry_sink.schema.builder import derive_schemas
@@ -20,6 +20,7 @@ from avro_registry_sink.spark.stages.plan import StagePlan
 from avro_registry_sink.spark.stages.stage import encode_changes, encode_table
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
+from tests.support.reference_encoder import RowEncoder
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 

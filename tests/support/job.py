@@ -22,12 +22,13 @@ from typing import Any
 
 import fastavro
 
-from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, unframe
+from avro_registry_sink.encoding.plan import EncodingPlan, unframe
 from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_schemas
 from avro_registry_sink.settings.config import DEFAULT_ENCODING, EncodingOptions
 from avro_registry_sink.sources.demo import DemoManifest, go_format_float
 from avro_registry_sink.table import MySQLType, TableDef
+from tests.support.reference_encoder import RowEncoder
 
 Key = tuple[tuple[str, Any], ...]
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.encoding.encoder import EncodingPlan
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.formats.changelog_arrow import Body, TableVersions, _mysql_types, canal_rows, latin1_bytes
 from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing.rules import Route

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from avro_registry_sink.encoding import columnar
 from avro_registry_sink.encoding.columnar import ColumnarEncoder, parse_ops
-from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, unframe
+from avro_registry_sink.encoding.plan import EncodingPlan, unframe
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_schemas
@@ -27,6 +27,7 @@ from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, 
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 from tests.support.depth import examples
+from tests.support.reference_encoder import RowEncoder
 
 # --------------------------------------------------------------------------------------------------
 # Strategies: a column kind = (column definition, value strategy, Arrow types the value can arrive as)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.encoding.encoder import EncodingPlan, RowEncoder, frame, physical_time, unframe
+from avro_registry_sink.encoding.plan import EncodingPlan, frame, unframe
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
 from avro_registry_sink.schema.builder import derive_schemas
@@ -19,6 +19,7 @@ from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, 
 from avro_registry_sink.table import ColumnDef, TableDef
 from avro_registry_sink.table import MySQLType as T
 from tests.support.depth import examples
+from tests.support.reference_encoder import RowEncoder, physical_time
 
 
 def plan_for(table: TableDef, options: EncodingOptions = EncodingOptions(), key_id: int = 1, value_id: int = 2) -> EncodingPlan:

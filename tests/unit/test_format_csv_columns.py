@@ -15,7 +15,7 @@ import pytest
 
 from avro_registry_sink.changes import split_key_change
 from avro_registry_sink.encoding.columnar import ColumnarEncoder
-from avro_registry_sink.encoding.encoder import EncodingPlan
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.formats.csv import CsvOptions, parse_csv, read_columns
 from avro_registry_sink.model import CHANGE_SCHEMA
 from avro_registry_sink.routing.rules import Route

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avro_registry_sink.encoding.encoder import EncodingPlan
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.formats import changelog_arrow, native_scan
 from avro_registry_sink.formats.changelog_arrow import _debezium_schema, _debezium_shape, _read
 from avro_registry_sink.formats.native_scan import scan_debezium

@@ -42,3 +42,17 @@ def test_registry_error_mapping_uses_codes_then_status():
     assert errors.registry_error_for(429, None) is errors.RegistryUnavailable
     assert errors.registry_error_for(418, None) is errors.RegistryError
     assert all(issubclass(c, errors.RegistryError) for c in errors.REGISTRY_ERROR_CODES.values())
+
+
+def test_one_encoder_in_the_package():
+    # issue 36: the package encodes with the columnar encoder only; the per-row reference it is checked against
+    # lives in tests/support/reference_encoder.py and is no public name
+    import ast
+    from pathlib import Path
+
+    root = Path(avro_registry_sink.__file__).parent
+    encoders = sorted(f"{path.relative_to(root)}:{node.name}" for path in root.rglob("*.py")
+                      for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                      if isinstance(node, ast.ClassDef) and node.name.endswith("Encoder"))
+    assert encoders == ["encoding/columnar.py:ColumnarEncoder"]
+    assert "RowEncoder" not in avro_registry_sink.__all__ and not hasattr(avro_registry_sink, "RowEncoder")

@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from avro_registry_sink.encoding.columnar import ColumnarEncoder
-from avro_registry_sink.encoding.encoder import RowEncoder
 from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.manager import SchemaManager
 from avro_registry_sink.model import Op
@@ -19,6 +18,7 @@ from avro_registry_sink.routing.rules import TopicRouter
 from avro_registry_sink.routing.selection import TableSelection
 from avro_registry_sink.settings.config import RegistryConfig, load_config
 from avro_registry_sink.tabledef.ddl import parse_ddl
+from tests.support.reference_encoder import RowEncoder
 
 USERS = parse_ddl("""
 CREATE TABLE shop.users (

@@ -2,7 +2,7 @@
 
 Rows travel as change rows (JSON images, as the parse stages produce them); whatever path the stage takes
 (vectorized JSON parse, or row by row for texts it cannot take), each row's key and value must be the
-bytes the reference :class:`~avro_registry_sink.encoding.encoder.RowEncoder` writes for the same image, and a row
+bytes the reference :class:`~tests.support.reference_encoder.RowEncoder` writes for the same image, and a row
 the reference refuses must come out alone with an ``error``, the others unaffected.
 """
 
@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from avro_registry_sink.changes import dump_image, load_image
-from avro_registry_sink.encoding.encoder import RowEncoder
 from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.model import CHANGE_SCHEMA, Op
 from avro_registry_sink.routing.rules import Route
 from avro_registry_sink.spark.stages.plan import StagePlan
 from avro_registry_sink.spark.stages.stage import encode_change_batch
 from tests.support.depth import examples
+from tests.support.reference_encoder import RowEncoder
 from tests.unit.test_columnar import scenarios
 
 

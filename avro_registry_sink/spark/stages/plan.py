@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from avro_registry_sink.encoding.encoder import EncodingPlan
+from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.model import PlanKey
 from avro_registry_sink.routing.rules import Route
 

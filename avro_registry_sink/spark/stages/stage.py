@@ -12,7 +12,8 @@ Two entry points, both returning a DataFrame shaped like :data:`~avro_registry_s
   :class:`~avro_registry_sink.encoding.columnar.ColumnarEncoder`. A group the vectorized parse cannot take as it is
   (an integer given as ``1.0``, a JSON object for a JSON column, keys in another case, a missing key,
   pretty-printed JSON...) is parsed row by row with :func:`~avro_registry_sink.changes.load_image` and
-  encoded by the reference :class:`~avro_registry_sink.encoding.encoder.RowEncoder`: same bytes, Python speed.
+  encoded by the same :class:`~avro_registry_sink.encoding.columnar.ColumnarEncoder` in one-row batches (its
+  per-value path converts what its vectorized paths do not take): same bytes, Python speed.
 
 Records get ``headers = [("op", b"c"|b"u"|b"d"), ("commit_ts", b"<decimal>")]`` so that consumers of
 tombstones still see the commit ts. Partitions follow :func:`~avro_registry_sink.routing.rules.partition_for`,

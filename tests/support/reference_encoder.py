@@ -1,50 +1,33 @@
-"""Row changes -> Confluent-framed Avro key and value bytes (the per-row reference path).
+"""The per-row reference encoder the package's encoder is tested against: row changes -> Confluent-framed Avro
+key and value bytes, one fastavro ``schemaless_writer`` call per record.
 
-Wire format: magic byte ``0x00``, the schema id as a big-endian int32, then the Avro binary body.
-INSERT and UPDATE give key + value; DELETE gives the key (built from the pre-image) and ``None``
-(a Kafka tombstone, no extension fields). Everything here is plain data and pickles to executors;
-fastavro state is built lazily, once per encoder.
+:class:`RowEncoder` converts each value with the type map's converters
+(:func:`~avro_registry_sink.typemap.mysql.converter_for`) and writes TiCDC's bytes, as
+:class:`~avro_registry_sink.encoding.columnar.ColumnarEncoder` does on whole Arrow columns; the equivalence tests
+(``tests/unit/test_columnar.py``, ``test_stage_property.py``, ``tests/spark/test_stage.py``) compare the two byte
+for byte, and ``bench/run.py`` times it as the per-row baseline. INSERT and UPDATE give key + value; DELETE gives
+the key (built from the pre-image) and ``None`` (a Kafka tombstone, no extension fields).
 """
 
 from __future__ import annotations
 
 import copy
 import io
+import json
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import fastavro
 
+from avro_registry_sink.encoding.plan import EncodingPlan, frame
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
-from avro_registry_sink.schema.builder import TableSchemas
 from avro_registry_sink.schema.naming import sanitize_name
-from avro_registry_sink.settings.config import EncodingOptions
-from avro_registry_sink.table import ColumnDef, TableDef
+from avro_registry_sink.table import ColumnDef
 from avro_registry_sink.typemap.mysql import converter_for
 
-MAGIC_BYTE = 0
-_HEADER = struct.Struct(">bI")
-
-
-def frame(schema_id: int, body: bytes) -> bytes:
-    """Prefix an Avro body with the Confluent header.
-
-    >>> frame(8, b"\\x0e").hex()
-    '00000000080e'
-    """
-    return _HEADER.pack(MAGIC_BYTE, schema_id) + body
-
-
-def unframe(data: bytes) -> tuple[int, bytes]:
-    """Split Confluent wire-format bytes into (schema id, Avro body)."""
-    if len(data) < 5 or data[0] != MAGIC_BYTE:
-        raise EncodingError(
-            f"Not Confluent wire format: expected magic byte 0 and a 4-byte schema id, got {data[:5].hex() or 'nothing'}.",
-        )
-    return _HEADER.unpack_from(data)[1], bytes(data[5:])
+__all__ = ["RowEncoder", "physical_time", "writer_schema"]
 
 
 def physical_time(commit_ts: int) -> int:
@@ -69,33 +52,6 @@ def writer_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return strip(copy.deepcopy(dict(schema)))
 
 
-@dataclass(frozen=True)
-class EncodingPlan:
-    """What an encoder needs for one table version: plain data, safe to ship to Spark executors."""
-
-    table: TableDef
-    options: EncodingOptions
-    key_schema_json: str | None
-    value_schema_json: str
-    key_schema_id: int | None
-    value_schema_id: int
-    #: Columns of the source table that a column selector left out: ignored in row images.
-    omitted: tuple[str, ...] = ()
-
-    @classmethod
-    def from_schemas(cls, schemas: TableSchemas, key_schema_id: int | None, value_schema_id: int,
-                     omitted: tuple[str, ...] = ()) -> EncodingPlan:
-        return cls(
-            table=schemas.table,
-            options=schemas.options,
-            key_schema_json=schemas.key_json,
-            value_schema_json=schemas.value_json,
-            key_schema_id=key_schema_id,
-            value_schema_id=value_schema_id,
-            omitted=omitted,
-        )
-
-
 class RowEncoder:
     """Encode row changes of one table version.
 
@@ -103,8 +59,6 @@ class RowEncoder:
     """
 
     def __init__(self, plan: EncodingPlan) -> None:
-        import json
-
         self.plan = plan
         table = plan.table
         self._table_name = table.qualified_name
@@ -177,7 +131,7 @@ class RowEncoder:
 
     def _write(self, schema: Any, datum: dict[str, Any], schema_id: int) -> bytes:
         buf = io.BytesIO()
-        buf.write(_HEADER.pack(MAGIC_BYTE, schema_id))
+        buf.write(frame(schema_id, b""))
         try:
             fastavro.schemaless_writer(buf, schema, datum)
         except (ValueError, TypeError, OverflowError, struct.error) as exc:
