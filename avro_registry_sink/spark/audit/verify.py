@@ -8,7 +8,7 @@
        Kafka: offsets per partition), minus held files            batches above the committed one counted
                |                                                   apart: a rerun replaces them)
       parsed and encoded by the job's own executor stages         Kafka: read_committed, every partition
-      (encode_storage_files / peek + parse + encode_change_batch)  |
+      (encode_storage_files / encode_changelog)                    |
                |                                                  |
       expected records (topic, key, commit ts, bytes)          delivered records (topic, key, commit ts, bytes)
       minus rows the run dead-lettered (dead-letter/)             out-of-order keys: commit ts going back
@@ -52,7 +52,7 @@ from avro_registry_sink.kafka.client import client_conf, connect
 from avro_registry_sink.kafka.delivery import STATE_FILE, query_of, resolved_ts
 from avro_registry_sink.kafka.options import spark_kafka_options
 from avro_registry_sink.manager import SchemaManager
-from avro_registry_sink.model import CHANGE_SCHEMA, KAFKA_SCHEMA, REPLAY_BATCH_BASE, RefusalReason, refusal_reason
+from avro_registry_sink.model import REPLAY_BATCH_BASE, RefusalReason, refusal_reason
 from avro_registry_sink.routing.rules import build_router
 from avro_registry_sink.routing.selection import TableSelection
 from avro_registry_sink.settings.config import DeliveryMode, SinkKind
@@ -61,17 +61,10 @@ from avro_registry_sink.spark.driver.batch_storage import csv_explicit
 from avro_registry_sink.spark.driver.job import _registry_for, _sink_location, check_checkpoint, ensure_spark_kafka
 from avro_registry_sink.spark.runtime.session import apply_hadoop_conf, conf_value
 from avro_registry_sink.spark.sinks.sinks import STAGING_DIR
-from avro_registry_sink.spark.sources.sources import (
-    changelog_messages,
-    encode_storage_files,
-    input_ranks,
-    parse_changelog,
-    peek_changelog,
-    resolve_storage_files,
-)
+from avro_registry_sink.spark.sources.changelog_stage import encode_changelog
+from avro_registry_sink.spark.sources.sources import encode_storage_files, input_ranks, resolve_storage_files
 from avro_registry_sink.spark.sources.storage_source import batch_files, initial_offset, list_tree
 from avro_registry_sink.spark.stages.plan import stage_plans_for
-from avro_registry_sink.spark.stages.stage import encode_change_batch
 from avro_registry_sink.spark.stages.tally import StageOutput, TallyParam, empty_tally
 from avro_registry_sink.storage_fs import StorageURI, StoreFS, hadoop_settings, parse_storage_uri
 from avro_registry_sink.tabledef.catalog import TableCatalog
@@ -586,42 +579,11 @@ def expected_storage(spark: SparkSession, options: JobOptions, registry: Any, co
     return out
 
 
-def _encode_parsed(parsed: DataFrame, plans: Mapping[Any, Any], output: Any) -> DataFrame:
-    """The changelog's parsed rows -> records (the job's ``encode_change_batch``), rows the parse set aside
-    passed through with their ``error`` (one pass: no second read of the input)."""
-    import pyarrow as pa
-
-    keep = ("order_version", "order_file", "order_line", "source")
-    ddl = ("topic STRING, partition INT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
-           "commit_ts BIGINT, error STRING, order_version BIGINT, order_file STRING, order_line BIGINT, source STRING")
-    plans = dict(plans)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-
-        for batch in batches:
-            bad = pc.is_valid(batch.column("error"))
-            good = batch.filter(pc.invert(bad))
-            if good.num_rows:
-                changes = pa.RecordBatch.from_arrays([good.column(n) for n in CHANGE_SCHEMA.names],
-                                                     schema=CHANGE_SCHEMA)
-                out = encode_change_batch(changes, plans, isolate=True)
-                yield pa.RecordBatch.from_arrays(list(out.columns) + [good.column(n) for n in keep],
-                                                 names=list(out.schema.names) + list(keep))
-            failed = batch.filter(bad)
-            if failed.num_rows:
-                n = failed.num_rows
-                empty = [pa.nulls(n, f.type) for f in KAFKA_SCHEMA]
-                yield pa.RecordBatch.from_arrays(empty + [failed.column("error")] + [failed.column(k) for k in keep],
-                                                 names=[*KAFKA_SCHEMA.names, "error", *keep])
-
-    return parsed.mapInArrow(*(output or StageOutput()).wrap(run, ddl))
-
-
 def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, committed: Committed,
                        partitions: Any, side: SideState) -> Expected:
     """The committed messages of a changelog source (Kafka offsets, or the files Spark's file source logged),
-    peeked, parsed with the table versions the run kept and encoded by the job's stages."""
+    read and encoded by the job's own changelog stage
+    (:func:`~avro_registry_sink.spark.sources.changelog_stage.encode_changelog`) with the table versions the run kept."""
     from pyspark.sql import functions as F
 
     spec = options.source
@@ -642,24 +604,17 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
     counts = partitions({plan.route.topic for plan in plans.values()})
     stage_plans = stage_plans_for(plans, counts, options.sink.max_message_bytes)
     out.tally = spark.sparkContext.accumulator(empty_tally(), TallyParam())
-    excluded = sorted(k for k in catalog.known() if not selection.admits(*k))
+    excluded = frozenset(k for k in catalog.known() if not selection.admits(*k))
+    location = None if spec.is_kafka else spec.location or parse_storage_uri(spec.path or ".")
 
-    def records(messages_df: DataFrame, output: Any) -> DataFrame:
-        peeked = peek_changelog(changelog_messages(messages_df, spec), spec.kind)
-        if excluded:
-            names = [f"{s}\x00{t}" for s, t in excluded]
-            peeked = peeked.filter(~F.concat_ws("\x00", "schema", "table").isin(names) | F.col("table").isNull())
-        parsed = parse_changelog(peeked, spec.kind, history)
-        errors = peeked.filter("kind = 'error'").select(
-            *[F.lit(None).cast(t).alias(n) for n, t in (("schema", "string"), ("table", "string"),
-                                                         ("table_version", "bigint"), ("op", "string"),
-                                                         ("commit_ts", "bigint"), ("before", "string"),
-                                                         ("after", "string"))],
-            "source", F.lit(None).cast("bigint").alias("order_version"), "order_file", "order_line", "error")
-        encoded = _encode_parsed(parsed.unionByName(errors), stage_plans, output)
+    def records(raw_df: DataFrame, output: Any) -> DataFrame:
+        """The job's changelog stage over ``raw_df`` (the stream's rows), refused rows left to the tally; the
+        filter also leaves out tables the run never described (it left their DDLs out too)."""
+        encoded = encode_changelog(raw_df, spec, history, stage_plans, excluded, output,
+                                   table_filter=selection.table_filter)
         return encoded.filter("error IS NULL").select(
             "topic", "partition", "key", "value", "headers", F.col("commit_ts").alias("ts"),
-            _position(F.col("order_version"), F.col("order_file"), F.col("order_line")), F.col("source").alias("at"))
+            _position(F.col("order_version"), F.col("order_file"), F.col("order_line")), _source_of(spec).alias("at"))
 
     out.records = records(raw, StageOutput(out.tally))
 
@@ -673,12 +628,17 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
         wanted = sorted(set(locations))
         if not wanted:
             return None
-        messages = changelog_messages(raw, spec).filter(F.col("source").isin(wanted))
-        peeked = peek_changelog(messages, spec.kind)
-        encoded = _encode_parsed(parse_changelog(peeked, spec.kind, history), stage_plans, None)
-        return encoded.filter("error IS NULL").select(
-            "topic", "partition", "key", "value", "headers", F.col("commit_ts").alias("ts"),
-            _position(F.col("order_version"), F.col("order_file"), F.col("order_line")), F.col("source").alias("at"))
+        if spec.is_kafka:
+            subset = raw.filter(F.format_string("%s/%d@%d", "topic", "partition", "offset").isin(wanted))
+        else:  # the files that hold them (a file's messages are read together, as the job reads them)
+            names = {loc.rpartition(":")[0] for loc in wanted}
+            paths = [r["path"] for r in raw.select("path").distinct().collect()
+                     if _file_name(location, r["path"]) in names]
+            if not paths:
+                return None
+            subset = raw.filter(F.col("path").isin(paths))
+        found = records(subset, None)
+        return found.filter(F.col("at").isin(wanted))
 
     def dead_lettered(letters: DeadLetters) -> Any:
         sources = sorted(letters.sources)
@@ -696,6 +656,26 @@ def expected_changelog(spark: SparkSession, options: JobOptions, registry: Any, 
         out.notes.append("not in the registry: " + ", ".join(missing_schemas[:6])
                          + (" ..." if len(missing_schemas) > 6 else ""))
     return out
+
+
+def _source_of(spec: Any) -> Column:
+    """A changelog record's source location (``topic/partition@offset``, ``file:line``: the text the job's dead
+    letters carry) from its order columns (``topic/<partition, 10 digits>`` or the file, and offset or line)."""
+    from pyspark.sql import functions as F
+
+    if spec.is_kafka:
+        return F.concat(F.regexp_extract("order_file", r"^(.*)/[0-9]+$", 1), F.lit("/"),
+                        F.regexp_extract("order_file", r"/([0-9]+)$", 1).cast("int").cast("string"), F.lit("@"),
+                        F.col("order_line").cast("string"))
+    return F.concat(F.col("order_file"), F.lit(":"), F.col("order_line").cast("string"))
+
+
+def _file_name(location: Any, uri: str) -> str:
+    """A changelog file's name in its records' locations, as the job's stage names it (relative to the source)."""
+    try:
+        return str(location.relative(uri))
+    except ConfigError:
+        return uri
 
 
 def _committed_changelog(spark: SparkSession, options: JobOptions, committed: Committed, out: Expected) -> Any:

@@ -15,11 +15,13 @@ Streams (picked up by Spark structured streaming, offsets in the query's checkpo
 * Kafka: Spark's Kafka source (``spark-sql-kafka-0-10``), from the earliest offsets by default;
 * changelog files: Spark's file source in ``binaryFile`` format over the directory, with no file too old.
 
-Per micro-batch the job turns the stream's rows into :data:`PARSED_DDL` rows on the executors with
-:func:`parse_storage_files` / :func:`parse_changelog`, whose closures hold only plain data (table
-definitions, options, the root path). Every row is either a change event (the
-:data:`~avro_registry_sink.model.CHANGE_DDL` columns) or a bad line/message (``error``: JSON with the
-location and the reason), plus the order columns that keep per-key order in the output:
+Per micro-batch the job's executor stages read the stream's rows: :func:`encode_storage_files` (a storage
+tree) and :mod:`~avro_registry_sink.spark.sources.changelog_stage` (changelogs; its one-by-one path reads a
+message with :func:`peek_message` and :func:`parse_message`), whose closures hold only plain data (table
+definitions, options, the root path). Every row they hand on is either a record
+(:data:`~avro_registry_sink.model.ENCODED_DDL`; :func:`parse_storage_files` gives the change events, the
+:data:`PARSED_DDL` rows) or a bad line/message (``error``: JSON with the location and the reason), plus the
+order columns that keep per-key order in the output:
 ``order_version`` (storage: the version directory), ``order_file`` (storage: partition/date/file number;
 Kafka: topic/partition; files: the file), ``order_line`` (line or offset; a storage record encoded by
 :func:`encode_storage_files` carries its file's rank in the batch above its line, see :data:`LINE_BITS`).
@@ -64,22 +66,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.sources.storage import DataFile, StorageLayout
 
 __all__ = [
-    "MESSAGES_DDL",
     "PARSED_DDL",
-    "PEEKED_DDL",
     "SourceSpec",
     "StorageFiles",
-    "changelog_messages",
     "changelog_stream",
     "encode_storage_files",
     "file_messages",
     "infer_table",
     "location_of",
-    "parse_changelog",
     "parse_message",
     "parse_source",
     "parse_storage_files",
-    "peek_changelog",
     "peek_message",
     "resolve_storage_files",
     "source_error_json",
@@ -90,16 +87,6 @@ PARSED_DDL = (
     "schema STRING, table STRING, table_version BIGINT, op STRING, commit_ts BIGINT, before STRING, "
     "after STRING, source STRING, order_version BIGINT, order_file STRING, order_line BIGINT, error STRING"
 )
-
-#: Raw changelog messages of a batch (Kafka records or lines of files).
-MESSAGES_DDL = "message STRING, source STRING, order_file STRING, order_line BIGINT, error STRING"
-
-#: The peek stage: what each message is, before any table definition is needed.
-PEEKED_DDL = (
-    "message STRING, source STRING, order_file STRING, order_line BIGINT, kind STRING, schema STRING, "
-    "table STRING, commit_ts BIGINT, error STRING, shape STRING"
-)
-
 
 
 # --------------------------------------------------------------------------------------------------
@@ -847,32 +834,6 @@ def file_messages(batches: Iterable[Any], location: Any, fmt: str) -> Iterator[t
                 yield (message, source, name, line, None)
 
 
-def changelog_messages(batch_df: DataFrame, spec: SourceSpec) -> DataFrame:
-    """A batch of the raw stream as :data:`MESSAGES_DDL` rows.
-
-    Files are read by Spark (``binaryFile``) and split on the executors; a line that is not UTF-8 becomes
-    an ``error`` row of its own (with its raw bytes), the other lines of the file are read.
-    """
-    from pyspark.sql import functions as F
-
-    if spec.is_kafka:
-        return batch_df.select(
-            F.col("value").cast("string").alias("message"),
-            F.format_string("%s/%d@%d", "topic", "partition", "offset").alias("source"),
-            F.format_string("%s/%010d", "topic", "partition").alias("order_file"),
-            F.col("offset").alias("order_line"),
-            F.lit(None).cast("string").alias("error"),
-        )
-    location = spec.location or parse_storage_uri(spec.path or ".")
-    fmt = spec.kind
-    files = batch_df.select("path", "content")  # the stream's files, read by Spark from their store
-
-    def split(batches: Iterator[Any]) -> Iterator[Any]:
-        yield from _batches(file_messages(batches, location, fmt), MESSAGES_DDL)
-
-    return files.mapInArrow(split, MESSAGES_DDL)
-
-
 #: Keys of a saved Kafka message (``kcat -J``, Kafka UI / Conduktor exports): ``{"key": ..., "value": ...}``.
 _DUMP_KEYS = frozenset({"key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
                         "timestamp_type", "headers", "tstype", "ts", "broker"})
@@ -915,7 +876,8 @@ def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str |
                                                                  str | None, str | None]:
     """What one changelog message is, the per-message way: ``(kind, schema, table, commit_ts, message, error,
     shape)`` with kind ``dml``/``ddl``/``watermark``/``skip``/``error`` (``message``: the JSON text, a saved
-    Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: see :func:`peek_changelog`)."""
+    Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: canal-json DMLs, the columns the message's
+    ``mysqlType`` lists, so that the driver sees a table change shape even when the changelog holds no DDL)."""
     from avro_registry_sink.formats import format_named
     from avro_registry_sink.formats.json_text import refuse_lone_surrogates
 
@@ -947,32 +909,6 @@ def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str |
             reason = text = f"{type(exc).__name__}: {exc}"
         text = text if text.startswith(source) else f"{source}: {text}"
         return "error", None, None, None, message, _error_json(source, str(reason), text, fmt=fmt, raw=message), None
-
-
-def peek_changelog(messages: DataFrame, fmt: str) -> DataFrame:
-    """Executor stage 1: classify every message (``dml``/``ddl``/``watermark``/``skip``/``error``).
-
-    ``shape`` (canal-json DMLs) names the columns a message's ``mysqlType`` lists, so that the driver sees
-    a table change shape even when the changelog holds no DDL message.
-
-    The message text is kept for every row (stage 2 parses the DMLs); only DDLs, per-table commit-ts
-    ranges and one message per table reach the driver.
-    """
-
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for batch in batches:
-                cols = [batch.column(i).to_pylist() for i in range(5)]
-                for message, source, order_file, order_line, error in zip(*cols, strict=True):
-                    if error is not None:
-                        yield (message, source, order_file, order_line, "error", None, None, None, error, None)
-                        continue
-                    kind, schema, table, commit_ts, text, err, shape = peek_message(message, source, fmt)
-                    yield (text, source, order_file, order_line, kind, schema, table, commit_ts, err, shape)
-
-        yield from _batches(rows(), PEEKED_DDL)
-
-    return messages.mapInArrow(run, PEEKED_DDL)
 
 
 def parse_message(message: str, source: str, fmt: str, schema: str, table_name: str, commit_ts: int,
@@ -1011,32 +947,6 @@ def parse_message(message: str, source: str, fmt: str, schema: str, table_name: 
         if isinstance(event, ChangeEvent):
             for part in split_key_change(event, table):
                 yield _event_row(part, table.version, order)
-
-
-def parse_changelog(
-    peeked: DataFrame, fmt: str, history: Mapping[tuple[str, str], list[tuple[int, TableDef]]]
-) -> DataFrame:
-    """Executor stage 2: the DML messages of known tables -> :data:`PARSED_DDL` rows.
-
-    ``history`` holds each table's versions; a message is read with the newest version at or before
-    its commit ts and its events carry that version.
-    """
-    history = {key: list(versions) for key, versions in history.items()}
-
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for batch in batches:
-                data = batch.to_pydict()
-                for i in range(batch.num_rows):
-                    commit_ts = data["commit_ts"][i]
-                    # commit order first: the same row may sit in several input partitions (ts dispatch)
-                    order = (commit_ts, data["order_file"][i], data["order_line"][i])
-                    yield from parse_message(data["message"][i], data["source"][i], fmt, data["schema"][i],
-                                             data["table"][i], commit_ts, order, history)
-
-        yield from _batches(rows(), PARSED_DDL)
-
-    return peeked.filter("kind = 'dml'").mapInArrow(run, PARSED_DDL)
 
 
 def infer_table(fmt: str, message: str, source: str, previous: TableDef | None = None) -> TableDef | None:
