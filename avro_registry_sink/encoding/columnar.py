@@ -81,9 +81,8 @@ from avro_registry_sink.encoding.avro_binary import (
 from avro_registry_sink.encoding.plan import MAGIC_BYTE, EncodingPlan
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
-from avro_registry_sink.settings.config import DecimalMode
 from avro_registry_sink.table import ColumnDef
-from avro_registry_sink.typemap.mysql import ValueKind, converter_for, rule_for
+from avro_registry_sink.typemap.mysql import ValueKind, converter_for, decimal_encoding, rule_for
 
 __all__ = ["CHUNK_ROWS", "ColumnarEncoder", "decode_base64", "parse_ops", "record_fields"]
 
@@ -652,11 +651,9 @@ class ColumnarEncoder:
     # decimals ------------------------------------------------------------------------------------
 
     def _decimal(self, field: _Field, arr: pa.Array, valid: np.ndarray | None) -> Any:
-        col = field.column
-        scale = col.scale if col.scale is not None else 0
-        precision = col.precision if col.precision is not None else 10
+        as_text, precision, scale = decimal_encoding(field.column, self._options)
         t = arr.type
-        if self._options.decimal_mode is DecimalMode.STRING:
+        if as_text:
             if pa.types.is_decimal(t):
                 return _bytes_of(_fixed_point_text(arr, scale), valid) if t.scale <= scale else None
             if not _is_text(t):

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Context, Decimal, InvalidOperation
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from avro_registry_sink.errors import EncodingError, TableDefinitionError
 from avro_registry_sink.settings.config import BigintUnsignedMode, DecimalMode, EncodingOptions
@@ -130,6 +130,30 @@ def rule_for(col: ColumnDef) -> TypeRule:
     return TYPE_RULES[col.type]
 
 
+class DecimalEncoding(NamedTuple):
+    """How a DECIMAL column is written under ``avro-decimal-handling-mode`` (see :func:`decimal_encoding`)."""
+
+    #: ``string`` mode: the decimal's text in an Avro ``string``; else ``bytes`` + ``decimal`` (precise).
+    as_text: bool
+    #: The column's precision, MySQL's 10 when it declares none.
+    precision: int
+    #: The column's scale, 0 when it declares none.
+    scale: int
+
+
+def decimal_encoding(col: ColumnDef, options: EncodingOptions) -> DecimalEncoding:
+    """How a DECIMAL column is written: the one place that reads ``avro-decimal-handling-mode`` and the column's
+    precision and scale, for the schema (:func:`avro_type`, :func:`avro_default`), the values (the converter here,
+    the columnar encoder) and the JVM stage.
+
+    >>> decimal_encoding(ColumnDef(name="d", type=MySQLType.DECIMAL, scale=2), EncodingOptions())
+    DecimalEncoding(as_text=False, precision=10, scale=2)
+    """
+    return DecimalEncoding(options.decimal_mode is DecimalMode.STRING,
+                           col.precision if col.precision is not None else 10,
+                           col.scale if col.scale is not None else 0)
+
+
 # --------------------------------------------------------------------------------------------------
 # Schema fragments
 
@@ -158,16 +182,15 @@ def avro_type(col: ColumnDef, options: EncodingOptions) -> dict[str, Any]:
     rule = rule_for(col)
     params = connect_parameters(col)
     if rule.kind is ValueKind.DECIMAL:
-        if options.decimal_mode is DecimalMode.STRING:
+        decimal = decimal_encoding(col, options)
+        if decimal.as_text:
             return {"type": "string", "connect.parameters": params}
-        precision = col.precision if col.precision is not None else 10
-        scale = col.scale if col.scale is not None else 0
         return {
             "type": "bytes",
             "connect.parameters": params,
             "logicalType": "decimal",
-            "precision": precision,
-            "scale": scale,
+            "precision": decimal.precision,
+            "scale": decimal.scale,
         }
     avro = rule.avro
     if col.unsigned and rule.avro_unsigned:
@@ -298,14 +321,13 @@ def twos_complement(unscaled: int) -> bytes:
 
 
 def _convert_decimal(col: ColumnDef, value: Any, options: EncodingOptions, table: str | None) -> Any:
-    scale = col.scale if col.scale is not None else 0
-    if options.decimal_mode is DecimalMode.STRING:
+    as_text, precision, scale = decimal_encoding(col, options)
+    if as_text:
         if isinstance(value, str):
             _to_decimal(col, value, table)  # validate, but keep TiDB's text as it is
             return value
         return format(_to_decimal(col, value, table).quantize(Decimal(1).scaleb(-scale), context=_EXACT), "f")
     number = _to_decimal(col, value, table)
-    precision = col.precision if col.precision is not None else 10
     unscaled = decimal_unscaled(number, scale)
     if len(str(abs(unscaled))) > max(precision, 1) and unscaled != 0:
         raise _fail(col, value, f"more than {precision} digits at scale {scale}", table)
@@ -466,7 +488,7 @@ def avro_default(col: ColumnDef, options: EncodingOptions, table: str | None = N
         return NO_DEFAULT
     rule = rule_for(col)
     kind = rule.kind
-    if kind is ValueKind.DECIMAL and options.decimal_mode is DecimalMode.PRECISE:
+    if kind is ValueKind.DECIMAL and not decimal_encoding(col, options).as_text:
         return NO_DEFAULT
     raw = col.default
     try:

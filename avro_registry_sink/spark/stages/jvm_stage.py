@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from avro_registry_sink.encoding.columnar import record_fields
 from avro_registry_sink.model import MESSAGE_OVERHEAD, OP_ALIASES, OVERSIZE_ADVICE, Op
-from avro_registry_sink.settings.config import DecimalMode, EncodingOptions, PartitionStrategy
+from avro_registry_sink.settings.config import EncodingOptions, PartitionStrategy
 from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir
 from avro_registry_sink.spark.runtime.session import has_class
 from avro_registry_sink.table import ColumnDef
-from avro_registry_sink.typemap.mysql import ValueKind, rule_for
+from avro_registry_sink.typemap.mysql import ValueKind, decimal_encoding, rule_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -150,9 +150,8 @@ def _decimal(c: Column, t: DataType, col: ColumnDef, avro: str, options: Encodin
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType
 
-    scale = col.scale if col.scale is not None else 0
-    precision = col.precision if col.precision is not None else 10
-    if options.decimal_mode is not DecimalMode.PRECISE or avro != "bytes" or precision > 38 or scale > precision:
+    as_text, precision, scale = decimal_encoding(col, options)
+    if as_text or avro != "bytes" or precision > 38 or scale > precision:
         return None
     if not isinstance(t, DecimalType) or t.scale > scale:
         return None  # text, and values to floor to a smaller scale: the Arrow stage
