@@ -208,6 +208,77 @@ def test_an_unreadable_storage_tree_leaves_no_backlog_series_and_counts_the_scra
     backlog.close()
 
 
+def test_the_input_backlog_is_taken_only_when_scraped_and_at_most_once_a_refresh_interval():
+    """No listing of the tree while nothing scrapes; many scrapes within the refresh interval: one listing; a scrape
+    after the interval waits for a new listing and shows what it found."""
+    import threading
+    import time
+
+    from avro_registry_sink.ops.metrics import StorageBacklog
+
+    calls: list[float] = []
+    files = {"shop.orders": (1, 10)}
+
+    def list_tree() -> dict[str, tuple[int, int]]:
+        calls.append(time.monotonic())
+        return dict(files)
+
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.storage_backlog = backlog = StorageBacklog(list_tree, lambda offset, listing: listing, refresh=0.5,
+                                                       wait=5.0)
+    time.sleep(0.3)
+    assert calls == [] and backlog._thread is None  # nothing scraped: no thread, no listing
+    for _ in range(20):
+        assert samples(metrics)["avro_sink_input_backlog_files", (("table", "shop.orders"),)] == 1
+    assert len(calls) == 1  # the first scrape waited for the listing; the next 19 read it
+    time.sleep(1.0)
+    assert len(calls) == 1  # idle between scrapes: the thread sleeps
+    files["shop.orders"] = (3, 30)
+    assert samples(metrics)["avro_sink_input_backlog_files", (("table", "shop.orders"),)] == 3
+    assert len(calls) == 2
+    scrapes = [threading.Thread(target=samples, args=(metrics,)) for _ in range(8)]
+    time.sleep(0.5)
+    for thread in scrapes:  # concurrent scrapes of a stale listing: one new listing, waited for by all
+        thread.start()
+    for thread in scrapes:
+        thread.join()
+    assert len(calls) == 3
+    backlog.close()
+    assert not backlog._thread.is_alive()
+
+
+def test_a_scrape_waits_for_a_slow_listing_at_most_its_bound_and_reads_the_last_one():
+    import threading
+    import time
+
+    from avro_registry_sink.ops.metrics import StorageBacklog
+
+    release = threading.Event()
+    calls: list[int] = []
+
+    def list_tree() -> dict[str, tuple[int, int]]:
+        calls.append(1)
+        if len(calls) == 2:
+            release.wait(10)  # a store that takes its time
+        return {"shop.orders": (len(calls), 10)}
+
+    metrics = JobMetrics(clock=lambda: NOW)
+    metrics.storage_backlog = backlog = StorageBacklog(list_tree, lambda offset, listing: listing, refresh=0.01,
+                                                       wait=0.2)
+    key = "avro_sink_input_backlog_files", (("table", "shop.orders"),)
+    assert samples(metrics)[key] == 1
+    time.sleep(0.05)
+    started = time.monotonic()
+    assert samples(metrics)[key] == 1  # the second listing hangs: the scrape reads the first one
+    assert time.monotonic() - started < 2.0
+    release.set()
+    deadline = time.monotonic() + 5
+    while samples(metrics)[key] == 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert samples(metrics)[key] >= 2  # the slow listing's, or a later one
+    backlog.close()
+
+
 def test_metrics_live_in_their_own_registry():
     JobMetrics()
     JobMetrics()  # a second job in the process: no duplicate-timeseries error from a shared registry
@@ -248,6 +319,25 @@ def test_the_endpoint_serves_the_text_format():
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     assert 'avro_sink_records_out_total{topic="t"} 2.0' in response.text
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/metrics")  # stopped: the port is closed
+
+
+def test_stopping_the_endpoint_does_not_hold_the_end_of_the_run():
+    """prometheus_client's start_http_server polls for its shutdown every 0.5 s: five stops took 1.25 s on average
+    and held each run's end; the endpoint's own server stops at once."""
+    import time
+
+    metrics = JobMetrics()
+    spent = 0.0
+    for _ in range(5):
+        server, port = serve_metrics(metrics, 0, addr="127.0.0.1")
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
+        time.sleep(0.1)
+        started = time.monotonic()
+        server.shutdown()
+        spent += time.monotonic() - started
+    assert spent < 0.5
 
 
 def test_metrics_port_is_a_setting_of_the_toml_file_and_the_environment(tmp_path):
