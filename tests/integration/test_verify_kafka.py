@@ -1,7 +1,8 @@
 """``avro-registry-sink verify`` on a Kafka sink (read with ``isolation.level=read_committed``): a clean run
-reconciles (exit 0); a copy of a delivered topic with one fault (a record left out, one produced twice, two
-changes of one key swapped, a DECIMAL off by one unit in the last place, a wrong or unknown schema id) read in
-its place (``--read-topic``) is found with its exact count (exit 1). A canal-json topic as the source is
+reconciles (exit 0); a copy of a delivered topic with faults (a record left out, one produced twice, two
+changes of one key swapped, a DECIMAL off by one unit in the last place, a wrong or unknown schema id, an op
+header), each on a key of its own, read in its place (``--read-topic``) is found by one verify run (exit 1):
+each fault counted and listed on its record; an exact copy of another topic, read in the same run, reconciles. A canal-json topic as the source is
 verified the same way (its committed offsets, the table versions the run kept).
 
 Markers ``kafka`` and ``spark``; topics and subjects carry a prefix of their own (the broker is shared).
@@ -26,7 +27,7 @@ from avro_registry_sink.sources.demo import DemoManifest, generate_demo
 from avro_registry_sink.spark.audit.verify import DISCREPANCIES
 from tests.support.job import canal_messages, stamp_in_order
 from tests.support.servers import ensure_kafka
-from tests.support.tamper import copy_topic, read_topic
+from tests.support.tamper import UNKNOWN_ID, copy_topic, copy_topic_with_faults, decoded_key, read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -106,16 +107,8 @@ def test_a_clean_kafka_run_reconciles(run):
         assert counts["topic"] == run.topic(table)
 
 
-def test_an_exact_copy_of_a_topic_reconciles(run):
-    copy = run.topic("shop.orders") + "_copy"
-    copy_topic(run.bootstrap, run.topic("shop.orders"), copy, None, run.client)
-
-    code, report = run.verify("--read-topic", f"{run.topic('shop.orders')}={copy}")
-
-    assert code == 0, report
-    assert report["tables"]["shop.orders"]["delivered"] == _total(run.manifest, "shop.orders")
-
-
+#: What each fault must show in shop.orders. All of them are injected into one copy of its topic, each on a key of
+#: its own, and found by one verify run: shop.orders shows their sum, each listed on its own record.
 FAULTS = {
     "drop": {"missing": 1},
     "duplicate": {"duplicated": 1},
@@ -125,32 +118,88 @@ FAULTS = {
     "unknown_schema_id": {"unknown_schema_id": 1},
     "op_header": {"header_mismatch": 1},  # an insert's op header made d, its value kept
 }
+#: The kind of the sample that lists each fault.
+SAMPLE_KIND = {"drop": "missing", "duplicate": "duplicated", "swap": "out_of_order", "decimal": "value_mismatch",
+               "wrong_schema_id": "wrong_schema_id", "unknown_schema_id": "wrong_schema_id",
+               "op_header": "header_mismatch"}
+
+
+def _fault_counts() -> dict[str, int]:
+    return {k: sum(f.get(k, 0) for f in FAULTS.values()) for k in DISCREPANCIES}
+
+
+@dataclass
+class Found:
+    report: dict[str, Any]
+    changed: dict[str, dict[str, Any]]  # fault kind -> the record it changed, as it was
+    faulty: str  # the copy of shop.orders' topic with the faults
+    records: list[list[dict[str, Any]]]  # its records, per partition
+    exact: str  # an exact copy of shop.customers' topic
+
+
+@pytest.fixture(scope="module")
+def found(run) -> Found:
+    """One verify run reading shop.orders from a copy of its topic with every fault of FAULTS (each on a key of
+    its own) and shop.customers from an exact copy of its topic."""
+    faulty, exact = run.topic("shop.orders") + "_faults", run.topic("shop.customers") + "_copy"
+    changed = copy_topic_with_faults(run.bootstrap, run.topic("shop.orders"), faulty, FAULTS, run.client)
+    copy_topic(run.bootstrap, run.topic("shop.customers"), exact, None, run.client)
+
+    code, report = run.verify("--read-topic", f"{run.topic('shop.orders')}={faulty}",
+                              "--read-topic", f"{run.topic('shop.customers')}={exact}")
+
+    assert code == 1, report
+    return Found(report=report, changed=changed, faulty=faulty, records=read_topic(run.bootstrap, faulty),
+                 exact=exact)
+
+
+def test_an_exact_copy_of_a_topic_reconciles(run, found):
+    assert _counts(found.report, "shop.customers") == {k: 0 for k in DISCREPANCIES}
+    assert found.report["tables"]["shop.customers"]["delivered"] == _total(run.manifest, "shop.customers")
+    assert found.report["tables"]["shop.customers"]["expected"] == _total(run.manifest, "shop.customers")
+
+
+def test_every_fault_in_a_copy_of_a_topic_is_counted(run, found):
+    report = found.report
+    assert _counts(report, "shop.orders") == _fault_counts()
+    total = _total(run.manifest, "shop.orders")
+    assert report["tables"]["shop.orders"]["expected"] == total
+    assert report["tables"]["shop.orders"]["delivered"] == total - 1 + 1  # one record dropped, one duplicated
+    for table in ("crm.events", "shop.customers"):
+        assert _counts(report, table) == {k: 0 for k in DISCREPANCIES}
+    assert all(s["table"] == "shop.orders" for s in report["samples"])
+    assert len(report["samples"]) == len(FAULTS)  # each fault listed once
 
 
 @pytest.mark.parametrize("kind", sorted(FAULTS))
-def test_a_fault_in_a_copy_of_a_topic_is_found(run, kind):
-    copy = f"{run.topic('shop.orders')}_{kind.replace('_', '')}"
-    copy_topic(run.bootstrap, run.topic("shop.orders"), copy, kind, run.client)
+def test_each_fault_in_a_copy_of_a_topic_is_listed_on_its_record(run, found, kind):
+    record = found.changed[kind]
+    key = decoded_key(record, run.client)
+    listed = [s for s in found.report["samples"] if s["kind"] == SAMPLE_KIND[kind] and s["key"] == key
+              and s.get("commit_ts", record["commit_ts"]) == record["commit_ts"]]
+    assert len(listed) == 1, (kind, key, record["commit_ts"], found.report["samples"])
+    sample = listed[0]
 
-    code, report = run.verify("--read-topic", f"{run.topic('shop.orders')}={copy}")
-
-    assert code == 1
-    assert _counts(report, "shop.orders") == {k: FAULTS[kind].get(k, 0) for k in DISCREPANCIES}
-    total = _total(run.manifest, "shop.orders")
-    assert report["tables"]["shop.orders"]["expected"] == total
-    assert report["tables"]["shop.orders"]["delivered"] == total + {"drop": -1, "duplicate": 1}.get(kind, 0)
-    for table in ("crm.events", "shop.customers"):
-        assert _counts(report, table) == {k: 0 for k in DISCREPANCIES}
-    assert report["samples"] and all(s["table"] == "shop.orders" for s in report["samples"])
+    assert sample["table"] == "shop.orders"
+    if kind == "drop":
+        assert sample["source"].startswith("shop/orders/")
+    if kind in ("duplicate", "decimal", "wrong_schema_id", "unknown_schema_id", "op_header"):
+        partition, _, offset = sample["sink"].removeprefix(found.faulty + "/").partition("@")
+        at = next(r for r in found.records[int(partition)] if r["offset"] == int(offset))
+        assert (at["key"], at["commit_ts"]) == (record["key"], record["commit_ts"])  # the sink location is its record
     if kind == "decimal":
-        sample = next(s for s in report["samples"] if s["kind"] == "value_mismatch")
-        assert sample["differs"] == ["amount"] and sample["sink"].startswith(copy + "/")
+        assert sample["differs"] == ["amount"] and at["value"] != record["value"]
+    if kind == "wrong_schema_id":
+        assert sample["delivered"]["value_schema_id"] == int.from_bytes(record["key"][1:5], "big")
+        assert sample["decoded"] == "undecodable"
+    if kind == "unknown_schema_id":
+        assert sample["delivered"]["value_schema_id"] == UNKNOWN_ID and sample["decoded"] == "unknown"
+    if kind == "swap":
+        stamps = [d["commit_ts"] for d in sample["delivered"]]
+        assert record["commit_ts"] in stamps and stamps != sorted(stamps)
     if kind == "op_header":
-        sample = next(s for s in report["samples"] if s["kind"] == "header_mismatch")
         assert (sample["header"], sample["expected"], sample["found"]) == ("op", "c", "d")
-        partition = int(sample["sink"].removeprefix(copy + "/").partition("@")[0])
-        record = next(r for r in read_topic(run.bootstrap, copy)[partition] if r["offset"] == sample["offset"])
-        assert ("op", b"d") in record["headers"]  # the offset is the tampered record's
+        assert sample["offset"] == int(offset) and ("op", b"d") in at["headers"]  # the offset is the tampered record's
 
 
 def test_a_canal_json_topic_source_reconciles_and_a_drop_is_found(spark, bootstrap, registry_url, tmp_path):

@@ -5,16 +5,19 @@ header made ``d`` or its ``commit_ts`` header one more.
 Records are dicts (``partition``, ``key``, ``value`` as bytes or ``None``, ``commit_ts``, ...) in sequences
 (the file sink: one per file; Kafka: one per partition), in their order. :func:`tamper` changes them in
 place and says which record it changed; :func:`tamper_file_sink` and :func:`copy_topic` apply it to a file
-sink directory or a copy of a Kafka topic.
+sink directory or a copy of a Kafka topic. :func:`tamper_many` (and :func:`tamper_file_sink_many`,
+:func:`copy_topic_with_faults`) apply several faults at once, each to a key of its own, so that one verify run
+finds them all, each on its own record (faults on one key would share its comparison groups).
 """
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import fastavro
 
@@ -23,6 +26,12 @@ KINDS = ("drop", "duplicate", "swap", "decimal", "wrong_schema_id", "unknown_sch
 
 #: A schema id no registry in the tests holds.
 UNKNOWN_ID = 987_654
+
+#: Faults that need a record of a particular kind (two changes of a key, an insert, a DECIMAL): applied first
+#: by :func:`tamper_many`, while the most keys are free.
+_CHOOSY = ("swap", "op_header", "commit_ts_header", "decimal")
+
+T = TypeVar("T")
 
 
 def _sid(data: bytes) -> int:
@@ -33,9 +42,31 @@ def _reframe(data: bytes, sid: int) -> bytes:
     return b"\x00" + sid.to_bytes(4, "big") + data[5:]
 
 
-def tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decimal_field: str = "amount") -> dict[str, Any]:
-    """Apply one fault of ``kind`` to ``sequences`` (changed in place); returns the record it changed."""
-    flat = [(s, i, r) for s, seq in enumerate(sequences) for i, r in enumerate(seq)]
+def tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decimal_field: str = "amount", *,
+           taken: set[bytes] | None = None) -> dict[str, Any]:
+    """Apply one fault of ``kind`` to ``sequences`` (changed in place); returns the record it changed (as it
+    was). ``taken``: keys left alone (faults applied before); the changed record's key is added to it."""
+    taken = set() if taken is None else taken
+    changed = _tamper(sequences, kind, client, decimal_field, taken)
+    taken.add(changed["key"])
+    return changed
+
+
+def tamper_many(sequences: list[list[dict[str, Any]]], kinds: Iterable[str], client: Any) -> dict[str, dict[str, Any]]:
+    """Apply one fault of each of ``kinds`` to ``sequences``, each to a record of a key no other fault touches;
+    returns the record each changed (as it was)."""
+    kinds = list(kinds)
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown fault kinds {unknown}: the kinds are {list(KINDS)}")
+    taken: set[bytes] = set()
+    ordered = sorted(kinds, key=lambda k: (k not in _CHOOSY, kinds.index(k)))
+    return {kind: tamper(sequences, kind, client, taken=taken) for kind in ordered}
+
+
+def _tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decimal_field: str,
+            taken: set[bytes]) -> dict[str, Any]:
+    flat = [(s, i, r) for s, seq in enumerate(sequences) for i, r in enumerate(seq) if r["key"] not in taken]
     values = [(s, i, r) for s, i, r in flat if r["value"] is not None]
     if kind == "drop":
         s, i, r = values[len(values) // 2]
@@ -59,7 +90,7 @@ def tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decima
                     sequences[ps][pi], sequences[s][i] = {**r, **a}, {**prev, **b}
                     return r
             last[where] = (s, i)
-        raise AssertionError("no key with two changes in one partition")
+        raise AssertionError("no free key with two changes in one partition")
     if kind == "decimal":
         for s, i, r in values:
             schema = fastavro.parse_schema(json.loads(client.get_schema(_sid(r["value"])).schema))
@@ -71,7 +102,7 @@ def tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decima
                 fastavro.schemaless_writer(out, schema, record)
                 sequences[s][i] = {**r, "value": r["value"][:5] + out.getvalue()}
                 return r
-        raise AssertionError(f"no value with a DECIMAL {decimal_field!r}")
+        raise AssertionError(f"no value of a free key with a DECIMAL {decimal_field!r}")
     if kind in ("wrong_schema_id", "unknown_schema_id"):
         s, i, r = values[len(values) // 2]
         sid = _sid(r["key"]) if kind == "wrong_schema_id" else UNKNOWN_ID  # a key schema: known, wrong
@@ -87,7 +118,7 @@ def tamper(sequences: list[list[dict[str, Any]]], kind: str, client: Any, decima
             file_sink = any(isinstance(h, dict) for h in r["headers"])
             sequences[s][i] = {**r, "headers": [{"key": k, "value": v.hex()} for k, v in new] if file_sink else new}
             return r
-        raise AssertionError("no insert with an op header")
+        raise AssertionError("no insert of a free key with an op header")
     raise ValueError(kind)
 
 
@@ -96,12 +127,29 @@ def _header(h: Any) -> tuple[str, bytes]:
     return (h["key"], bytes.fromhex(h["value"])) if isinstance(h, dict) else (h[0], bytes(h[1]))
 
 
+def decoded_key(record: dict[str, Any], client: Any) -> Any:
+    """A record's key decoded through the registry, as verify's samples show it (JSON values)."""
+    schema = fastavro.parse_schema(json.loads(client.get_schema(_sid(record["key"])).schema))
+    key = fastavro.schemaless_reader(io.BytesIO(record["key"][5:]), schema, schema)
+    return json.loads(json.dumps(key, default=str))
+
+
 # --------------------------------------------------------------------------------------------------
 # File sink
 
 
 def tamper_file_sink(out: Path, topic: str, kind: str, client: Any) -> dict[str, Any]:
     """Rewrite the files of ``topic`` in a file sink directory with one fault of ``kind``."""
+    return _rewrite_file_sink(out, topic, lambda sequences: tamper(sequences, kind, client))
+
+
+def tamper_file_sink_many(out: Path, topic: str, kinds: Iterable[str], client: Any) -> dict[str, dict[str, Any]]:
+    """Rewrite the files of ``topic`` in a file sink directory with one fault of each of ``kinds``, each on a key
+    of its own (:func:`tamper_many`)."""
+    return _rewrite_file_sink(out, topic, lambda sequences: tamper_many(sequences, kinds, client))
+
+
+def _rewrite_file_sink(out: Path, topic: str, change: Callable[[list[list[dict[str, Any]]]], T]) -> T:
     files = sorted((out / topic).glob("batch-*.jsonl"))
     sequences = []
     for path in files:
@@ -111,7 +159,7 @@ def tamper_file_sink(out: Path, topic: str, kind: str, client: Any) -> dict[str,
             rows.append({**raw, "key": bytes.fromhex(raw["key"]),
                          "value": bytes.fromhex(raw["value"]) if raw["value"] is not None else None})
         sequences.append(rows)
-    changed = tamper(sequences, kind, client)
+    changed = change(sequences)
     for path, rows in zip(files, sequences, strict=False):
         path.write_text("".join(json.dumps({**r, "key": r["key"].hex(),
                                             "value": r["value"].hex() if r["value"] is not None else None}) + "\n"
@@ -153,11 +201,27 @@ def read_topic(bootstrap: str, topic: str) -> list[list[dict[str, Any]]]:
 def copy_topic(bootstrap: str, source: str, target: str, kind: str | None, client: Any) -> dict[str, Any] | None:
     """Copy ``source`` into a new topic ``target`` (same partitions, same order per partition), with one fault
     of ``kind`` (``None``: an exact copy)."""
+    sequences = read_topic(bootstrap, source)
+    changed = tamper(sequences, kind, client) if kind else None
+    _write_topic(bootstrap, target, sequences)
+    return changed
+
+
+def copy_topic_with_faults(bootstrap: str, source: str, target: str, kinds: Iterable[str],
+                           client: Any) -> dict[str, dict[str, Any]]:
+    """Copy ``source`` into a new topic ``target`` with one fault of each of ``kinds``, each on a key of its own
+    (:func:`tamper_many`); returns the record each changed."""
+    sequences = read_topic(bootstrap, source)
+    changed = tamper_many(sequences, kinds, client)
+    _write_topic(bootstrap, target, sequences)
+    return changed
+
+
+def _write_topic(bootstrap: str, target: str, sequences: list[list[dict[str, Any]]]) -> None:
+    """A new topic ``target`` with one partition per sequence, holding its records in order."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    sequences = read_topic(bootstrap, source)
-    changed = tamper(sequences, kind, client) if kind else None
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(target, num_partitions=len(sequences), replication_factor=1)]).values():
         future.result(30)
@@ -166,4 +230,3 @@ def copy_topic(bootstrap: str, source: str, target: str, kind: str | None, clien
         for r in rows:
             producer.produce(target, key=r["key"], value=r["value"], partition=p, headers=r["headers"] or None)
     assert producer.flush(30) == 0
-    return changed

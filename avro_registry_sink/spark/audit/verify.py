@@ -987,7 +987,10 @@ def _compared(expected: DataFrame | None, delivered: DataFrame | None, spark: Sp
         "named_struct('m', greatest(acc.m, r.ts), 'n', acc.n + if(r.ts < acc.m, 1, 0))).n")
     keys = keys.withColumn("out_of_order", out_of_order).withColumn(
         SOURCE_ORDER, F.when(F.col("out_of_order") > 0, F.least(F.col("out_of_order"), source_order)).otherwise(0))
-    return keys.withColumn("bad", (F.size("bad_groups") > 0) | (F.col("out_of_order") > 0))
+    keys = keys.withColumn("bad", (F.size("bad_groups") > 0) | (F.col("out_of_order") > 0))
+    # a key's record sequences only where the second look shows them: a sound key is its counts alone (the
+    # frame is kept for that look, see verify_run)
+    return keys.withColumn("dseq", F.when(F.col("bad"), F.col("dseq"))).drop("eseq")
 
 
 def _summary(compared: DataFrame) -> list[Any]:
@@ -1091,6 +1094,8 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
     delivered record with fastavro, not only those that differ from what their source rows encode to."""
     import time
 
+    from pyspark import StorageLevel
+
     started = time.time()
     if not check_checkpoint(options):
         raise ConfigError(f"No job ran with checkpoint {str(options.checkpoint)!r}: give the --checkpoint (or the same "
@@ -1136,8 +1141,10 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
         if records is not None and letters.records:
             records = records.filter(~expected.dead_lettered(letters))
         previous = _with_plan_conf(spark)
+        compared = None
         try:
-            compared = _compared(records, delivered.records, spark)
+            # kept for the second look: the comparison (both sides read, the source encoded, one shuffle) runs once
+            compared = _compared(records, delivered.records, spark).persist(StorageLevel.MEMORY_AND_DISK)
             if expected.tally is not None:
                 expected.tally.value = {"topics": {}, "errors": []}
             summary = _summary(compared)
@@ -1153,6 +1160,8 @@ def verify_run(spark: SparkSession, options: JobOptions, *, registry: Any = None
                 _second_look(spark, report, compared, delivered, expected, client, topic_tables, sample,
                              count_states=not decode_all)
         finally:
+            if compared is not None:
+                compared.unpersist()
             _restore_conf(spark, previous)
     resolved = resolved_ts_per_table(options)
     if resolved is not None:
@@ -1230,7 +1239,8 @@ def _second_look(spark: SparkSession, report: VerifyReport, compared: DataFrame,
                  count_states: bool = True) -> None:
     """Keys with a discrepancy: decode their delivered records through the registry (unknown ids, bytes that
     do not decode; counted unless ``count_states`` is false: every record was decoded already) and take a
-    bounded sample, with decoded keys and values."""
+    bounded sample, with decoded keys and values. ``compared`` is the persisted comparison the summary read:
+    the keys with a discrepancy are taken from it (and kept while they are looked at), not compared again."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
