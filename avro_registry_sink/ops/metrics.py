@@ -575,13 +575,18 @@ class MetricsServer:
 
     def shutdown(self) -> None:
         """Stop serving and close the port (the run ended)."""
-        self._stop.set()
-        host, port = self.server_address[:2]
-        wake = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(str(host), str(host))
-        with contextlib.suppress(OSError), socket.create_connection((wake, port), timeout=1):
-            pass  # handle_request() returns, and the loop sees the stop
-        self._thread.join(5)
+        if not self._stop.is_set():
+            self._stop.set()
+            host, port = self.server_address[:2]
+            wake = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(str(host), str(host))
+            with contextlib.suppress(OSError), socket.create_connection((wake, port), timeout=1):
+                pass  # handle_request() returns, and the loop sees the stop
+            self._thread.join(5)
         self._httpd.server_close()
+
+    def server_close(self) -> None:
+        """:meth:`shutdown` (the name of socketserver's servers, which prometheus_client's was): the port closed."""
+        self.shutdown()
 
 
 def serve_metrics(metrics: JobMetrics, port: int, addr: str = "0.0.0.0") -> tuple[MetricsServer, int]:

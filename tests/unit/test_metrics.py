@@ -321,6 +321,7 @@ def test_the_endpoint_serves_the_text_format():
     assert 'avro_sink_records_out_total{topic="t"} 2.0' in response.text
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/metrics")  # stopped: the port is closed
+    server.server_close()  # as socketserver's servers take it: a second close does nothing
 
 
 def test_stopping_the_endpoint_does_not_hold_the_end_of_the_run():
