@@ -4,13 +4,16 @@ A TiCDC storage tree (CDC.index, schema files, date directories, CSV and canal-j
 the store; the job reads it through ``s3://bucket/prefix?endpoint=...&access-key=...``, writes its file-sink
 output and its checkpoint (Spark's offsets and every side file) to the same store, is killed after a
 committed batch and restarted, and what it wrote equals the local run of the same tree record for record.
+
+The kill is a failpoint's (``kill -9`` of the driver at a fixed point of the second batch, after its side state and
+output are written and before Spark commits it), so the reference run goes on the session's Spark meanwhile,
+without polling the store for the moment to kill.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from avro_registry_sink.failpoints import COUNTS_ENV, ENV
 from avro_registry_sink.registry.client import RegistryClient
 from avro_registry_sink.registry.embedded import EmbeddedRegistry
 from avro_registry_sink.settings.config import RegistryConfig, SinkConfig
@@ -79,33 +83,35 @@ def test_storage_tree_on_s3_equals_the_local_run_and_resumes_after_a_kill(spark,
     _upload_in_ticdc_order(tmp_path / "input", source)
 
     with EmbeddedRegistry() as server, RegistryClient(RegistryConfig(urls=(server.url,))) as registry:
-        # the reference: the same tree from the local disk, on the session's SparkSession
-        local = run_job(spark, JobOptions(
-            source=parse_source(str(tmp_path / "input")), checkpoint=tmp_path / "local-ck",
-            sink=SinkConfig(scheme="file", path=str(tmp_path / "local-out")), csv_options=manifest.csv_options,
-            tables=tuple(manifest.tables.values())), registry=registry)
-        assert local.totals.errors == 0 and local.totals.rows == len(manifest.all_events)
-
         args = [CLI, "run", "--source", source, "--checkpoint", checkpoint, "--sink-uri", f"{output}&protocol=avro",
                 "--registry", server.url, "--tables", str(ddl), "--config", str(settings), "--progress", "json",
                 "--state-dir", str(tmp_path / "state")]
-        env = {**os.environ, "AVRO_SINK_SPARK_MASTER": "local[2]"}
-        # a continuous run, two data files per micro-batch, killed (SIGKILL) once a batch is committed
-        first = subprocess.Popen([*args, "--continuous", "--trigger-interval", "1 second",
-                                  "--max-files-per-trigger", "2"], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
-        state = parse_storage_uri(checkpoint).filesystem()
-        deadline = time.time() + RUN_TIMEOUT
+        env = {k: v for k, v in os.environ.items() if k not in (ENV, COUNTS_ENV)}
+        env["AVRO_SINK_SPARK_MASTER"] = "local[2]"
+        # a continuous run, two data files per micro-batch, killed (SIGKILL) in its second batch: the first is
+        # committed, the second's output and side state are on the store, Spark's commit of it is not
+        with open(tmp_path / "first.out", "w") as out, open(tmp_path / "first.err", "w") as err:
+            first = subprocess.Popen([*args, "--continuous", "--trigger-interval", "1 second",
+                                      "--max-files-per-trigger", "2"], env={**env, ENV: "job.after-side-write=kill@2"},
+                                     stdout=out, stderr=err, text=True)
         try:
-            while not state.exists("spark/commits/0") and first.poll() is None and time.time() < deadline:
-                time.sleep(0.5)
-            assert first.poll() is None, first.communicate()[1][-3000:]
-            assert state.exists("spark/commits/0"), "no batch was committed in time"
+            # the reference, meanwhile: the same tree from the local disk, on the session's SparkSession
+            local = run_job(spark, JobOptions(
+                source=parse_source(str(tmp_path / "input")), checkpoint=tmp_path / "local-ck",
+                sink=SinkConfig(scheme="file", path=str(tmp_path / "local-out")), csv_options=manifest.csv_options,
+                tables=tuple(manifest.tables.values())), registry=registry)
+            assert local.totals.errors == 0 and local.totals.rows == len(manifest.all_events)
+            first.wait(timeout=RUN_TIMEOUT)
         finally:
-            first.send_signal(signal.SIGKILL)
-            first.communicate()
-        committed = len(state.list_files("spark/commits"))
-        assert committed < len(manifest.data_files) / 2  # stopped mid-way: two data files per batch
+            if first.poll() is None:
+                first.kill()
+                first.wait()
+        assert first.returncode == -9, (tmp_path / "first.err").read_text()[-3000:]
+        state = parse_storage_uri(checkpoint).filesystem()
+        def logged(log: str) -> list[str]:  # Spark's log entries (no hidden checksum files)
+            return [f.rsplit("/", 1)[1] for f in state.list_files(f"spark/{log}") if not f.rsplit("/", 1)[1].startswith(".")]
+
+        assert logged("commits") == ["0"] and logged("offsets") == ["0", "1"]  # stopped mid-way: batch 1 planned only
 
         # restarted (a new driver process): it resumes from the checkpoint on the store
         second = subprocess.run([*args, "--available-now"], env=env, capture_output=True, text=True,
