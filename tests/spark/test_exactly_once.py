@@ -50,7 +50,7 @@ from avro_registry_sink.spark.driver.job_options import JobOptions
 from avro_registry_sink.spark.sources.sources import parse_source
 from avro_registry_sink.tabledef.ddl import parse_ddl
 from avro_registry_sink.tabledef.storage import write_table_schema_file
-from tests.support.depth import rounds
+from tests.support.depth import full_depth, rounds
 from tests.support.job import canal_dml
 from tests.support.servers import REPO, ensure_kafka
 
@@ -459,12 +459,14 @@ def test_exactly_once_under_kills(spark, bootstrap, registry_url, faults, contro
     scenario = Scenario(spark, source, bootstrap, registry_url, "exactly-once", faults, control_topic,
                         _tables_sql(tmp_path), producer="confluent")
     cli_runs = rounds(2, 1)  # CI: one CLI run under kills (tests/support/depth.py)
-    chaos(scenario, rng, cli_runs=cli_runs, here_runs=4, storage=kind == "storage")
+    here_runs = rounds(4, 3)  # CI: two worker kills and a driver failure in this process
+    chaos(scenario, rng, cli_runs=cli_runs, here_runs=here_runs, storage=kind == "storage")
     received = scenario.received()
     _assert_exactly_once(scenario, received)
     print("\n".join(faults.log))
-    # every kill fired: each worker point and a driver point per CLI run, a worker per in-process run but the third
-    assert faults.kills >= (len(WORKER_POINTS) + 1) * cli_runs + 3, faults.log
+    # every kill fired: each worker point and a driver point per CLI run, a worker per in-process run but every third
+    here_kills = sum(1 for i in range(here_runs) if i % 3 != 2)
+    assert faults.kills >= (len(WORKER_POINTS) + 1) * cli_runs + here_kills, faults.log
     _assert_verified(spark, scenario, received)
 
 
@@ -491,11 +493,17 @@ def test_exactly_once_under_kills_in_the_jvm_writer(spark, bootstrap, registry_u
         spec = ",".join([raised, f"{point}=kill@{rng.choice((1, 2))}"])
         done = scenario.cli(spec)
         assert done.returncode in (-9, 0, 1), (spec, done.returncode, done.stderr[-3000:])
-    # a task that fails after its commit: Spark's retry finds the slice's token and writes nothing again
+    # a task that fails after its commit: Spark's retry (a CLI run; CI: the next run, in this process) finds the
+    # slice's token and writes nothing again
     source.add_wave()
-    done = scenario.cli("eos.after-commit=raise@1")
-    assert done.returncode == 0 and scenario.faults.fired("eos.after-commit=raise@1"), done.stderr[-3000:]
-    for _ in range(2):
+    if full_depth():
+        done = scenario.cli("eos.after-commit=raise@1")
+        assert done.returncode == 0 and scenario.faults.fired("eos.after-commit=raise@1"), done.stderr[-3000:]
+    else:
+        outcome = scenario.here("eos.after-commit=raise@1")  # here() clears the counts: its log line says what fired
+        assert outcome.startswith("failed") and scenario.faults.log[-1].endswith(
+            "fired ['eos.after-commit=raise@1']"), scenario.faults.log
+    for _ in range(rounds(2, 1)):
         source.add_wave()
         scenario.here(f"{rng.choice(DRIVER_RAISES)}=raise")
     assert scenario.here("") == "ok", scenario.faults.log
@@ -533,9 +541,10 @@ def test_at_least_once_shows_the_duplicates(spark, bootstrap, registry_url, faul
                         _tables_sql(tmp_path))
     source.add_wave()
     assert scenario.here("job.after-sink-write=raise").startswith("failed")  # between Kafka's commit and Spark's
-    source.add_wave()
-    assert scenario.here("job.after-side-write=raise").startswith("failed")
-    chaos(scenario, rng, cli_runs=0, here_runs=1, storage=False)
+    if full_depth():  # CI: one failure between the commits is enough to show a duplicate
+        source.add_wave()
+        assert scenario.here("job.after-side-write=raise").startswith("failed")
+    chaos(scenario, rng, cli_runs=0, here_runs=rounds(1, 0), storage=False)
     received = scenario.received()
     assert set(received) == source.expected  # nothing lost ...
     again = sum(n - 1 for n in received.values())
