@@ -19,8 +19,7 @@ Per micro-batch the job's executor stages read the stream's rows: :func:`encode_
 tree) and :mod:`~avro_registry_sink.spark.sources.changelog_stage` (changelogs; its one-by-one path reads a
 message with :func:`peek_message` and :func:`parse_message`), whose closures hold only plain data (table
 definitions, options, the root path). Every row they hand on is either a record
-(:data:`~avro_registry_sink.model.ENCODED_DDL`; :func:`parse_storage_files` gives the change events, the
-:data:`PARSED_DDL` rows) or a bad line/message (``error``: JSON with the location and the reason), plus the
+(:data:`~avro_registry_sink.model.ENCODED_DDL`) or a bad line/message (``error``: JSON with the location and the reason), plus the
 order columns that keep per-key order in the output:
 ``order_version`` (storage: the version directory), ``order_file`` (storage: partition/date/file number;
 Kafka: topic/partition; files: the file), ``order_line`` (line or offset; a storage record encoded by
@@ -76,7 +75,6 @@ __all__ = [
     "location_of",
     "parse_message",
     "parse_source",
-    "parse_storage_files",
     "peek_message",
     "resolve_storage_files",
     "source_error_json",
@@ -465,47 +463,6 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
         yield _error_row(source_error_json(err, fmt=fmt, schema=table.schema_name, table=table.table,
                                            table_version=table.version),
                          (order[0], order[1], line), table.schema_name, table.table, relpath)
-
-
-def parse_storage_files(
-    files_df: DataFrame,
-    root: str | StorageURI,
-    files: StorageFiles,
-    csv_options: CsvOptions | None,
-    explicit: frozenset[str] = frozenset(),
-) -> DataFrame:
-    """Executor stage: ``files_df`` (Spark ``binaryFile`` rows: ``path``, ``content``) -> :data:`PARSED_DDL` rows.
-
-    Files are read from the bytes Spark hands over (never opened by path here). CSV files are parsed
-    with the layout :func:`~avro_registry_sink.formats.csv.resolve_layout` finds (``explicit`` names the
-    settings the user gave: those win, and a file that contradicts them gives a
-    :attr:`~avro_registry_sink.model.RefusalReason.MISCONFIGURATION` row that fails the batch); what was
-    detected comes as a :attr:`~avro_registry_sink.model.RefusalReason.NOTE` row.
-    """
-    by_relpath = {relpath: (key, order) for relpath, key, order in files.files}
-    tables = dict(files.tables)
-    location = root if isinstance(root, StorageURI) else parse_storage_uri(str(root))
-
-    def parse(batches: Iterator[Any]) -> Iterator[Any]:
-        from avro_registry_sink.sources.storage import StorageLayout
-
-        layout = StorageLayout(location)
-
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for batch in batches:
-                for uri, content in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                    try:
-                        relpath = location.relative(uri)
-                    except ConfigError:
-                        continue
-                    if relpath in by_relpath:
-                        key, order = by_relpath[relpath]
-                        yield from _storage_file_rows(relpath, content, tables[key], order,
-                                                      _resolved_data_file(layout, relpath), csv_options, explicit)
-
-        yield from _batches(rows(), PARSED_DDL)
-
-    return files_df.select("path", "content").mapInArrow(parse, PARSED_DDL)
 
 
 def encode_storage_files(
