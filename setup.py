@@ -18,21 +18,22 @@ Where the jar step finds what it needs (each the first found):
 
 * ``javac``: ``AVRO_SINK_JAVAC`` (only that one: empty looks for none), ``$JAVA_HOME/bin/javac``, ``PATH``;
 * Spark's jars: ``AVRO_SINK_SPARK_JARS`` (a directory), the ``jars/`` of the build environment's pyspark
-  (so ``pip install --no-build-isolation``, or ``pip wheel --no-build-isolation`` in a venv that has pyspark),
-  ``$SPARK_HOME/jars``;
+  (``pyproject.toml`` lists pyspark among the build requirements, so pip's isolated build has it; without build
+  isolation, the venv's), ``$SPARK_HOME/jars``;
 * the Kafka client: ``AVRO_SINK_KAFKA_CLIENTS_JAR``, else the newest ``kafka-clients-<version>.jar`` of the first
-  of: ``build/`` of the product's cache directory (where ``scripts/install.sh`` puts the one Spark's Kafka
-  connector uses), its Ivy cache (``AVRO_SINK_IVY_DIR``, else ``ivy/jars``), ``~/.ivy2*/jars``, ``~/.m2``, the
-  broker's jars that ``scripts/kafka.sh`` fetches (``.cache/kafka/*/libs``).
+  of: ``build/`` of the product's cache directory, its Ivy cache (``AVRO_SINK_IVY_DIR``, else ``ivy/jars``),
+  ``~/.ivy2*/jars``, ``~/.m2``, the broker's jars that ``scripts/kafka.sh`` fetches (``.cache/kafka/*/libs``);
+  else the one Spark's Kafka connector for that Spark depends on is fetched from Maven Central into ``build/`` of
+  the cache directory (``java_build.fetch_kafka_clients``; ``AVRO_SINK_OFFLINE=1`` forbids it).
+
+A jar already built from this source against this Spark is kept (an editable install rebuilds nothing).
 """
 
 import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import zipfile
 from importlib.util import find_spec
 from pathlib import Path
@@ -42,19 +43,19 @@ from setuptools import Command, Extension, setup
 from setuptools.command.build import build
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+# the package's modules below use the standard library only (and its __init__ imports nothing eagerly)
+from avro_registry_sink.cache_dir import cache_root  # noqa: E402
+from avro_registry_sink.spark.runtime.packages import kafka_package  # noqa: E402
+from avro_registry_sink.spark.sinks import java_build  # noqa: E402
+
 SOURCE = "avro_registry_sink/formats/native/debezium_scan.c"
 DIGEST = hashlib.sha256((ROOT / SOURCE).read_bytes()).hexdigest()[:16]
 
 # jvm_writer.py reads the jar by this name and these manifest attributes
 JAVA_SOURCE = "avro_registry_sink/spark/sinks/java/TransactionalSliceWriter.java"
 JAR = "avro_registry_sink/spark/sinks/java/avro-sink-writer.jar"
-DIGEST_ATTRIBUTE = "Avro-Sink-Source-Digest"
-SPARK_ATTRIBUTE = "Avro-Sink-Spark-Version"
-CLIENT_ATTRIBUTE = "Avro-Sink-Kafka-Clients"
-
-
-class JarUnavailable(Exception):
-    """What the jar step lacks (the message says what and where it looked)."""
+JarUnavailable = java_build.JavaBuildError
 
 
 def _version(jar: Path) -> tuple[int, ...]:
@@ -97,15 +98,14 @@ def _spark_jars() -> tuple[Path, str]:
     raise JarUnavailable(f"no Spark jars (spark-core_*.jar) to compile against ({looked}; AVRO_SINK_SPARK_JARS)")
 
 
-def _kafka_clients() -> Path:
+def _kafka_clients(spark_version: str) -> Path:
     if os.environ.get("AVRO_SINK_KAFKA_CLIENTS_JAR"):
         given = Path(os.environ["AVRO_SINK_KAFKA_CLIENTS_JAR"])
         if not given.is_file():
             raise JarUnavailable(f"AVRO_SINK_KAFKA_CLIENTS_JAR={given} is no file")
         return given
     home = Path.home()
-    cache = Path(os.environ.get("AVRO_SINK_CACHE_DIR")
-                 or Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache", "avro-registry-sink"))
+    cache = cache_root()
     ivy = Path(os.environ.get("AVRO_SINK_IVY_DIR") or cache / "ivy")
     places = [(cache / "build", "kafka-clients-*.jar"), (ivy / "jars", "*kafka-clients-*.jar"),
               *((d / "jars", "*kafka-clients-*.jar") for d in sorted(home.glob(".ivy2*"))),
@@ -116,35 +116,39 @@ def _kafka_clients() -> Path:
         if found:
             return max(found, key=_version)
     looked = ", ".join(str(place) for place, _ in places)
-    raise JarUnavailable(f"no kafka-clients jar ({looked}; AVRO_SINK_KAFKA_CLIENTS_JAR)")
+    if os.environ.get("AVRO_SINK_OFFLINE"):
+        raise JarUnavailable(f"no kafka-clients jar ({looked}; AVRO_SINK_KAFKA_CLIENTS_JAR), and AVRO_SINK_OFFLINE "
+                             "forbids fetching it")
+    try:
+        return java_build.fetch_kafka_clients(_connector(spark_version), cache / "build")
+    except JarUnavailable as exc:
+        raise JarUnavailable(f"no kafka-clients jar ({looked}; AVRO_SINK_KAFKA_CLIENTS_JAR), and {exc}") from None
+
+
+def _connector(spark_version: str) -> str:
+    """Spark's Kafka connector for this Spark."""
+    return kafka_package(spark_version)
 
 
 def build_writer_jar(jar: Path) -> None:
-    """Compile ``JAVA_SOURCE`` into ``jar`` (replaced atomically); raises :class:`JarUnavailable`."""
-    javac = _javac()
-    spark_jars, spark_version = _spark_jars()
-    client = _kafka_clients()
+    """Compile ``JAVA_SOURCE`` into ``jar`` (replaced atomically) unless ``jar`` was built from this source against
+    this Spark already; raises :class:`JarUnavailable`."""
     source = ROOT / JAVA_SOURCE
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        classes = Path(tmp, "classes")
-        # C1 only, serial GC: a one-file compile is over before C2 pays off (half the time on 2 busy cores)
-        done = subprocess.run([javac, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "--release", "17",
-                               "-nowarn", "-d", str(classes), "-cp",
-                               f"{spark_jars}/*{os.pathsep}{client}", str(source)],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise JarUnavailable(f"{javac} failed on {source.name}: {(done.stderr or done.stdout)[-2000:]}")
-        staged = Path(tmp, jar.name)
-        with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as out:
-            out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n"
-                         f"{DIGEST_ATTRIBUTE}: {digest}\r\n{SPARK_ATTRIBUTE}: {spark_version}\r\n"
-                         f"{CLIENT_ATTRIBUTE}: {client.name}\r\n\r\n")
-            for path in sorted(classes.rglob("*.class")):
-                out.write(path, path.relative_to(classes).as_posix())
-        shutil.move(staged, jar.with_suffix(".tmp"))
-        os.replace(jar.with_suffix(".tmp"), jar)
+    digest = java_build.source_digest(source)
+    spark_jars, spark_version = _spark_jars()
+    if jar.is_file():
+        try:
+            built = java_build.read_manifest(jar)
+        except (OSError, KeyError, zipfile.BadZipFile):
+            built = {}
+        if (built.get(java_build.DIGEST_ATTRIBUTE), built.get(java_build.SPARK_ATTRIBUTE)) == (digest, spark_version):
+            print(f"build_jar: {jar} is built from this source against Spark {spark_version} already", file=sys.stderr)
+            return
+    javac = _javac()
+    client = _kafka_clients(spark_version)
+    java_build.compile_jar(javac, source, [f"{spark_jars}/*", str(client)], jar, {
+        java_build.DIGEST_ATTRIBUTE: digest, java_build.SPARK_ATTRIBUTE: spark_version,
+        java_build.CLIENT_ATTRIBUTE: client.name})
     print(f"build_jar: built {jar} from {source.name} (Spark {spark_version} jars in {spark_jars}, {client})",
           file=sys.stderr)
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from avro_registry_sink.spark.sinks import jvm_writer
+from avro_registry_sink.spark.sinks.java_build import read_manifest
 
 
 def _packaged(tmp_path, monkeypatch, *, digest: str | None, spark: str = "4.3.0"):
@@ -28,7 +29,7 @@ def _packaged(tmp_path, monkeypatch, *, digest: str | None, spark: str = "4.3.0"
 
 def test_the_packaged_jar_serves_the_source_and_spark_it_was_built_from(tmp_path, monkeypatch):
     _, jar = _packaged(tmp_path, monkeypatch, digest=None)
-    assert jvm_writer._manifest(jar)["Avro-Sink-Kafka-Clients"] == "org.apache.kafka_kafka-clients-3.9.2.jar"
+    assert read_manifest(jar)["Avro-Sink-Kafka-Clients"] == "org.apache.kafka_kafka-clients-3.9.2.jar"
     assert jvm_writer.packaged_problem("4.3.0") is None
     assert jvm_writer.packaged_problem("4.3.1") is None  # a patch release: the same API
     assert "compiled against Spark 4.3.0, the session runs Spark 4.2.0" in jvm_writer.packaged_problem("4.2.0")

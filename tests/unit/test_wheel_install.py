@@ -3,8 +3,8 @@ installed in a fresh venv on a machine without a C compiler, debezium-json paylo
 (``native_scan.engine()``), and without ``javac`` a Spark session loads the writer from the packaged jar
 (``jvm_writer.engine()``).
 
-The wheel is built as a clean clone would build it (the files git tracks, copied out; ``pip wheel`` with this
-venv's setuptools and pyspark, no build isolation: no network), installed without its dependencies into a fresh
+The wheel is built as a user builds it from a clean clone (the files git tracks, copied out; ``pip wheel`` with pip's
+build isolation: its build requirements, pyspark among them, from the index or pip's cache), installed without its dependencies into a fresh
 venv that sees this venv's third-party packages (and not this checkout's editable install) through a ``.pth``
 file, and run with ``PATH`` holding no compiler and ``CC`` unset; for the jar, ``PATH`` holds ``java`` and the
 shell tools Spark's launch scripts use but no ``javac``, and ``AVRO_SINK_JAVAC`` is empty (the driver then
@@ -111,7 +111,7 @@ def installed(tmp_path_factory) -> SimpleNamespace:
     clone = tmp_path / "clone"
     _tracked_copy(clone)
     dist = tmp_path / "dist"
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v",
                             "-w", str(dist), str(clone)], capture_output=True, text=True, timeout=300, check=False)
     assert built.returncode == 0, built.stderr[-3000:]
     wheel, = dist.glob("avro_registry_sink-*.whl")

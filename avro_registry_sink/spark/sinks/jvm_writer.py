@@ -23,8 +23,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import tempfile
 import threading
 import weakref
 import zipfile
@@ -33,6 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from avro_registry_sink.cache_dir import cache_root
+from avro_registry_sink.spark.sinks.java_build import (
+    DIGEST_ATTRIBUTE,
+    SPARK_ATTRIBUTE,
+    JavaBuildError,
+    compile_jar,
+    read_manifest,
+)
+from avro_registry_sink.spark.sinks.java_build import source_digest as java_source_digest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,11 +52,9 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("java") / "TransactionalSliceWriter.java"
 CLASS = "avro_registry_sink.TransactionalSliceWriter"
 _KAFKA_CLIENT_CLASS = "org.apache.kafka.clients.producer.KafkaProducer"
-#: The jar built with the package (``setup.py``'s ``build_jar``), and its manifest's attributes that say from which
-#: source and against which Spark it was compiled (setup.py writes them under these names).
+#: The jar built with the package (``setup.py``'s ``build_jar``; its manifest says from which source and against
+#: which Spark it was compiled: :mod:`.java_build`).
 JAR = SOURCE.with_name("avro-sink-writer.jar")
-_DIGEST_ATTRIBUTE = "Avro-Sink-Source-Digest"
-_SPARK_ATTRIBUTE = "Avro-Sink-Spark-Version"
 
 #: Where a session's writer class came from: the jar built with the package, a jar compiled on this driver, or
 #: the session's classpath as it was given (``spark.jars``).
@@ -112,19 +116,7 @@ def _spark_jars(spark: SparkSession) -> str:
 
 def source_digest() -> str:
     """The digest of the Java source that a jar built from it records (as ``setup.py`` computes it)."""
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-
-
-def _manifest(jar: Path) -> dict[str, str]:
-    with zipfile.ZipFile(jar) as archive:
-        text = archive.read("META-INF/MANIFEST.MF").decode()
-    lines: list[str] = []
-    for line in text.splitlines():
-        if line.startswith(" ") and lines:  # a continuation of the line before (lines are at most 72 bytes)
-            lines[-1] += line[1:]
-        elif line:
-            lines.append(line)
-    return dict(line.split(": ", 1) for line in lines if ": " in line)
+    return java_source_digest(SOURCE)
 
 
 def packaged_problem(spark_version: str) -> str | None:
@@ -135,14 +127,14 @@ def packaged_problem(spark_version: str) -> str | None:
         return (f"the package holds no {JAR.name} (its build had no javac, Spark jars or Kafka client jar: "
                 "setup.py's build_jar said which)")
     try:
-        manifest = _manifest(JAR)
+        manifest = read_manifest(JAR)
     except (OSError, KeyError, zipfile.BadZipFile) as exc:
         return f"{JAR} has no readable manifest ({exc})"
-    built_from, source = manifest.get(_DIGEST_ATTRIBUTE), source_digest()
+    built_from, source = manifest.get(DIGEST_ATTRIBUTE), source_digest()
     if built_from != source:
         return (f"{JAR} was built from another {SOURCE.name} (source digest {built_from}, this one's is {source}): "
                 "the source was edited since")
-    built_for = manifest.get(_SPARK_ATTRIBUTE, "")
+    built_for = manifest.get(SPARK_ATTRIBUTE, "")
     if built_for.split(".")[:2] != spark_version.split(".")[:2]:
         return f"{JAR} was compiled against Spark {built_for or '(not recorded)'}, the session runs Spark {spark_version}"
     return None
@@ -169,30 +161,12 @@ def build(spark: SparkSession) -> Path:
     jar = jar_dir() / f"avro-registry-sink-slice-writer-{digest}.jar"
     if jar.is_file():
         return jar
-    javac = _javac(spark)
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
-        classes = Path(tmp) / "classes"
-        classes.mkdir()
-        # C1 only, serial GC: a one-file compile is over before C2 pays off (half the time on 2 busy cores)
-        done = subprocess.run([javac, "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "--release", "17",
-                               "-nowarn", "-d", str(classes), "-cp",
-                               f"{spark_jars}/*{os.pathsep}{client}", str(SOURCE)],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise JvmWriterUnavailable(f"javac failed on {SOURCE.name}: {(done.stderr or done.stdout)[-2000:]}")
-        staged = Path(tmp) / jar.name
-        _zip(classes, staged)
-        os.replace(staged, jar)  # atomic: a concurrent build writes the same bytes
+    try:
+        compile_jar(_javac(spark), SOURCE, [f"{spark_jars}/*", client], jar)
+    except JavaBuildError as exc:
+        raise JvmWriterUnavailable(str(exc)) from None
     log.info("Built the JVM slice writer: %s", jar)
     return jar
-
-
-def _zip(classes: Path, jar: Path) -> None:
-    with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as out:
-        out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
-        for path in sorted(classes.rglob("*.class")):
-            out.write(path, path.relative_to(classes).as_posix())
 
 
 def load(spark: SparkSession) -> Any:
