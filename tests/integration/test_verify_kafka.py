@@ -27,7 +27,15 @@ from avro_registry_sink.sources.demo import DemoManifest, generate_demo
 from avro_registry_sink.spark.audit.verify import DISCREPANCIES
 from tests.support.job import canal_messages, stamp_in_order
 from tests.support.servers import ensure_kafka
-from tests.support.tamper import UNKNOWN_ID, copy_topic, copy_topic_with_faults, decoded_key, read_topic
+from tests.support.tamper import (
+    SAMPLE_KIND,
+    UNKNOWN_ID,
+    copy_topic,
+    copy_topic_with_faults,
+    decoded_key,
+    fault_counts,
+    read_topic,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -107,25 +115,9 @@ def test_a_clean_kafka_run_reconciles(run):
         assert counts["topic"] == run.topic(table)
 
 
-#: What each fault must show in shop.orders. All of them are injected into one copy of its topic, each on a key of
-#: its own, and found by one verify run: shop.orders shows their sum, each listed on its own record.
-FAULTS = {
-    "drop": {"missing": 1},
-    "duplicate": {"duplicated": 1},
-    "swap": {"out_of_order": 1},
-    "decimal": {"value_mismatch": 1},
-    "wrong_schema_id": {"wrong_schema_id": 1, "undecodable": 1},
-    "unknown_schema_id": {"unknown_schema_id": 1},
-    "op_header": {"header_mismatch": 1},  # an insert's op header made d, its value kept
-}
-#: The kind of the sample that lists each fault.
-SAMPLE_KIND = {"drop": "missing", "duplicate": "duplicated", "swap": "out_of_order", "decimal": "value_mismatch",
-               "wrong_schema_id": "wrong_schema_id", "unknown_schema_id": "wrong_schema_id",
-               "op_header": "header_mismatch"}
-
-
-def _fault_counts() -> dict[str, int]:
-    return {k: sum(f.get(k, 0) for f in FAULTS.values()) for k in DISCREPANCIES}
+#: The faults injected into one copy of its topic, each on a key of its own, and found by one verify run:
+#: shop.orders shows the sum of what each shows (``tamper.SHOWS``), each listed on its own record.
+FAULTS = ("drop", "duplicate", "swap", "decimal", "wrong_schema_id", "unknown_schema_id", "op_header")
 
 
 @dataclass
@@ -161,7 +153,7 @@ def test_an_exact_copy_of_a_topic_reconciles(run, found):
 
 def test_every_fault_in_a_copy_of_a_topic_is_counted(run, found):
     report = found.report
-    assert _counts(report, "shop.orders") == _fault_counts()
+    assert _counts(report, "shop.orders") == fault_counts(FAULTS, DISCREPANCIES)
     total = _total(run.manifest, "shop.orders")
     assert report["tables"]["shop.orders"]["expected"] == total
     assert report["tables"]["shop.orders"]["delivered"] == total - 1 + 1  # one record dropped, one duplicated

@@ -25,7 +25,14 @@ from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.sources.demo import DemoManifest, generate_demo
 from avro_registry_sink.spark.audit.verify import DISCREPANCIES
 from tests.support.job import stamp_in_order
-from tests.support.tamper import UNKNOWN_ID, decoded_key, tamper_file_sink, tamper_file_sink_many
+from tests.support.tamper import (
+    SAMPLE_KIND,
+    UNKNOWN_ID,
+    decoded_key,
+    fault_counts,
+    tamper_file_sink,
+    tamper_file_sink_many,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -110,26 +117,9 @@ def test_a_clean_run_reconciles(run):
     assert later["files"] == 1 and later["tables"][table] == {"files": 1, "bytes": newest.stat().st_size}
 
 
-#: What each fault must show in shop.orders. All of them are injected into one copy of the sink's output, each
-#: on a key of its own, and found by one verify run: shop.orders shows their sum, each listed on its own record.
-FAULTS = {
-    "drop": {"missing": 1},
-    "duplicate": {"duplicated": 1},
-    "swap": {"out_of_order": 1},
-    "decimal": {"value_mismatch": 1},
-    "wrong_schema_id": {"wrong_schema_id": 1, "undecodable": 1},  # the key's schema: known, and leaves bytes over
-    "unknown_schema_id": {"unknown_schema_id": 1},
-    # the line's own commit_ts field unchanged (an op header made d: tests/integration/test_verify_kafka.py)
-    "commit_ts_header": {"header_mismatch": 1},
-}
-#: The kind of the sample that lists each fault.
-SAMPLE_KIND = {"drop": "missing", "duplicate": "duplicated", "swap": "out_of_order", "decimal": "value_mismatch",
-               "wrong_schema_id": "wrong_schema_id", "unknown_schema_id": "wrong_schema_id",
-               "commit_ts_header": "header_mismatch"}
-
-
-def _fault_counts() -> dict[str, int]:
-    return {k: sum(f.get(k, 0) for f in FAULTS.values()) for k in DISCREPANCIES}
+#: The faults injected into one copy of the sink's output, each on a key of its own, and found by one verify run:
+#: shop.orders shows the sum of what each shows (``tamper.SHOWS``), each listed on its own record.
+FAULTS = ("drop", "duplicate", "swap", "decimal", "wrong_schema_id", "unknown_schema_id", "commit_ts_header")
 
 
 @dataclass
@@ -186,7 +176,7 @@ def found(run, tampered) -> dict[str, Any]:
 
 def test_every_fault_injected_into_the_file_sink_is_counted(run, found):
     assert found["status"] == "discrepancies"
-    assert _counts(found, "shop.orders") == _fault_counts()
+    assert _counts(found, "shop.orders") == fault_counts(FAULTS, DISCREPANCIES)
     total = _total(run.manifest, "shop.orders")
     assert found["tables"]["shop.orders"]["expected"] == total
     assert found["tables"]["shop.orders"]["delivered"] == total - 1 + 1  # one record dropped, one duplicated
@@ -277,7 +267,7 @@ def test_staged_and_uncommitted_batches_are_not_compared(run, found):
     """The tampered copy holds batch 77 staged and 78 published but not committed (copies of a committed file):
     both noted, neither compared (the counts are the faults' alone: test_every_fault_..._is_counted)."""
     assert found["tables"]["shop.orders"]["delivered"] == _total(run.manifest, "shop.orders")
-    assert _counts(found, "shop.orders") == _fault_counts()
+    assert _counts(found, "shop.orders") == fault_counts(FAULTS, DISCREPANCIES)
     notes = " ".join(found["notes"])
     assert "staged, not published" in notes and "77" in notes
     assert "published but not committed" in notes and "78" in notes
@@ -440,7 +430,7 @@ def test_decode_all_decodes_every_record_and_counts_the_same(run, tampered, foun
     for table in TABLES:
         assert report["tables"][table]["decoded"] == _total(run.manifest, table)
         assert _counts(report, table) == _counts(found, table)
-    assert _counts(report, "shop.orders") == _fault_counts()
+    assert _counts(report, "shop.orders") == fault_counts(FAULTS, DISCREPANCIES)
 
 
 @pytest.mark.parametrize(("source_ts", "in_source"), [((10, 5), 1), ((5, 10), 0)])

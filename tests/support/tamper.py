@@ -27,6 +27,28 @@ KINDS = ("drop", "duplicate", "swap", "decimal", "wrong_schema_id", "unknown_sch
 #: A schema id no registry in the tests holds.
 UNKNOWN_ID = 987_654
 
+#: What each fault shows in verify's counts for its table (a verify test injects a set of them, each on a key of its
+#: own, and expects their sum: :func:`fault_counts`).
+SHOWS: dict[str, dict[str, int]] = {
+    "drop": {"missing": 1},
+    "duplicate": {"duplicated": 1},
+    "swap": {"out_of_order": 1},
+    "decimal": {"value_mismatch": 1},
+    "wrong_schema_id": {"wrong_schema_id": 1, "undecodable": 1},  # the key's schema: known, and leaves bytes over
+    "unknown_schema_id": {"unknown_schema_id": 1},
+    "op_header": {"header_mismatch": 1},  # an insert's op header made d, its value kept
+    "commit_ts_header": {"header_mismatch": 1},  # the record's own commit_ts field unchanged
+}
+#: The kind of verify's sample that lists each fault.
+SAMPLE_KIND = {"drop": "missing", "duplicate": "duplicated", "swap": "out_of_order", "decimal": "value_mismatch",
+               "wrong_schema_id": "wrong_schema_id", "unknown_schema_id": "wrong_schema_id",
+               "op_header": "header_mismatch", "commit_ts_header": "header_mismatch"}
+
+
+def fault_counts(kinds: Iterable[str], discrepancies: Iterable[str]) -> dict[str, int]:
+    """The counts verify must show for a table holding one fault of each of ``kinds``."""
+    return {k: sum(SHOWS[kind].get(k, 0) for kind in kinds) for k in discrepancies}
+
 #: Faults that need a record of a particular kind (two changes of a key, an insert, a DECIMAL): applied first
 #: by :func:`tamper_many`, while the most keys are free.
 _CHOOSY = ("swap", "op_header", "commit_ts_header", "decimal")
