@@ -72,28 +72,40 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 # together, so one worker starts and stops those servers and no two of their tests run at once (Debezium's JDBC
 # sink binds its column types to the dialect of the connector that started last). Every other integration file,
 # with a registry and topics of its own, is a unit by itself, so the two workers share them.
-# The longest files go first, so neither worker is left with a long one at the end. (xdist's own ``loadgroup``
+# The longest files go first, so neither worker is left with a long one at the end; the longest file's tests are
+# units of their own (BY_TEST). (xdist's own ``loadgroup``
 # cannot do this here: it renames node ids, which pytest 9 ignores.)
 
 #: Files that take a minute or more on 2 cores (the summary's "slowest files"), longest first.
-SLOW_FIRST = ("tests/spark/test_exactly_once.py", "tests/deploy/test_cluster.py", "tests/spark/test_nothing_lost.py",
-              "tests/integration/test_verify_kafka.py", "tests/spark/test_verify.py", "tests/unit/test_changelog_arrow.py",
-              "tests/downstream/", "tests/integration/test_registry_contract.py",
+SLOW_FIRST = ("tests/spark/test_exactly_once.py", "tests/downstream/", "tests/deploy/test_cluster.py",
+              "tests/deploy/test_object_store.py", "tests/spark/test_docs_tutorials.py", "tests/spark/test_stop_signals.py",
+              "tests/spark/test_docs_runnable.py", "tests/spark/test_verify.py", "tests/unit/test_changelog_arrow.py",
+              "tests/unit/test_cli_user_errors.py", "tests/integration/test_kafka_security.py",
+              "tests/integration/test_e2e_kafka.py", "tests/integration/test_verify_kafka.py",
+              "tests/spark/test_nothing_lost.py", "tests/integration/test_evolution_e2e.py",
+              "tests/integration/test_prometheus.py", "tests/integration/test_registry_contract.py",
               "tests/integration/test_cli_encode_check.py", "tests/integration/test_manager.py",
-              "tests/spark/test_stop_signals.py", "tests/deploy/test_object_store.py", "tests/spark/test_docs_runnable.py",
-              "tests/spark/test_docs_tutorials.py",
-              "tests/unit/test_native_scan.py", "tests/integration/test_kafka_security.py",
-              "tests/integration/test_quiet_output.py", "tests/integration/test_e2e_kafka.py",
-              "tests/unit/test_cli_user_errors.py")
+              "tests/integration/test_quiet_output.py", "tests/unit/test_damaged_registry.py", "tests/spark/test_jvm_stage.py",
+              "tests/unit/test_demo_linear.py", "tests/unit/test_wheel_install.py", "tests/spark/test_job_storage.py",
+              "tests/spark/test_first_hour.py", "tests/unit/test_native_scan.py")
 #: The suites that use the shared servers (the ``registry_target``/Apicurio fixtures of tests/integration/conftest.py,
 #: Kafka Connect and the databases of tests/downstream).
 SHARED_SERVERS = ("tests/downstream/", "tests/integration/test_registry_contract.py",
                   "tests/integration/test_cli_encode_check.py", "tests/integration/test_manager.py")
+#: Files whose tests are units of their own (each several minutes' worth of kills, all of them in one file would
+#: be the last unit of one worker); a parametrized test's cases stay together where they share a server
+#: (``test_a_broker_restart_while_producing``: the second broker on one port).
+BY_TEST = ("tests/spark/test_exactly_once.py",)
+_TOGETHER = ("test_a_broker_restart_while_producing",)
 
 
 def unit_of_work(nodeid: str) -> str:
-    """The unit of work a test belongs to: its file, or ``registry-servers`` for the suites that share servers."""
+    """The unit of work a test belongs to: its file, or ``registry-servers`` for the suites that share servers, or
+    for :data:`BY_TEST` the test itself."""
     path = nodeid.split("::", 1)[0]
+    if path.startswith(BY_TEST):
+        function = nodeid.split("[", 1)[0]
+        return function if function.rsplit("::", 1)[-1] in _TOGETHER else nodeid
     return "registry-servers" if path.startswith(SHARED_SERVERS) else path
 
 
@@ -107,8 +119,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """xdist's scope scheduling, with :func:`unit_of_work` as the scope (units handed out in collection order)."""
+    """xdist's scope scheduling, with :func:`unit_of_work` as the scope, units handed out in collection order (the
+    slowest first: :func:`pytest_collection_modifyitems`). xdist's default order, the units with the most tests
+    first, would leave the slow files of one or two tests (a cluster, an object store) for the end."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class UnitsOfWork(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
