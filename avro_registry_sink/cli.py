@@ -31,6 +31,10 @@ from avro_registry_sink.errors import AvroSinkError, ConfigError, RegistryFileEr
 from avro_registry_sink.history import commands as history_commands
 from avro_registry_sink.settings.config import SinkConfig, SinkKind
 
+# Each command imports the modules it runs inside its function, for start-up: `--help`, a bad option and
+# the light commands (schemas, check, status) answer without loading Spark, the Kafka clients or the registry
+# server (at the top, every command would pay for all of them).
+
 #: What an option's value looks like in ``--help`` (typer would show its Python type: ``<str>``, ``<bool>`` ...).
 _METAVARS = {
     "source": "DIR|URI", "sink_uri": "URI", "config": "FILE", "ddl": "FILE", "events": "FILE", "registry": "URL",

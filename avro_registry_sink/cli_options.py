@@ -18,6 +18,9 @@ import typer
 from avro_registry_sink.routing.rules import build_router
 from avro_registry_sink.settings.config import SinkConfig, load_config
 
+# Imported inside functions, for start-up: every CLI command imports this module, and the DDL parser and
+# the redaction rules load only for the options that use them.
+
 __all__ = [
     "BigintOpt",
     "ConfigOpt",

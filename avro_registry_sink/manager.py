@@ -44,21 +44,27 @@ from typing import Any, Protocol, TypeVar
 
 from avro_registry_sink.encoding.plan import EncodingPlan
 from avro_registry_sink.errors import (
+    ConfigError,
     IncompatibleSchema,
     RegistryError,
     RegistryUnavailable,
     RoutingError,
+    SchemaNotFound,
     SubjectNotFound,
     VersionNotFound,
 )
 from avro_registry_sink.model import PlanKey
+from avro_registry_sink.registry.embedded.canonical import canonical_schema
+from avro_registry_sink.registry.embedded.compatibility import differences
 from avro_registry_sink.registry.explain import explain_incompatibility
 from avro_registry_sink.routing.rules import Route, TopicRouter, collision_advice
 from avro_registry_sink.routing.selection import EVERYTHING, TableSelection
 from avro_registry_sink.schema.builder import TableSchemas, derive_schemas
+from avro_registry_sink.schema.migration import plan_migration, rule_set_for
 from avro_registry_sink.schema.naming import sanitize_name
 from avro_registry_sink.settings.config import DEFAULT_ENCODING, EncodingOptions, OnIncompatible
 from avro_registry_sink.table import TableDef
+from avro_registry_sink.tabledef.ddl import column_lineage
 
 
 class SchemaEvolutionError(IncompatibleSchema):
@@ -468,8 +474,6 @@ class SchemaManager:
         resolution gives other values than MySQL holds after the DDL (a rename read as a drop and an add, a
         DECIMAL's bytes read as VARCHAR text, a DATE's days read as TIME): the run says so, naming the columns,
         rather than let those readers get them silently."""
-        from avro_registry_sink.schema.migration import plan_migration
-        from avro_registry_sink.tabledef.ddl import column_lineage
 
         get_latest = getattr(self._registry, "get_latest", None)
         if get_latest is None:
@@ -514,7 +518,6 @@ class SchemaManager:
     def _look_up_registered(self, subject: str, schema_json: str, schemas: TableSchemas) -> int:
         """``auto-register=false``: the id of the version of ``subject`` that holds ``schema_json``, or
         :class:`SchemaNotRegistered` naming the subject, the table version and the schema needed."""
-        from avro_registry_sink.errors import SchemaNotFound
 
         table = schemas.table
         try:
@@ -612,8 +615,6 @@ class SchemaManager:
 
     def _ensure_evolving(self, subject: str, schema_json: str, schemas: TableSchemas, is_key: bool) -> int:
         """The id of ``schema_json`` in ``subject`` under the new-major policy (see the module doc)."""
-        from avro_registry_sink.schema.migration import plan_migration, rule_set_for
-        from avro_registry_sink.tabledef.ddl import column_lineage
 
         table = schemas.table
         name = table.qualified_name
@@ -656,8 +657,6 @@ class SchemaManager:
 
     def _new_major(self, subject: str, schema_json: str, schemas: TableSchemas, latest: Any, reasons: str,
                    plan: Any) -> int:
-        from avro_registry_sink.schema.migration import rule_set_for
-
         table = schemas.table
         name = table.qualified_name
         old_major = _major_of(latest)
@@ -719,8 +718,6 @@ def new_major_reasons(registry: Any, subject: str, schema_json: str, statements:
     the subject's level may accept it ('' when it would be a minor version, or is already registered, or the subject
     is new): what :meth:`SchemaManager.plan` decides before registering, for ``check --ddl``. ``statements``: the DDL
     since the latest version (renames and re-added columns), of ``table`` when given."""
-    from avro_registry_sink.schema.migration import plan_migration
-    from avro_registry_sink.tabledef.ddl import column_lineage
 
     try:
         numbers = registry.get_versions(subject)
@@ -743,7 +740,6 @@ def _breaks_pinned(versions: list[Any], major: int, schema_json: str, plan: Any)
     import avro.errors
     import avro.schema
 
-    from avro_registry_sink.registry.embedded.compatibility import differences
 
     reasons: list[str] = []
     if plan.conversions:
@@ -770,8 +766,6 @@ def _breaks_pinned(versions: list[Any], major: int, schema_json: str, plan: Any)
 
 
 def _canonical(text: str) -> str | None:
-    from avro_registry_sink.registry.embedded.canonical import canonical_schema
-
     try:
         return canonical_schema(text)
     except ValueError:
@@ -797,7 +791,6 @@ def require_data_contracts(config: Any, registry: Any) -> None:
     """With ``--on-incompatible new-major`` (``config.on_incompatible``), refuse a registry that keeps no data
     contracts, before any batch runs: a :class:`~avro_registry_sink.errors.ConfigError` saying what it answered.
     Nothing is asked under ``stop``."""
-    from avro_registry_sink.errors import ConfigError
 
     if OnIncompatible(getattr(config, "on_incompatible", OnIncompatible.STOP)) is not OnIncompatible.NEW_MAJOR:
         return
@@ -825,7 +818,6 @@ def config_rule_warnings(subject: str, table: str, config: Any) -> list[str]:
     >>> config_rule_warnings("s_t-value", "s.t", None)
     []
     """
-    from avro_registry_sink.errors import ConfigError
 
     try:
         import jsonata  # confluent-kafka's own JSONata executor parses with it

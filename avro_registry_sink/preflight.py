@@ -24,6 +24,9 @@ from avro_registry_sink.kafka.options import KafkaOptions
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.settings.config import RegistryConfig
 
+# Imported inside functions, for start-up: the registry's HTTP client and librdkafka load only for the
+# probe that uses them.
+
 __all__ = ["PROBE_TIMEOUT", "MissingTopics", "PreflightError", "check_topics", "probe_kafka", "probe_registry"]
 
 #: Seconds a probe waits for an answer (a registry's HTTP request; Kafka brokers that refuse connections).

@@ -47,6 +47,9 @@ from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
+# Imported inside functions, for start-up: the formats are imported by every Spark Python worker and by the
+# CLI; the vectorized reader (and the encoder behind it) loads only where a batch uses it (about 20 more modules).
+
 __all__ = [
     "CANAL_JSON",
     "CanalJson",

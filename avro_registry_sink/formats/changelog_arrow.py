@@ -41,6 +41,9 @@ from avro_registry_sink.model import PlanKey
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
+# Imported inside functions, for start-up: the columnar encoder loads only where a batch is encoded (the
+# formats are imported by every Spark Python worker and by the CLI).
+
 __all__ = ["Body", "Rows", "TableRows", "TableVersions", "canal_rows", "canal_summary_peek", "debezium_rows",
            "debezium_summary_peek", "latin1_bytes", "utf8_messages"]
 

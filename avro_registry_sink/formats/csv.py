@@ -56,6 +56,9 @@ from avro_registry_sink.model import Op, RefusalReason
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import FLOAT_TYPES, INT_TYPES
 
+# Imported inside functions, for start-up: the columnar encoder loads only where a batch is encoded (the
+# formats are imported by every Spark Python worker and by the CLI).
+
 __all__ = [
     "CSV",
     "DEFAULT_CSV_OPTIONS",

@@ -75,6 +75,8 @@ from avro_registry_sink.model import Op
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
 from avro_registry_sink.typemap.mysql import INT_TYPES
 
+# Imported inside functions, for start-up: as formats/canal_json.py, the vectorized reader loads where used.
+
 __all__ = ["DEBEZIUM_JSON", "DebeziumJson", "convert_debezium_value", "events_from_debezium", "peek", "table_from_table_change"]
 
 _EPOCH = dt.datetime(1970, 1, 1)

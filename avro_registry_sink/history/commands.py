@@ -35,6 +35,8 @@ from avro_registry_sink.errors import AvroSinkError, RegistryUnavailable
 from avro_registry_sink.history.diff import SchemaDiff, diff_keys, diff_schemas
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecord, select
 
+# The `history` commands import what they run inside their functions, for start-up, as cli.py's commands do.
+
 CheckpointHistoryOpt = Annotated[str | None, typer.Option("--checkpoint", help="The job's checkpoint (directory or storage URI): its history/ journal.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON instead of a terminal table.")]
 

@@ -61,9 +61,11 @@ from avro_registry_sink.errors import AvroSinkError
 from avro_registry_sink.failpoints import failpoint
 from avro_registry_sink.kafka.client import client_conf, kafka_logger, refresh, wait_hosted
 from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KafkaOptions
-from avro_registry_sink.model import is_misconfiguration
+from avro_registry_sink.model import REPLAY_BATCH_BASE, is_misconfiguration
 from avro_registry_sink.redact import redact_text, secret_values
 from avro_registry_sink.settings.config import DELIVERY_MODES
+from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
+from avro_registry_sink.workers import settle
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -319,7 +321,6 @@ def resolved_ts(bootstrap: str | Iterable[str], control_topic: str, query: str, 
 def query_of(checkpoint: Any) -> str | None:
     """The query id of an exactly-once job's ``checkpoint`` (a directory, a storage URI or a
     :class:`~avro_registry_sink.storage_fs.StorageURI`), from its ``delivery.json``; ``None`` if it has none."""
-    from avro_registry_sink.storage_fs import StorageURI, StoreFS, parse_storage_uri
 
     uri = checkpoint if isinstance(checkpoint, StorageURI) else parse_storage_uri(str(checkpoint), option="checkpoint")
     store = StoreFS(uri, option="checkpoint")
@@ -433,7 +434,6 @@ def slice_writer(spec: Mapping[str, Any]) -> Callable[[Iterator[Any]], Iterator[
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from avro_registry_sink.workers import settle
 
         settle()
         ctx = TaskContext.get()
@@ -952,6 +952,4 @@ class TransactionalWriter:
 
 
 def _stream(batch_id: int) -> str:
-    from avro_registry_sink.model import REPLAY_BATCH_BASE
-
     return REPLAY if batch_id >= REPLAY_BATCH_BASE else RUN

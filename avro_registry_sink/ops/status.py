@@ -39,6 +39,9 @@ from avro_registry_sink.ops.checkpoint_logs import batch_source_offset, last_com
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, StorageURI, StoreFS, parse_storage_uri
 
+# Imported inside functions, for start-up: `status` answers in a fraction of a second; the Kafka client,
+# pyarrow (through the storage offsets) and the metrics server load only when the checkpoint's source needs them.
+
 __all__ = ["BACKLOG_TIMEOUT", "EXIT_STATUS", "JobStatus", "input_backlog", "read_status"]
 
 #: The exit status of each verdict (``status``'s, for scripts and liveness probes).

@@ -11,6 +11,9 @@ from avro_registry_sink.settings.config import RegistryConfig
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.registry.client import RegistryClient
 
+# Imported inside functions, for start-up: the HTTP client and the embedded server (starlette, uvicorn) load
+# only for the registry the configuration names.
+
 
 @contextlib.contextmanager
 def connect(config: RegistryConfig) -> Iterator[RegistryClient]:

@@ -20,9 +20,12 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator
 
 from avro_registry_sink.errors import ConfigError, shown_value
-from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options
+from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, _duration, kafka_options
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.storage_fs import STORE_OF_SCHEME, STORE_PARAMETERS, parse_storage_uri
+
+# Imported inside functions, for start-up: every CLI command imports this module; the table filter and
+# TiCDC's key tables load only where a configuration uses them.
 
 
 class DecimalMode(str, Enum):
@@ -698,8 +701,6 @@ def parse_stop_timeout(value: Any) -> float:
     >>> parse_stop_timeout("2m"), parse_stop_timeout(12.5), parse_stop_timeout("0")
     (120.0, 12.5, 0.0)
     """
-    from avro_registry_sink.kafka.options import _duration
-
     text = str(value).strip()
     try:
         seconds = float(text)
@@ -730,8 +731,6 @@ def parse_transaction_timeout(value: Any) -> float:
     >>> parse_transaction_timeout("2m"), parse_transaction_timeout(30000)
     (120.0, 30.0)
     """
-    from avro_registry_sink.kafka.options import _duration
-
     text = str(value).strip()
     seconds = int(text) / 1000 if text.isdigit() else _duration("transaction-timeout", text)
     if not 1.0 <= seconds <= MAX_TRANSACTION_TIMEOUT:

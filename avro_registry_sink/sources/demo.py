@@ -44,6 +44,7 @@ from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, is_
 from avro_registry_sink.model import Op
 from avro_registry_sink.sources.storage import data_file_name
 from avro_registry_sink.table import ColumnDef, MySQLType, TableDef
+from avro_registry_sink.tabledef.storage import write_table_schema_file
 
 __all__ = ["DEMO_CSV_OPTIONS", "DemoManifest", "LiveKeys", "OpCounts", "generate_demo", "go_format_float",
            "write_rerun_files"]
@@ -555,7 +556,6 @@ def _create_statement(table: TableDef) -> str:
 
 def _write_schema_file(root: Path, table: TableDef, query: str = "", ddl_type: int = 0) -> Path:
     """A table schema file, written by the tabledef module; ``Query``/``Type`` set for a DDL version."""
-    from avro_registry_sink.tabledef.storage import write_table_schema_file
 
     return Path(write_table_schema_file(table, root, query=query, ddl_type=ddl_type))
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from avro_registry_sink.errors import ConfigError
 from avro_registry_sink.model import Op
 from avro_registry_sink.sources.demo import DemoManifest, _mysql_type, _sql_type, go_format_float
 from avro_registry_sink.table import BINARY_TYPES, ColumnDef, MySQLType, TableDef
@@ -275,7 +276,6 @@ def fill_topic(bootstrap: str, topic: str, messages: list[TopicMessage], *, part
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from avro_registry_sink.errors import ConfigError
 
     settings: dict[str, str | int | float | bool] = {"bootstrap.servers": bootstrap, **(config or {})}
     admin = AdminClient(settings)

@@ -57,6 +57,9 @@ from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.catalog import MembersNote, complete_versions
 
+# Imported inside functions, for start-up: the storage tree's DDL files are parsed only where a tree
+# carries them.
+
 __all__ = [
     "DataFile",
     "DateSeparator",

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from avro_registry_sink.errors import AvroSinkError, SourceError
 from avro_registry_sink.storage_fs import StorageURI, parse_storage_uri
 from avro_registry_sink.table import MySQLType, TableDef
+from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 
 __all__ = ["MembersNote", "TableCatalog", "complete_table", "complete_versions", "pick_version"]
 
@@ -61,7 +62,6 @@ def _with_unique_keys(table: TableDef, query: str, current: TableDef | None) -> 
         return table
     keys: tuple[tuple[str, ...], ...] = ()
     if " ".join(query.split()).upper().startswith("CREATE TABLE"):
-        from avro_registry_sink.tabledef.ddl import parse_ddl
 
         try:
             keys = next((t.unique_keys for t in parse_ddl(query, default_schema=table.schema_name)
@@ -95,7 +95,6 @@ def _without_members(table: TableDef) -> TableDef:
 def _members_source(table: TableDef, query: str, state: TableDef | None, hint: TableDef | None,
                     first: bool) -> tuple[TableDef | None, str, str | None]:
     """(the definition the members of ``table``'s version come from, where that is, a note or ``None``)."""
-    from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 
     text = " ".join(query.split())
     head = text.upper()
@@ -136,7 +135,6 @@ def _members_source(table: TableDef, query: str, state: TableDef | None, hint: T
 
 def _defined_members(state: TableDef, query: str) -> set[str]:
     """The columns an ALTER TABLE gives ENUM/SET members itself (lower-case names)."""
-    from avro_registry_sink.tabledef.ddl import apply_ddl
 
     if not query.strip() or query.lstrip().upper().startswith("CREATE"):
         return set()
@@ -419,7 +417,6 @@ class TableCatalog:
             return changed
         query = " ".join(ddl.query.split())
         head = query.upper()
-        from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
 
         try:
             if head.startswith("CREATE TABLE"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import avro_registry_sink
@@ -205,3 +206,37 @@ def test_no_folder_holds_more_than_its_share_of_the_package():
             if n > ROOM_SHARE * total}
     assert over == {}, f"folders over {ROOM_SHARE:.0%} of the package's {total} lines: {over}; split them by role"
     assert lines[ROOT] > 0.05 * total  # the top folder is counted too: the command line, the manager, the shared shapes
+
+
+#: How a module says why it imports the package's own modules inside functions (a comment near its imports).
+_WHY = re.compile(r"^# (Imported inside functions, for (start-up|a cycle)|Each command imports|The `history` commands "
+                  r"import)", re.MULTILINE)
+
+
+def _deferred_without_reason(text: str) -> list[int]:
+    """Lines of own-module imports inside functions with no reason given: no comment on the line or the one before,
+    and no module comment (:data:`_WHY`)."""
+    if _WHY.search(text):
+        return []
+    lines = text.splitlines()
+    out: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                name = inner.module if isinstance(inner, ast.ImportFrom) else (
+                    inner.names[0].name if isinstance(inner, ast.Import) else None)
+                if name and name.startswith(PACKAGE) and "#" not in lines[inner.lineno - 1] \
+                        and not lines[inner.lineno - 2].lstrip().startswith("#"):
+                    out.add(inner.lineno)
+    return sorted(out)
+
+
+def test_imports_inside_functions_say_why():
+    """The package's own modules are imported at the top of a module unless start-up or a cycle says otherwise,
+    and then a comment says which."""
+    found = {str(path.relative_to(ROOT.parent)): lines for path in sorted(ROOT.rglob("*.py"))
+             if (lines := _deferred_without_reason(path.read_text(encoding="utf-8")))}
+    assert found == {}, f"imports inside functions with no comment saying why (start-up or a cycle): {found}"
+    unexplained = "def f():\n    from avro_registry_sink.model import Op\n    return Op\n"
+    assert _deferred_without_reason(unexplained) == [2]
+    assert _deferred_without_reason(unexplained.replace("Op\n", "Op  # a cycle: model imports this module\n", 1)) == []

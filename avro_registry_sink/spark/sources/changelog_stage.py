@@ -33,6 +33,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
 
+from avro_registry_sink.formats import format_named
+from avro_registry_sink.formats.canal_json import message_shape
+from avro_registry_sink.formats.changelog_arrow import Body, TableVersions, _candidates, utf8_messages
 from avro_registry_sink.model import CHANGE_SCHEMA, ENCODED_DDL, KAFKA_SCHEMA, dead_letter_json
 from avro_registry_sink.spark.sources.sources import (
     _arrow_schema,
@@ -204,9 +207,6 @@ class Summary:
 
 def _summarize_chunk(chunk: _Chunk, fmt: str, groups: dict[tuple[Any, ...], list[Any]], ddls: list[dict[str, Any]],
                      counts: dict[str, int]) -> None:
-    from avro_registry_sink.formats import format_named
-    from avro_registry_sink.formats.changelog_arrow import Body, _candidates, utf8_messages
-
     n = len(chunk.messages)
     counts["n"] += n
     texts, not_utf8 = utf8_messages(chunk.messages)
@@ -331,9 +331,6 @@ SAMPLE = 5000
 
 
 def _merge_summary(rows: list[dict[str, Any]], fmt: str) -> Summary:
-    from avro_registry_sink.formats import format_named
-    from avro_registry_sink.formats.canal_json import message_shape
-
     carries_types = format_named(fmt).carries_types
 
     inputs = sum(int(r["n"] or 0) for r in rows if r["kind"] == "count")
@@ -474,8 +471,6 @@ def _encode_chunk(chunk: _Chunk, fmt: str, versions: Any, plans: Mapping[tuple[s
                   history: Mapping[tuple[str, str], list[tuple[int, TableDef]]],
                   excluded: frozenset[tuple[str, str]], filtered: dict[tuple[str, str], int] | None = None
                   ) -> Iterator[pa.RecordBatch]:
-    from avro_registry_sink.formats import format_named
-
     # read at call time: tests/unit/test_changelog_arrow.py replaces stage.encode_typed_group to watch the calls
     from avro_registry_sink.spark.stages.stage import encode_change_batch, encode_typed, encode_typed_group
 
@@ -580,7 +575,6 @@ def encode_changelog(batch_df: DataFrame, spec: SourceSpec, history: Mapping[tup
     raises :class:`NeedsSummary`; ``table_filter`` leaves tables out, counted with the messages in ``counts``
     (an accumulator of :class:`CountsParam`).
     """
-    from avro_registry_sink.formats.changelog_arrow import TableVersions
 
     fmt = spec.kind
     history = {key: list(versions) for key, versions in history.items()}

@@ -44,10 +44,22 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from avro_registry_sink.changes import ChangeEvent, split_key_change
 from avro_registry_sink.errors import ConfigError, EncodingError, SourceError
 from avro_registry_sink.failpoints import failpoint
+from avro_registry_sink.formats import FORMATS, format_for_extension, format_named
+from avro_registry_sink.formats.canal_json import parse_canal_line
+from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
+from avro_registry_sink.formats.csv import (
+    DEFAULT_CSV_OPTIONS,
+    CsvSettingsError,
+    decode_text,
+    read_columns,
+    resolve_layout,
+)
+from avro_registry_sink.formats.json_text import refuse_lone_surrogates
 from avro_registry_sink.kafka.options import DEFAULT_KAFKA, KAFKA_KEYS, KafkaOptions, kafka_options, spark_kafka_options
 from avro_registry_sink.model import CHANGE_SCHEMA, ENCODED_DDL, KAFKA_SCHEMA, RefusalReason, dead_letter_json
 from avro_registry_sink.redact import redact_url
 from avro_registry_sink.settings.config import SinkConfig, SinkKind
+from avro_registry_sink.sources.storage import StorageLayout, read_data_file
 from avro_registry_sink.spark.stages.plan import topic_partitions
 from avro_registry_sink.spark.stages.stage import encode_change_batch, encode_typed, stage_for
 from avro_registry_sink.spark.stages.tally import StageOutput
@@ -175,7 +187,6 @@ def parse_source(text: str, sink: SinkConfig | None = None) -> SourceSpec:
         return _file_source("storage", f"file://{path}{query}")
     if scheme in STORE_OF_SCHEME:
         return _file_source("storage", text)
-    from avro_registry_sink.formats import FORMATS
 
     kind, _, transport = scheme.partition("+")
     if kind not in FORMATS or not FORMATS[kind].is_changelog or (transport != "kafka" and transport not in STORE_OF_SCHEME):
@@ -430,9 +441,6 @@ def _storage_file_rows(relpath: str, content: bytes, table: TableDef, order: tup
 
     ``fast`` (optional) gets the file's resolved CSV settings first and returns true when it took the
     whole file itself (the vectorized path); then only the note rows come from here."""
-    from avro_registry_sink.formats import format_for_extension
-    from avro_registry_sink.formats.csv import DEFAULT_CSV_OPTIONS, CsvSettingsError, decode_text, resolve_layout
-    from avro_registry_sink.sources.storage import read_data_file
 
     file_format = format_for_extension(data_file.format)
     file_options = options
@@ -494,9 +502,6 @@ def encode_storage_files(
         import numpy as np
         import pyarrow as pa
 
-        from avro_registry_sink.formats import format_for_extension
-        from avro_registry_sink.formats.csv import read_columns
-        from avro_registry_sink.sources.storage import StorageLayout
 
         layout = StorageLayout(location)
         out_schema = _arrow_schema_of_encoded()
@@ -629,8 +634,6 @@ def _canal_file(relpath: str, content: bytes, table: TableDef, plan: Any, order:
     import numpy as np
     import pyarrow as pa
 
-    from avro_registry_sink.formats.canal_json import parse_canal_line
-    from avro_registry_sink.formats.changelog_arrow import TableVersions, canal_rows
 
     lines, numbers = _file_lines(content)
     key = (table.schema_name, table.table, table.version)
@@ -835,8 +838,6 @@ def peek_message(message: str | None, source: str, fmt: str) -> tuple[str, str |
     shape)`` with kind ``dml``/``ddl``/``watermark``/``skip``/``error`` (``message``: the JSON text, a saved
     Kafka message unwrapped; ``error``: dead-letter JSON; ``shape``: canal-json DMLs, the columns the message's
     ``mysqlType`` lists, so that the driver sees a table change shape even when the changelog holds no DDL)."""
-    from avro_registry_sink.formats import format_named
-    from avro_registry_sink.formats.json_text import refuse_lone_surrogates
 
     input_format = format_named(fmt)
     if message is None or not message.strip():
@@ -873,7 +874,6 @@ def parse_message(message: str, source: str, fmt: str, schema: str, table_name: 
                   ) -> Iterator[tuple[Any, ...]]:
     """One DML message (as :func:`peek_message` saw it) -> :data:`PARSED_DDL` rows, the per-message way: its
     change rows (an UPDATE of the key split in two), or one error row."""
-    from avro_registry_sink.formats import format_named
 
     versions = history.get((schema, table_name))
     if not versions:
@@ -910,6 +910,5 @@ def infer_table(fmt: str, message: str, source: str, previous: TableDef | None =
     """A best-effort definition from one DML message (formats that carry types: canal-json's
     ``mysqlType``/``pkNames``); ``previous`` (the version known so far) keeps what the message cannot say
     for unchanged columns."""
-    from avro_registry_sink.formats import format_named
 
     return format_named(fmt).derive_table(message, source, previous=previous)
