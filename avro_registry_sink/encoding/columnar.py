@@ -82,7 +82,15 @@ from avro_registry_sink.encoding.plan import MAGIC_BYTE, EncodingPlan
 from avro_registry_sink.errors import EncodingError
 from avro_registry_sink.model import Op
 from avro_registry_sink.table import ColumnDef
-from avro_registry_sink.typemap.mysql import ValueKind, converter_for, decimal_encoding, rule_for
+from avro_registry_sink.typemap.mysql import (
+    YEAR_RANGE,
+    YEAR_REFUSAL,
+    ValueKind,
+    converter_for,
+    decimal_encoding,
+    range_refusal,
+    rule_for,
+)
 
 __all__ = ["CHUNK_ROWS", "ColumnarEncoder", "decode_base64", "parse_ops", "record_fields"]
 
@@ -593,7 +601,7 @@ class ColumnarEncoder:
         else:
             assert rule.signed_range is not None
             low, high = rule.signed_range
-        why = f"out of range {low}..{high}"
+        why = range_refusal(low, high)
         values = self._ints(field, arr, valid, low, high, why)
         if values is None:
             return None
@@ -606,12 +614,12 @@ class ColumnarEncoder:
         values = self._ints(field, arr, valid, -(1 << 63), (1 << 63) - 1, "expected an integer")
         if values is None:
             return None
-        bad = (values != 0) & ((values < 1901) | (values > 2155))
+        bad = (values != 0) & ((values < YEAR_RANGE[0]) | (values > YEAR_RANGE[1]))
         if valid is not None:
             bad &= valid
         first = _first(bad)
         if first is not None:
-            raise _ColumnFailure(first, reason="YEAR must be 0 or 1901..2155")
+            raise _ColumnFailure(first, reason=YEAR_REFUSAL)
         return Longs(values, valid)
 
     def _bit(self, field: _Field, arr: pa.Array, valid: np.ndarray | None) -> Any:

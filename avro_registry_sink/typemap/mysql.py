@@ -122,6 +122,16 @@ INT_TYPES = frozenset(
 #: The types whose values are floating-point numbers.
 FLOAT_TYPES = frozenset({MySQLType.FLOAT, MySQLType.DOUBLE})
 
+#: YEAR's values besides 0 (MySQL's range), and what a value outside them is refused with: every encoding engine
+#: and the migration rules read them from here.
+YEAR_RANGE = (1901, 2155)
+YEAR_REFUSAL = f"YEAR must be 0 or {YEAR_RANGE[0]}..{YEAR_RANGE[1]}"
+
+
+def range_refusal(low: int, high: int) -> str:
+    """What an integer outside ``low..high`` (its column's range) is refused with."""
+    return f"out of range {low}..{high}"
+
 
 def rule_for(col: ColumnDef) -> TypeRule:
     """The mapping row for a column (a text type with charset ``binary`` maps like a BLOB)."""
@@ -247,7 +257,7 @@ def _convert_int(col: ColumnDef, value: Any, options: EncodingOptions, table: st
     if col.unsigned:
         assert rule.unsigned_max is not None
         if not 0 <= number <= rule.unsigned_max:
-            raise _fail(col, value, f"out of range 0..{rule.unsigned_max}", table)
+            raise _fail(col, value, range_refusal(0, rule.unsigned_max), table)
         if col.type is MySQLType.BIGINT:
             if options.bigint_unsigned_mode is BigintUnsignedMode.STRING:
                 return str(number)
@@ -256,7 +266,7 @@ def _convert_int(col: ColumnDef, value: Any, options: EncodingOptions, table: st
     assert rule.signed_range is not None
     low, high = rule.signed_range
     if not low <= number <= high:
-        raise _fail(col, value, f"out of range {low}..{high}", table)
+        raise _fail(col, value, range_refusal(low, high), table)
     return number
 
 
@@ -427,8 +437,8 @@ def _convert_temporal(col: ColumnDef, value: Any, options: EncodingOptions, tabl
 
 def _convert_year(col: ColumnDef, value: Any, options: EncodingOptions, table: str | None) -> int:
     number = _to_int(col, value, table)
-    if not (number == 0 or 1901 <= number <= 2155):
-        raise _fail(col, value, "YEAR must be 0 or 1901..2155", table)
+    if not (number == 0 or YEAR_RANGE[0] <= number <= YEAR_RANGE[1]):
+        raise _fail(col, value, YEAR_REFUSAL, table)
     return number
 
 

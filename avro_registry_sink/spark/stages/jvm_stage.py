@@ -29,7 +29,14 @@ from avro_registry_sink.settings.config import EncodingOptions, PartitionStrateg
 from avro_registry_sink.spark.runtime.packages import avro_package, ivy_dir
 from avro_registry_sink.spark.runtime.session import has_class
 from avro_registry_sink.table import ColumnDef
-from avro_registry_sink.typemap.mysql import ValueKind, decimal_encoding, rule_for
+from avro_registry_sink.typemap.mysql import (
+    YEAR_RANGE,
+    YEAR_REFUSAL,
+    ValueKind,
+    decimal_encoding,
+    range_refusal,
+    rule_for,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -96,7 +103,7 @@ def _int(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOpt
     rule = rule_for(col)
     low, high = (0, rule.unsigned_max) if col.unsigned else rule.signed_range  # type: ignore[misc]
     assert low is not None and high is not None
-    reason = _shown(c, f"out of range {low}..{high}")
+    reason = _shown(c, range_refusal(low, high))
     if _is_int(t):
         checks = [(bad, reason) for bad in _long_out_of(c, t, low, high)]
         if avro == "int":
@@ -190,8 +197,8 @@ def _enum(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOp
 def _year(c: Column, t: DataType, col: ColumnDef, avro: str, options: EncodingOptions) -> Conversion | None:
     if not _is_int(t):
         return None
-    bad = (c != 0) & ((c < 1901) | (c > 2155))
-    return c.cast("int"), [(bad, _shown(c, "YEAR must be 0 or 1901..2155"))]
+    bad = (c != 0) & ((c < YEAR_RANGE[0]) | (c > YEAR_RANGE[1]))
+    return c.cast("int"), [(bad, _shown(c, YEAR_REFUSAL))]
 
 
 _CONVERSIONS: dict[ValueKind, Callable[..., Conversion | None]] = {
