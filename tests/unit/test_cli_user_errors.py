@@ -1,6 +1,10 @@
-"""Bad invocations of the real CLI (a subprocess each): exit 2, one line naming the option, no traceback, and
-nothing reaches Spark - the subprocess has no usable Java (``JAVA_HOME`` points nowhere), so a run that got as
-far as starting Spark would fail differently (a Java gateway traceback, exit 1)."""
+"""Bad invocations of the real CLI (a process each): exit 2, one line naming the option, no traceback, and
+nothing reaches Spark - the process has no usable Java (``JAVA_HOME`` points nowhere), so a run that got as
+far as starting Spark would fail differently (a Java gateway traceback, exit 1).
+
+The cases run as children of one driver process (tests/support/cli_batch.py: one interpreter start and one
+import of the package instead of one each); two of them also run as ``python -m avro_registry_sink.cli``, and the
+two processes must answer byte for byte alike."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from avro_registry_sink.sources.demo import generate_demo
+from tests.support.cli_batch import CliResult, run_cli_batch
 
 CLI = [sys.executable, "-m", "avro_registry_sink.cli"]
 
@@ -37,15 +42,28 @@ def files(tmp_path_factory) -> dict[str, Path]:
     (root / "filter.toml").write_text(
         "[filter]\nrules = ['*.*', '!shop.tmp_*']\n[[sink.column-selectors]]\nmatcher = ['shop.users']\n"
         "columns = ['*', '!ssn']\n")
+    (root / "events.jsonl").write_text("\n".join(json.dumps(e) for e in [
+        {"schema": "shop", "table": "users", "op": "insert", "commit_ts": 5,
+         "values": {"id": 1, "email": "a@b", "ssn": "123-45-6789"}},
+        {"schema": "shop", "table": "tmp_import", "op": "insert", "commit_ts": 6, "values": {"id": 1}},
+    ]) + "\n")
+    (root / "one.jsonl").write_text(json.dumps({"schema": "shop", "table": "users", "op": "insert",
+                                                "values": {"id": 1, "email": "e", "ssn": None}}) + "\n")
+    # nothing listens there (this suite's port range); give up at once
+    (root / "nobody.toml").write_text('[registry]\nurls = "http://127.0.0.1:20299"\nmax-retries = 0\n'
+                                      'unavailable-budget = 0\n')
     (root / "checkpoint").mkdir()
     (root / "checkpoint" / "job.json").write_text(json.dumps({"source": "storage:///somewhere/else"}))
     return {p.name: p for p in root.iterdir()} | {"root": root}
 
 
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "JAVA_HOME": str(root / "no-java"), "AVRO_SINK_HOME": str(root / "state"),
+            "PYTHONWARNINGS": "ignore"}
+
+
 def _run(args: list[str], root: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JAVA_HOME": str(root / "no-java"), "AVRO_SINK_HOME": str(root / "state"),
-           "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300, cwd=root)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=_env(root), timeout=300, cwd=root)
 
 
 def _argv(args: list[str], files: dict[str, Path]) -> list[str]:
@@ -100,14 +118,26 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def results(files) -> dict[int, subprocess.CompletedProcess]:
-    """Every case's process, run a few at a time (each is mostly interpreter start-up)."""
-    from concurrent.futures import ThreadPoolExecutor
+#: Invocations that get past the options: the batch runs them with CASES.
+GOOD = {
+    "schemas-filtered": ["schemas", "--ddl", "{ok.sql}", "--config", "{filter.toml}"],
+    "encode-filtered": ["encode", "--ddl", "{ok.sql}", "--events", "{events.jsonl}", "--config", "{filter.toml}"],
+    "check-unreachable": ["check", "--ddl", "{ok.sql}", "--schema-registry", "http://127.0.0.1:20299", "--config",
+                          "{nobody.toml}"],
+    "encode-unreachable": ["encode", "--ddl", "{ok.sql}", "--events", "{one.jsonl}", "--config", "{nobody.toml}"],
+}
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {i: pool.submit(_run, _argv(args, files), files["root"]) for i, (args, _) in enumerate(CASES)}
-        return {i: f.result() for i, f in futures.items()}
+
+@pytest.fixture(scope="module")
+def results(files) -> list[CliResult]:
+    """Every case's process (CASES, then GOOD), all forked from one driver that imported the CLI once."""
+    argvs = [_argv(args, files) for args, _ in CASES] + [_argv(args, files) for args in GOOD.values()]
+    return run_cli_batch(argvs, env=_env(files["root"]), cwd=files["root"])
+
+
+@pytest.fixture(scope="module")
+def good(results) -> dict[str, CliResult]:
+    return dict(zip(GOOD, results[len(CASES):], strict=True))
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])
@@ -122,8 +152,16 @@ def test_bad_invocation_exits_2_with_one_line(results, case):
     assert expected in lines[0], lines[0]
 
 
-def test_schemas_honours_filter_rules_and_column_selectors(files):
-    result = _run(["schemas", "--ddl", str(files["ok.sql"]), "--config", str(files["filter.toml"])], files["root"])
+@pytest.mark.parametrize("case", [0, len(CASES) - 1], ids=["run-option-value", "click-usage-error"])
+def test_the_batch_answers_as_python_m_does(files, results, case):
+    """The driver is faithful: the same case as a process of its own prints the same bytes, with the same status."""
+    alone = _run(_argv(CASES[case][0], files), files["root"])
+    assert (alone.returncode, alone.stdout, alone.stderr) == (
+        results[case].returncode, results[case].stdout, results[case].stderr)
+
+
+def test_schemas_honours_filter_rules_and_column_selectors(good):
+    result = good["schemas-filtered"]
     assert result.returncode == 0, result.stderr
     tables = json.loads(result.stdout)["tables"]
     assert [(t["schema"], t["table"]) for t in tables] == [("shop", "users"), ("crm", "notes")]
@@ -132,19 +170,12 @@ def test_schemas_honours_filter_rules_and_column_selectors(files):
     assert "ssn" not in result.stdout
 
 
-def test_encode_skips_filtered_tables_and_leaves_out_selected_columns(files):
+def test_encode_skips_filtered_tables_and_leaves_out_selected_columns(good):
     import io
 
     import fastavro
 
-    events = files["root"] / "events.jsonl"
-    events.write_text("\n".join(json.dumps(e) for e in [
-        {"schema": "shop", "table": "users", "op": "insert", "commit_ts": 5,
-         "values": {"id": 1, "email": "a@b", "ssn": "123-45-6789"}},
-        {"schema": "shop", "table": "tmp_import", "op": "insert", "commit_ts": 6, "values": {"id": 1}},
-    ]) + "\n")
-    result = _run(["encode", "--ddl", str(files["ok.sql"]), "--events", str(events), "--config",
-                   str(files["filter.toml"])], files["root"])
+    result = good["encode-filtered"]
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "filtered: 1 events of shop.tmp_import left out by [filter] rules"
     [line] = result.stdout.strip().splitlines()
@@ -156,15 +187,8 @@ def test_encode_skips_filtered_tables_and_leaves_out_selected_columns(files):
     assert fastavro.schemaless_reader(io.BytesIO(value[5:]), schema, schema) == {"id": 1, "email": "a@b"}
 
 
-def test_unreachable_registry_is_exit_1_for_check_and_encode(files):
-    events = files["root"] / "one.jsonl"
-    events.write_text(json.dumps({"schema": "shop", "table": "users", "op": "insert",
-                                  "values": {"id": 1, "email": "e", "ssn": None}}) + "\n")
-    nobody = files["root"] / "nobody.toml"  # nothing listens there (this suite's port range); give up at once
-    nobody.write_text('[registry]\nurls = "http://127.0.0.1:20299"\nmax-retries = 0\nunavailable-budget = 0\n')
-    for args in (["check", "--ddl", str(files["ok.sql"]), "--schema-registry", "http://127.0.0.1:20299",
-                  "--config", str(nobody)],
-                 ["encode", "--ddl", str(files["ok.sql"]), "--events", str(events), "--config", str(nobody)]):
-        result = _run(args, files["root"])
-        assert result.returncode == 1, result.stderr
-        assert "Traceback" not in result.stderr and "unreachable" in result.stderr.lower(), result.stderr
+@pytest.mark.parametrize("name", ["check-unreachable", "encode-unreachable"])
+def test_unreachable_registry_is_exit_1_for_check_and_encode(good, name):
+    result = good[name]
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "unreachable" in result.stderr.lower(), result.stderr
