@@ -1,14 +1,20 @@
 """A damaged, unreadable or locked embedded-registry SQLite file: ``run``, ``replay``, ``encode`` and ``registry serve``
-(the real CLI, a subprocess each) exit 2 with one line naming the file and what to do, never a traceback. A locked
+(the real CLI, a process each) exit 2 with one line naming the file and what to do, never a traceback. A locked
 file is waited for ``AVRO_SINK_REGISTRY_LOCK_TIMEOUT`` (or ``--lock-timeout``) seconds first. ``run`` and ``replay``
 find it before Spark starts: the subprocess has no usable Java (``JAVA_HOME`` points nowhere), so a run that got as
 far as starting Spark would fail differently (a Java gateway traceback, exit 1).
 
 A zero-length file is an empty registry (SQLite's own rule, and the state of a file created but not yet written).
+
+The invocations are children forked from one driver process that imported the CLI once
+(tests/support/cli_batch.py), a few at a time (the locked cases mostly wait); one also runs as
+``python -m avro_registry_sink.cli`` and must answer byte for byte alike.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -25,6 +31,7 @@ import pytest
 from avro_registry_sink.registry.embedded import EmbeddedRegistry, RegistryStore
 from avro_registry_sink.sources.demo import generate_demo
 from avro_registry_sink.spark.sources.sources import parse_source
+from tests.support.cli_batch import CliCase, CliResult, run_cli_batch
 
 CLI = [sys.executable, "-m", "avro_registry_sink.cli"]
 LOCK_WAIT = 1.0  # seconds the commands wait for the locked file here
@@ -62,9 +69,9 @@ def _damage(root: Path, how: str, path: Path) -> None:
         raise ValueError(how)
 
 
-@pytest.fixture()
-def locked() -> Iterator[Callable[[Path], None]]:
-    """``locked(path)``: another connection holds the file in an exclusive transaction until the test ends."""
+@contextlib.contextmanager
+def _holding() -> Iterator[Callable[[Path], None]]:
+    """``hold(path)``: another connection holds the file in an exclusive transaction until the block ends."""
     holders: list[sqlite3.Connection] = []
 
     def hold(path: Path) -> None:
@@ -72,10 +79,12 @@ def locked() -> Iterator[Callable[[Path], None]]:
         conn.execute("BEGIN EXCLUSIVE")
         holders.append(conn)
 
-    yield hold
-    for conn in holders:
-        conn.execute("ROLLBACK")
-        conn.close()
+    try:
+        yield hold
+    finally:
+        for conn in holders:
+            conn.execute("ROLLBACK")
+            conn.close()
 
 
 EXPECTED = {
@@ -111,11 +120,14 @@ def _command(command: str, root: Path, work: Path) -> tuple[list[str], Path]:
     return ["registry", "serve", "--port", "0", "--data", str(data)], data
 
 
-def _run(args: list[str], root: Path, **env: str) -> tuple[subprocess.CompletedProcess, float]:
-    environ = {**os.environ, "JAVA_HOME": str(root / "no-java"), "PYTHONWARNINGS": "ignore",
-               "AVRO_SINK_REGISTRY_LOCK_TIMEOUT": str(LOCK_WAIT), **env}
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "JAVA_HOME": str(root / "no-java"), "PYTHONWARNINGS": "ignore",
+            "AVRO_SINK_REGISTRY_LOCK_TIMEOUT": str(LOCK_WAIT)}
+
+
+def _run(args: list[str], root: Path) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=environ, timeout=120, cwd=root)
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=_env(root), timeout=120, cwd=root)
     return done, time.monotonic() - started
 
 
@@ -125,14 +137,48 @@ CASES = [("run", "half"), ("run", "garbage"), ("run", "directory"), ("run", "loc
          ("encode", "half"), ("encode", "locked")]
 
 
-@pytest.mark.parametrize(("command", "how"), CASES, ids=[f"{c}-{h}" for c, h in CASES])
-def test_a_damaged_or_locked_registry_file_is_one_line_and_exit_2(root, tmp_path, locked, command, how):
-    args, data = _command(command.split()[-1], root, tmp_path)
-    _damage(root, how, data)
-    if how == "locked":
-        locked(data)
+@dataclasses.dataclass
+class Batch:
+    """Every invocation's result: CASES' by (command, how), the others' by name; the files they used."""
 
-    done, seconds = _run(args, root)
+    cases: dict[tuple[str, str], tuple[list[str], Path, CliResult]]
+    others: dict[str, tuple[list[str], Path, CliResult]]
+
+
+@pytest.fixture(scope="module")
+def batch(root, tmp_path_factory) -> Batch:
+    """CASES and the lock-timeout and zero-length invocations, run together while their files are held."""
+    invocations: dict[object, tuple[CliCase, Path]] = {}
+    with _holding() as hold:
+        waits = tmp_path_factory.mktemp("lock-timeout") / "registry.db"
+        _damage(root, "locked", waits)
+        hold(waits)
+        invocations["lock-timeout"] = (CliCase(["registry", "serve", "--port", "0", "--data", str(waits),
+                                                "--lock-timeout", "3"]), waits)  # first: the longest wait
+        for command, how in CASES:
+            work = tmp_path_factory.mktemp(f"{command.split()[-1]}-{how}")
+            args, data = _command(command.split()[-1], root, work)
+            _damage(root, how, data)
+            if how == "locked":
+                hold(data)
+            invocations[(command, how)] = (CliCase(args), data)
+        bad = tmp_path_factory.mktemp("bad-lock-timeout") / "r.db"
+        invocations["bad-lock-timeout"] = (CliCase(["registry", "serve", "--port", "0", "--data", str(bad)],
+                                                   env={"AVRO_SINK_REGISTRY_LOCK_TIMEOUT": "soon"}), bad)
+        args, data = _command("encode", root, tmp_path_factory.mktemp("zero-length"))
+        _damage(root, "zero-length", data)
+        invocations["zero-length"] = (CliCase(args), data)
+        results = run_cli_batch([case for case, _ in invocations.values()], env=_env(root), cwd=root, parallel=3)
+    done = {key: (list(case.argv), data, result)
+            for (key, (case, data)), result in zip(invocations.items(), results, strict=True)}
+    return Batch(cases={k: v for k, v in done.items() if isinstance(k, tuple)},
+                 others={k: v for k, v in done.items() if isinstance(k, str)})
+
+
+@pytest.mark.parametrize(("command", "how"), CASES, ids=[f"{c}-{h}" for c, h in CASES])
+def test_a_damaged_or_locked_registry_file_is_one_line_and_exit_2(batch, command, how):
+    _, data, done = batch.cases[(command, how)]
+    seconds = done.seconds
 
     output = done.stdout + done.stderr
     assert "Traceback" not in output and "Java gateway" not in output, output
@@ -148,29 +194,34 @@ def test_a_damaged_or_locked_registry_file_is_one_line_and_exit_2(root, tmp_path
         assert lines[0].endswith("(option '--data')")
 
 
-def test_serve_waits_as_long_as_lock_timeout_says(root, tmp_path, locked):
-    data = tmp_path / "registry.db"
-    _damage(root, "locked", data)
-    locked(data)
+def test_the_batch_answers_as_python_m_does(batch, root):
+    """The driver is faithful: a case as a process of its own prints the same bytes, with the same status."""
+    args, data, done = batch.cases[("run", "half")]
+    work = data.parent.parent
+    shutil.rmtree(work)  # the same paths again, as the batch had them before its run
+    work.mkdir()
+    again, _ = _command("run", root, work)
+    assert again == args
+    _damage(root, "half", data)
+    alone, _ = _run(args, root)
+    assert (alone.returncode, alone.stdout, alone.stderr) == (done.returncode, done.stdout, done.stderr)
 
-    done, seconds = _run(["registry", "serve", "--port", "0", "--data", str(data), "--lock-timeout", "3"], root)
+
+def test_serve_waits_as_long_as_lock_timeout_says(batch):
+    _, _, done = batch.others["lock-timeout"]
 
     assert done.returncode == 2, done.stderr
-    assert "is locked by another process (waited 3 s" in done.stderr and seconds >= 3
+    assert "is locked by another process (waited 3 s" in done.stderr and done.seconds >= 3
 
 
-def test_a_bad_lock_timeout_is_refused(root, tmp_path):
-    done, _ = _run(["registry", "serve", "--port", "0", "--data", str(tmp_path / "r.db")], root,
-                   AVRO_SINK_REGISTRY_LOCK_TIMEOUT="soon")
+def test_a_bad_lock_timeout_is_refused(batch):
+    _, _, done = batch.others["bad-lock-timeout"]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "Invalid value 'soon' for AVRO_SINK_REGISTRY_LOCK_TIMEOUT" in done.stderr
 
 
-def test_a_zero_length_file_is_an_empty_registry(root, tmp_path):
-    args, data = _command("encode", root, tmp_path)
-    _damage(root, "zero-length", data)
-
-    done, _ = _run(args, root)
+def test_a_zero_length_file_is_an_empty_registry(batch):
+    _, data, done = batch.others["zero-length"]
 
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[0])
