@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
-
 from avro_registry_sink.cli import app
 from avro_registry_sink.history.journal import HistoryJournal, HistoryRecorder
 from avro_registry_sink.manager import SchemaManager
@@ -21,8 +19,10 @@ from avro_registry_sink.routing.rules import TopicRouter
 from avro_registry_sink.settings.config import RegistryConfig
 from avro_registry_sink.table import TableDef
 from avro_registry_sink.tabledef.ddl import apply_ddl, parse_ddl
+from tests.support.cli_runner import CachedCliRunner
 
 SCHEMA = "dn"
+_RUNNER = CachedCliRunner()  # the CLI's click command built once, not per diff
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def corpus_evolutions() -> tuple[Evolution, ...]:
 
 def diff_sql(state: Path, dialect: str, *args: str) -> list[str]:
     """The statements of ``diff ARGS --sql DIALECT`` against the embedded registry under ``state``."""
-    out = CliRunner().invoke(app, ["diff", *args, "--sql", dialect, "--json", "--state-dir", str(state)])
+    out = _RUNNER.invoke(app, ["diff", *args, "--sql", dialect, "--json", "--state-dir", str(state)])
     assert out.exit_code == 0, out.output
     return json.loads(out.stdout)["sql"]["statements"]
 

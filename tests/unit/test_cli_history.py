@@ -7,16 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from avro_registry_sink.cli import app
 from avro_registry_sink.history.alter import alter_statements
 from avro_registry_sink.history.journal import HistoryJournal
 from avro_registry_sink.registry.connect import connect
 from avro_registry_sink.settings.config import RegistryConfig
+from tests.support.cli_runner import CachedCliRunner
 from tests.support.schema_changes import BASE, CORPUS, SchemaChange, corpus_diff
 
-runner = CliRunner()
+runner = CachedCliRunner()  # the app's click command built once for the file's ~130 invocations
 
 
 def cli(*args: str):
