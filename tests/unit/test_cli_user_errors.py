@@ -125,6 +125,7 @@ GOOD = {
     "check-unreachable": ["check", "--ddl", "{ok.sql}", "--schema-registry", "http://127.0.0.1:20299", "--config",
                           "{nobody.toml}"],
     "encode-unreachable": ["encode", "--ddl", "{ok.sql}", "--events", "{one.jsonl}", "--config", "{nobody.toml}"],
+    "reaches-spark": ["run", "--source", "{tree}", "--available-now", "--progress", "none"],
 }
 
 
@@ -192,3 +193,11 @@ def test_unreachable_registry_is_exit_1_for_check_and_encode(good, name):
     result = good[name]
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr and "unreachable" in result.stderr.lower(), result.stderr
+
+
+def test_a_run_that_starts_spark_fails_otherwise(good):
+    """The premise of "nothing reaches Spark": a good run in the same batch gets as far as Spark, which fails
+    without Java (a Java gateway traceback, exit 1), so a bad invocation that slipped through would show it."""
+    result = good["reaches-spark"]
+    assert result.returncode == 1, result.stderr
+    assert "Java gateway" in result.stderr and "Traceback" in result.stderr, result.stderr[-2000:]
