@@ -76,17 +76,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 # units of their own (BY_TEST). (xdist's own ``loadgroup``
 # cannot do this here: it renames node ids, which pytest 9 ignores.)
 
-#: Files that take a minute or more on 2 cores (the summary's "slowest files"), longest first.
+#: The slowest files on 2 cores (the summary's "slowest files"), longest first.
 SLOW_FIRST = ("tests/spark/test_exactly_once.py", "tests/downstream/", "tests/deploy/test_cluster.py",
               "tests/deploy/test_object_store.py", "tests/spark/test_docs_tutorials.py", "tests/spark/test_stop_signals.py",
               "tests/spark/test_docs_runnable.py", "tests/spark/test_verify.py", "tests/unit/test_changelog_arrow.py",
-              "tests/unit/test_cli_user_errors.py", "tests/integration/test_kafka_security.py",
+              "tests/integration/test_kafka_security.py",
               "tests/integration/test_e2e_kafka.py", "tests/integration/test_verify_kafka.py",
               "tests/spark/test_nothing_lost.py", "tests/integration/test_evolution_e2e.py",
               "tests/integration/test_prometheus.py", "tests/integration/test_registry_contract.py",
               "tests/integration/test_cli_encode_check.py", "tests/integration/test_manager.py",
-              "tests/integration/test_quiet_output.py", "tests/unit/test_damaged_registry.py", "tests/spark/test_jvm_stage.py",
-              "tests/unit/test_demo_linear.py", "tests/unit/test_wheel_install.py", "tests/spark/test_job_storage.py",
+              "tests/integration/test_quiet_output.py", "tests/spark/test_jvm_stage.py",
+              "tests/unit/test_wheel_install.py", "tests/spark/test_job_storage.py",
               "tests/spark/test_first_hour.py", "tests/unit/test_native_scan.py")
 #: The suites that use the shared servers (the ``registry_target``/Apicurio fixtures of tests/integration/conftest.py,
 #: Kafka Connect and the databases of tests/downstream).
