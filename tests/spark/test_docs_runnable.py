@@ -14,6 +14,7 @@ its records replay to the demo's rows.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -200,6 +201,10 @@ def test_the_tours_kafka_step_is_read_back_with_confluent_kafkas_deserializer(ru
     topics = {name: f"{ran.env['TOPIC_PREFIX']}_{name.replace('.', '_')}" for name in manifest.tables}
     with _registry_as_the_page_says(ran.directory, ran.env) as registry:
         records = _read_topics(ran.env["KAFKA_BOOTSTRAP"], registry, sorted(topics.values()))
+        with urllib.request.urlopen(f"{registry}/subjects", timeout=10) as answer:
+            subjects = set(json.load(answer))
+    # the run registered in the registry it was given, under the topics' names (TOPIC_PREFIX_<schema>_<table>)
+    assert {f"{topic}-{part}" for topic in topics.values() for part in ("key", "value")} <= subjects, subjects
     for name, topic in topics.items():
         counts = manifest.counts[name]
         got = records[topic]

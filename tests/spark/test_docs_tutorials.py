@@ -1,11 +1,11 @@
 """The tutorials (docs/tutorials/), every step run as written: a storage tree, a canal-json topic and a
-debezium-json topic, each from the demo's data through the job (file sink and embedded registry, then, for the
-storage tree, Kafka with a standalone registry), ``status``, ``history`` and ``diff``. A file of its own, so that
+debezium-json topic, each from the demo's data through the job (file sink and embedded registry), ``status``,
+``history`` and ``diff`` (the storage tree's step into Kafka is the tour's, run and read back by
+tests/spark/test_docs_runnable.py). A file of its own, so that
 the suite's two workers can run it beside the other pages (tests/spark/test_docs_runnable.py)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 
@@ -39,14 +39,3 @@ def test_a_tutorial_runs_as_written(page, run_page):
     assert re.search(r"shop_orders-value", ran.stdout), ran.stdout[-3000:]
     assert "channel" in ran.stdout, ran.stdout[-3000:]  # diff 1 2 names the column the ALTER added
 
-
-@pytest.mark.spark
-@pytest.mark.kafka
-def test_the_storage_tutorials_kafka_step_registers_in_the_registry_it_started(run_page):
-    ran = run_page("tutorials/storage-tree.md")
-    assert ran.returncode == 0, ran.failure()
-    subjects_line = next(line for line in reversed(ran.stdout.splitlines()) if line.startswith("["))
-    subjects = json.loads(subjects_line)  # `curl -s "$REGISTRY/subjects"` after the Kafka run
-    prefix = ran.env["TOPIC_PREFIX"]
-    assert f"{prefix}_shop_orders-value" in subjects, subjects
-    assert {f"{prefix}_shop_customers-value", f"{prefix}_crm_events-value"} <= set(subjects), subjects
