@@ -120,14 +120,9 @@ def _kafka_clients(spark_version: str) -> Path:
         raise JarUnavailable(f"no kafka-clients jar ({looked}; AVRO_SINK_KAFKA_CLIENTS_JAR), and AVRO_SINK_OFFLINE "
                              "forbids fetching it")
     try:
-        return java_build.fetch_kafka_clients(_connector(spark_version), cache / "build")
+        return java_build.fetch_kafka_clients(kafka_package(spark_version), cache / "build")
     except JarUnavailable as exc:
         raise JarUnavailable(f"no kafka-clients jar ({looked}; AVRO_SINK_KAFKA_CLIENTS_JAR), and {exc}") from None
-
-
-def _connector(spark_version: str) -> str:
-    """Spark's Kafka connector for this Spark."""
-    return kafka_package(spark_version)
 
 
 def build_writer_jar(jar: Path) -> None:
