@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -45,6 +46,7 @@ __all__ = ["CONFIGS", "Config", "Run", "compare", "main", "report", "versions"]
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT = 3600
+_SERIAL = itertools.count(1)  # a run's output prefix: unique in the invocation (topic deletion is asynchronous)
 
 
 @dataclass(frozen=True)
@@ -254,10 +256,9 @@ def compare(config: Config, roots: dict[str, Path], source: Input, rounds: int, 
             bootstrap: str | None, warmup: bool = True) -> list[Run]:
     """``rounds`` rounds of ``base, head`` after a warm-up pair (dropped)."""
     runs: list[Run] = []
-    serial = 0
     for number in range(rounds + (1 if warmup else 0)):
         for version in ("base", "head"):
-            serial += 1
+            serial = next(_SERIAL)
             run = run_once(version, roots[version], config, source, work / f"run-{serial}", bootstrap, serial)
             print(f"  {config.name} {'warm-up' if warmup and number == 0 else f'round {number}'} {version}: "
                   f"{run.seconds:.1f} s, {run.rows:,} rows, load {run.load:.2f}"
