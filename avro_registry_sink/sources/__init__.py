@@ -13,17 +13,44 @@ The input formats themselves live in :mod:`avro_registry_sink.formats` (one modu
 main names are re-exported here.
 """
 
-from avro_registry_sink.formats.canal_json import (
-    DdlEvent,
-    SourceEvent,
-    Watermark,
-    convert_canal_value,
-    events_from_canal,
-)
-from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, parse_csv
-from avro_registry_sink.formats.debezium_json import convert_debezium_value, events_from_debezium
-from avro_registry_sink.sources.demo import DemoManifest, generate_demo
-from avro_registry_sink.sources.storage import DataFile, DateSeparator, SchemaFile, StorageLayout, read_data_file
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from avro_registry_sink.formats.canal_json import (
+        DdlEvent,
+        SourceEvent,
+        Watermark,
+        convert_canal_value,
+        events_from_canal,
+    )
+    from avro_registry_sink.formats.csv import BinaryEncodingMethod, CsvOptions, parse_csv
+    from avro_registry_sink.formats.debezium_json import convert_debezium_value, events_from_debezium
+    from avro_registry_sink.sources.demo import DemoManifest, generate_demo
+    from avro_registry_sink.sources.storage import DataFile, DateSeparator, SchemaFile, StorageLayout, read_data_file
+
+# The names below are imported when first asked for (PEP 562): Spark's planning process of the storage source
+# imports this package for :mod:`.storage` alone, and must not pay for every format and the demo generator.
+_HOMES = {
+    "avro_registry_sink.formats.canal_json": ("DdlEvent", "SourceEvent", "Watermark", "convert_canal_value",
+                                              "events_from_canal"),
+    "avro_registry_sink.formats.csv": ("BinaryEncodingMethod", "CsvOptions", "parse_csv"),
+    "avro_registry_sink.formats.debezium_json": ("convert_debezium_value", "events_from_debezium"),
+    "avro_registry_sink.sources.demo": ("DemoManifest", "generate_demo"),
+    "avro_registry_sink.sources.storage": ("DataFile", "DateSeparator", "SchemaFile", "StorageLayout",
+                                           "read_data_file"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BinaryEncodingMethod",
