@@ -25,6 +25,7 @@
 #   KAFKA_TLS_PORT         KAFKA_PORT+2               SSL listener on 127.0.0.1
 #   KAFKA_SASL_PORT        KAFKA_PORT+3               SASL_PLAINTEXT listener on 127.0.0.1
 #   KAFKA_CACHE            <repo>/.cache/kafka        libs cache; the broker runs in $KAFKA_CACHE/run
+#   KAFKA_LIBS             $KAFKA_CACHE/<version>/libs  the jars (a second broker can share the first's)
 #   KAFKA_JAVA             $JAVA_HOME/bin/java|java   Java 17+
 #   KAFKA_HEAP_OPTS        -Xmx512m -Xms256m
 #   KAFKA_START_TIMEOUT    120 (seconds)
@@ -43,7 +44,7 @@ KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
 
-LIBS="$KAFKA_CACHE/$KAFKA_VERSION/libs"
+LIBS="${KAFKA_LIBS:-$KAFKA_CACHE/$KAFKA_VERSION/libs}"
 RUN="$KAFKA_CACHE/run"            # wiped on every start: data, config, log, pid
 PID_FILE="$RUN/kafka.pid"
 ADDR_FILE="$RUN/bootstrap"

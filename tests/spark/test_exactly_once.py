@@ -472,6 +472,7 @@ def test_exactly_once_under_kills(spark, bootstrap, registry_url, faults, contro
 
 #: The points of the JVM slice writer (the same names as the Python writer's; ``kill`` there is the JVM's).
 JVM_WRITER_POINTS = ("eos.before-init", "eos.produced", "eos.before-commit", "eos.after-commit")
+JVM_WRITER_CI_POINTS = ("eos.produced", "eos.after-commit")
 
 
 def test_exactly_once_under_kills_in_the_jvm_writer(spark, bootstrap, registry_url, faults, control_topic, tmp_path):
@@ -481,11 +482,14 @@ def test_exactly_once_under_kills_in_the_jvm_writer(spark, bootstrap, registry_u
     source = StorageSource(tmp_path, "j" + uuid.uuid4().hex[:8])
     scenario = Scenario(spark, source, bootstrap, registry_url, "exactly-once", faults, control_topic,
                         _tables_sql(tmp_path), producer="spark")
-    points = list(JVM_WRITER_POINTS)
+    # Each kill is a JVM's end, so a CLI run (a JVM start) of its own. CI kills at the two points whose
+    # recovery differs: an open transaction of a dead run (the next run fences it) and a committed slice Spark
+    # did not record (the next run finds its token); before-init and before-commit at full depth.
+    points = list(JVM_WRITER_POINTS) if full_depth() else list(JVM_WRITER_CI_POINTS)
     rng.shuffle(points)
     # a task failure, which Spark retries, on another point than the kill's: while encoding (the writer's input
     # fails under it: its producer is closed), while producing, before the commit
-    failures = ("stage.encoded", "eos.produced", "eos.before-commit", "stage.encoded")
+    failures = ("stage.encoded", "eos.produced", "eos.before-commit", "stage.encoded")[:len(points)]
     for point, failure in zip(points, failures, strict=True):
         source.add_wave()
         source.add_wave()
@@ -562,7 +566,9 @@ def test_at_least_once_shows_the_duplicates(spark, bootstrap, registry_url, faul
 @pytest.fixture(scope="module")
 def own_broker():
     env = {**os.environ, "KAFKA_PORT": os.environ.get("AVRO_SINK_TEST_KAFKA2_PORT", "29092"),
-           "KAFKA_CACHE": str(REPO / ".cache" / "kafka-restart")}
+           "KAFKA_CACHE": str(REPO / ".cache" / "kafka-restart"),
+           # the first broker's jars (scripts/test.sh fetched them): no second Maven run
+           "KAFKA_LIBS": str(REPO / ".cache" / "kafka" / os.environ.get("KAFKA_VERSION", "4.1.1") / "libs")}
     started = subprocess.run([str(REPO / "scripts" / "kafka.sh"), "start"], env=env, capture_output=True,
                              text=True, timeout=900)
     if started.returncode != 0:
