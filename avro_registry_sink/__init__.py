@@ -11,8 +11,9 @@ workers do, for a data source or an encode stage) costs only what that module ne
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from avro_registry_sink.lazy_names import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.changes import ChangeEvent
@@ -81,17 +82,7 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'avro_registry_sink' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 __version__ = "0.1.0"

@@ -13,8 +13,9 @@ The input formats themselves live in :mod:`avro_registry_sink.formats` (one modu
 main names are re-exported here.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from avro_registry_sink.lazy_names import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from avro_registry_sink.formats.canal_json import (
@@ -43,13 +44,7 @@ _HOMES = {
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _HOME_OF, globals())
 
 
 __all__ = [
