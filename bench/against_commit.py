@@ -40,6 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.endtoend import _Kafka, kafka_bootstrap
 from bench.harness import ProcessTreeSampler, describe_machine, fmt_ratio, machine
 
 __all__ = ["CONFIGS", "Config", "Run", "compare", "main", "report", "versions"]
@@ -155,38 +156,10 @@ def make_input(config: Config, rows: int, tables: int, work: Path, bootstrap: st
     return Input(["--source", f"{fmt}+kafka://{bootstrap}/{topic}", "--tables", str(ddl)], len(messages), [topic])
 
 
-def _admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def topics_with_prefix(bootstrap: str, prefix: str) -> list[str]:
-    return sorted(t for t in _admin(bootstrap).list_topics(timeout=30).topics if t.startswith(prefix))
-
-
-def kafka_records(bootstrap: str, topics: Sequence[str]) -> int:
-    """Offsets ever written to ``topics``: their partitions' high watermarks (transaction markers included)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    admin = _admin(bootstrap)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "against-commit-watermarks"})
-    try:
-        total = 0
-        for topic in topics:
-            partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
-            total += sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
-        return total
-    finally:
-        consumer.close()
-
-
-def delete_topics(bootstrap: str, topics: Sequence[str]) -> None:
-    if not topics:
-        return
-    for future in _admin(bootstrap).delete_topics(list(topics)).values():
-        with contextlib.suppress(Exception):
-            future.result()
+def kafka_records(kafka: _Kafka, prefix: str) -> int:
+    """Offsets ever written to the topics named ``prefix...``: their high watermarks (transaction markers included)."""
+    topics = [t for t in kafka.admin.list_topics(timeout=30).topics if t.startswith(prefix)]
+    return sum(kafka.records(t) for t in topics)
 
 
 def file_records(path: Path) -> int:
@@ -241,14 +214,14 @@ def run_once(version: str, root: Path, config: Config, source: Input, place: Pat
                 run.error = f"{delivered:,} records written for {run.rows:,} rows reported, {source.rows:,} in"
         else:
             assert bootstrap is not None
-            delivered = kafka_records(bootstrap, topics_with_prefix(bootstrap, prefix))
+            delivered = kafka_records(_Kafka(bootstrap), prefix)
             if run.rows < source.rows or delivered < run.rows or (
                     config.delivery == "at-least-once" and delivered != run.rows):
                 run.error = f"{delivered:,} offsets written for {run.rows:,} rows reported, {source.rows:,} in"
         return run
     finally:
         if bootstrap is not None and config.sink == "kafka":
-            delete_topics(bootstrap, topics_with_prefix(bootstrap, prefix))
+            _Kafka(bootstrap).delete_prefixed(prefix)
         shutil.rmtree(place, ignore_errors=True)
 
 
@@ -334,7 +307,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="Write the markdown report here too.")
     parser.add_argument("--keep", action="store_true", help="Keep the work directory.")
     options = parser.parse_args(argv)
-    from bench.endtoend import kafka_bootstrap
 
     bootstrap = kafka_bootstrap()
     chosen = [c for c in CONFIGS if not options.config or c.name in options.config]
@@ -355,11 +327,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    warmup=not options.no_warmup)
                 finally:
                     if bootstrap is not None:
-                        delete_topics(bootstrap, source.cleanup)
+                        for topic in source.cleanup:
+                            _Kafka(bootstrap).delete_prefixed(topic)
         finally:
             remove_worktree(roots["base"])
     text = report(results, options.rows, commits,
-                  [f"{options.tables} tables, {options.rounds} rounds after a warm-up pair; {describe_machine(machine())}."])
+                  [f"{options.tables} tables, {options.rounds} rounds"
+                   f"{'' if options.no_warmup else ' after a warm-up pair'}; {describe_machine(machine())}."])
     print(text)
     if options.out:
         options.out.write_text(text, encoding="utf-8")
