@@ -69,6 +69,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
                    "continuously"):
         "reference examples naming the reader's tree (/data/ticdc), broker and registry; the tour and the "
         "tutorials run the same commands on the demo's data",
+    ("tutorials/storage-tree.md", "avro-registry-sink registry serve --port 8081 --data trial/registry.db &"):
+        "the tour's step 5 (index.md) runs the same commands on the same demo tree, under tour/ and with the suite's "
+        "broker and port (test_the_tutorials_kafka_step_is_the_tours_step_5 keeps the two alike)",
     ("python-api.md", "from avro_registry_sink.spark.functions import from_flat_avro, notebook_session, to_flat_avro"):
         "a fragment (df is the reader's DataFrame); to_flat_avro and from_flat_avro on a real broker run in "
         "tests/integration/test_notebook_api.py",
@@ -98,6 +101,35 @@ def test_every_code_block_is_run_or_says_why_not():
                           f"first line): {unlisted}")
     stale = sorted(set(NOT_RUN) - used)
     assert not stale, f"NOT_RUN lists blocks that are no longer in docs/ (or are now runnable): {stale}"
+
+
+def _flags(script: str, command: str) -> dict[str, str]:
+    """The ``--flag value`` pairs of the first ``avro-registry-sink <command>`` of a shell script (lines joined)."""
+    line = next(part for part in script.replace("\\\n", " ").splitlines()
+                if part.strip().startswith(f"avro-registry-sink {command}"))
+    words = line.split()
+    return {word: words[i + 1] for i, word in enumerate(words) if word.startswith("--") and i + 1 < len(words)
+            and not words[i + 1].startswith("--")}
+
+
+def test_the_tutorials_kafka_step_is_the_tours_step_5():
+    """The storage tree tutorial's step 6 shows the command that the tour's step 5 runs: the same flags, with the
+    tutorial's directory (trial/) and the defaults the tour reads from variables written out."""
+    tour = next(text for name, _, text in blocks() if name == "index.md" and "registry serve" in text)
+    page = (Path(__file__).parents[2] / "docs" / "tutorials" / "storage-tree.md").read_text(encoding="utf-8")
+    shown = next(m.group(3) for m in CODE.finditer(page) if "registry serve" in m.group(3))
+    defaults = {'"${REGISTRY_PORT:-8081}"': "8081", '"$REGISTRY"': "http://127.0.0.1:8081",
+                '"${TOPIC_PREFIX:-tour}_{schema}_{table}"': '"trial_{schema}_{table}"',
+                "$KAFKA_BOOTSTRAP": "127.0.0.1:19092"}
+    for command in ("registry serve", "run"):
+        expected = _flags(tour, command)
+        expected = {flag: next((v for k, v in defaults.items() if value == k),
+                               value.replace("$KAFKA_BOOTSTRAP", "127.0.0.1:19092").replace("tour/", "trial/"))
+                    for flag, value in expected.items()}
+        got = _flags(shown, command)
+        if command == "run":  # a new sink is a new output: the tutorial's own checkpoint beside step 3's
+            assert got.pop("--checkpoint") == "trial/checkpoint-kafka"
+        assert got == expected, command
 
 
 @pytest.fixture(scope="module")
