@@ -88,6 +88,24 @@ _OOM_SCRIPT = textwrap.dedent('''
 ''')
 
 
+def test_the_jvms_exit_status_is_awaited_only_when_the_jvm_may_have_died():
+    """A Java exception the JVM sent back says it is alive: no 2-s wait for an exit status before the report."""
+    from py4j.protocol import Py4JError, Py4JNetworkError
+
+    from avro_registry_sink.spark.driver.job import _jvm_may_have_died
+
+    class Py4JJavaError(Exception):  # py4j's own needs a live JVM to print itself; only its name and module count
+        pass
+
+    Py4JJavaError.__module__ = "py4j.protocol"
+    assert not _jvm_may_have_died(Py4JJavaError("org.apache.spark.SparkException: Python worker exited unexpectedly"))
+    assert _jvm_may_have_died(Py4JJavaError("java.lang.OutOfMemoryError: Java heap space"))
+    assert _jvm_may_have_died(Py4JNetworkError("Answer from Java side is empty"))
+    assert _jvm_may_have_died(Py4JError("An error occurred while calling o42.awaitTermination"))
+    assert _jvm_may_have_died(ConnectionRefusedError(111, "Connection refused"))
+    assert not _jvm_may_have_died(ValueError("a failpoint"))
+
+
 def test_a_jvm_out_of_memory_is_reported_as_such(tmp_path):
     done = subprocess.run([sys.executable, "-c", _OOM_SCRIPT, str(tmp_path)], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "AVRO_SINK_DRIVER_MEMORY": "512m"})

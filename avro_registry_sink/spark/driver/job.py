@@ -1119,12 +1119,21 @@ def _jvm_exit_code(spark: SparkSession) -> int | None:
     return proc.poll()
 
 
+def _jvm_may_have_died(error: BaseException) -> bool:
+    """Whether ``error`` may come from the Spark JVM's death (then its exit status is worth the wait for it).
+
+    A Java exception that py4j brought back (``Py4JJavaError``) was sent by a JVM alive to send it, unless it is
+    an ``OutOfMemoryError``, after which the JVM exits (``-XX:+ExitOnOutOfMemoryError``); a broken connection to
+    the gateway, or another py4j error, may be the JVM gone.
+    """
+    if "OutOfMemoryError" in str(error) or isinstance(error, (ConnectionError, OSError)):
+        return True
+    return type(error).__module__.startswith("py4j") and type(error).__name__ != "Py4JJavaError"
+
+
 def _resource_error(spark: SparkSession, error: BaseException, settings: Mapping[str, str], batch: int | None,
                     options: JobOptions) -> SparkResourceError | None:
-    code = None
-    if "OutOfMemoryError" in str(error) or isinstance(error, (ConnectionError, OSError)) or \
-            type(error).__module__.startswith("py4j"):
-        code = _jvm_exit_code(spark)
+    code = _jvm_exit_code(spark) if _jvm_may_have_died(error) else None
     cause = resource_failure(error, code, settings)
     if cause is None:
         return None
