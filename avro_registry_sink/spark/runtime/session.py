@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from avro_registry_sink.spark.runtime import class_archive
 from avro_registry_sink.spark.runtime.driver_python import driver_python
 from avro_registry_sink.spark.runtime.jvm_output import quiet_start, quiet_submitted_jvm, verbose
 
@@ -370,7 +371,9 @@ def local_session(app_name: str = "avro-registry-sink", master: str | None = "lo
 
     log4j = os.environ.get("AVRO_SINK_SPARK_LOG4J") or str(LOG4J_CONFIG)
     # A full heap ends the JVM at once (exit status 3) instead of leaving it half working; the job reports it.
-    java_options = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j} -XX:+ExitOnOutOfMemoryError",
+    driver_java = f"-Dlog4j2.configurationFile=file:{log4j} -XX:+ExitOnOutOfMemoryError"
+    archive = None if submitted else class_archive.driver_option()  # spark-submit's driver is already running
+    java_options = {"spark.driver.extraJavaOptions": f"{driver_java} {archive}" if archive else driver_java,
                     "spark.driver.memory": default_driver_memory()}
     builder = SparkSession.builder
     if "spark.app.name" not in submitted:

@@ -1,0 +1,69 @@
+"""Spark's class archive (spark/runtime/class_archive.py): a local driver maps Spark's classes from it.
+
+The end-to-end test starts a local session in a subprocess with the JVM's class-load log on and reads where
+``SparkContext`` came from: the archive's shared objects when it is there, Spark's jar when it is turned off.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from avro_registry_sink.spark.runtime import class_archive
+
+pytestmark = [pytest.mark.spark]
+
+_SESSION = ("from avro_registry_sink.spark.runtime.session import local_session\n"
+            "spark = local_session(master='local[1]')\n"
+            "assert spark.range(3).count() == 3\n"
+            "spark.stop()\n")
+
+
+def pyspark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def _source_of_spark_context(tmp_path: Path, **env: str) -> str:
+    log = tmp_path / f"class-load-{len(list(tmp_path.glob('class-load-*')))}.log"
+    run_env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
+    run_env.update(SPARK_SUBMIT_OPTS=f"-Xlog:class+load=info:file={log}", PYSPARK_PYTHON=sys.executable,
+                   PYSPARK_DRIVER_PYTHON=sys.executable, **env)
+    done = subprocess.run([sys.executable, "-c", _SESSION], env=run_env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "cds" not in done.stdout + done.stderr, done.stderr[-3000:]  # the JVM says nothing of the archive
+    line = next(line for line in log.read_text().splitlines() if " org.apache.spark.SparkContext " in line)
+    return line.split(" source: ", 1)[1]
+
+
+def test_a_local_driver_loads_spark_from_the_archive_and_not_when_it_is_turned_off(tmp_path):
+    archive = class_archive.ensure_archive()  # scripts/install.sh and scripts/test.sh dumped it already
+    assert archive is not None and archive.stat().st_size > 10 << 20
+    assert class_archive.driver_option() == f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
+
+    assert _source_of_spark_context(tmp_path) == "shared objects file (top)"
+    assert _source_of_spark_context(tmp_path, AVRO_SINK_CLASS_ARCHIVE="0").endswith("/spark-core_2.13-" + pyspark_version() + ".jar")
+
+
+def test_the_archive_is_used_only_when_whole_and_not_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("AVRO_SINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
+    path = class_archive.archive_path()
+    assert path is not None and path.parent == tmp_path / "jvm"
+    path.parent.mkdir()
+    path.with_name(f"{path.name}.123.partial").write_bytes(b"\0" * 64)  # a dump still being written: never mapped
+    assert class_archive.driver_option() is None
+    path.write_bytes(b"\0" * 64)
+    assert class_archive.driver_option() == f"-XX:SharedArchiveFile={path} {class_archive.QUIET}"
+    monkeypatch.setenv(class_archive.ARCHIVE_ENV, "0")
+    assert class_archive.driver_option() is None and class_archive.ensure_archive() is None
+    monkeypatch.setenv(class_archive.ARCHIVE_ENV, "1")
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:SharedArchiveFile=/elsewhere.jsa")  # the user's own archive wins
+    assert class_archive.driver_option() is None
