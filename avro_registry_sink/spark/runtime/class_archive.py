@@ -2,8 +2,8 @@
 
 Most of a local session's start is the JVM loading, verifying and linking the same few thousand Spark classes.
 A dynamic CDS archive (JDK 13+: ``-XX:ArchiveClassesAtExit`` to dump, ``-XX:SharedArchiveFile`` to use) holds them
-ready to map: on this project's 2-core machine a small ``run`` took 15.8 s with it against 19.8 s without (median
-of 4 pairs).
+ready to map: on this project's 2-core machine a small ``run`` took 15.6 s with it against 20.8 s without (median
+of 4 pairs), and at 10^6 rows a CSV tree to files ran 1.30x as fast (``bench/results.md``).
 
 * ``python -m avro_registry_sink.spark.runtime.class_archive`` dumps it (``scripts/install.sh`` does): a demo
   job on a local session, its driver JVM writing the classes it loaded when it exits. The process group is awaited
