@@ -15,9 +15,9 @@ if [ -z "${KAFKA_BOOTSTRAP:-}" ]; then
 fi
 cleanup() { if [ "$started_kafka" = 1 ]; then scripts/kafka.sh stop >/dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
-# Local Spark drivers start from a class-data-sharing archive (avro_registry_sink/spark/runtime/class_archive.py): dump it while
+# The suite's Spark drivers share a class-data-sharing archive (tests/support/jvm_archive.py): dump it while
 # ruff and mypy run, on the other core.
-.venv/bin/python -m avro_registry_sink.spark.runtime.class_archive >/dev/null 2>&1 &
+.venv/bin/python -m tests.support.jvm_archive >/dev/null 2>&1 &
 archive=$!
 .venv/bin/ruff check avro_registry_sink tests bench conftest.py
 .venv/bin/python -m mypy avro_registry_sink
