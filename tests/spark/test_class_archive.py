@@ -37,7 +37,8 @@ def _source_of_spark_context(tmp_path: Path, **env: str) -> str:
     return line.split(" source: ", 1)[1]
 
 
-def test_a_local_driver_loads_spark_from_the_archive(tmp_path):
+def test_a_local_driver_loads_spark_from_the_archive(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)  # the suite's own archive and JIT options (conftest)
     archive = class_archive.ensure_archive()  # scripts/install.sh and scripts/test.sh dumped it already
     assert archive is not None and archive.stat().st_size > 10 << 20
     assert class_archive.driver_option() == f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
