@@ -177,8 +177,9 @@ def test_the_wheel_runs_the_packaged_jvm_writer_without_javac(installed):
                         "PYSPARK_DRIVER_PYTHON", "AVRO_SINK_JAR_DIR")}
     env.update(PATH=str(tools), AVRO_SINK_JAVAC="", AVRO_SINK_CACHE_DIR=str(tmp_path / "jar-cache"),
                AVRO_SINK_IVY_DIR=ivy_dir(), HOME=str(tmp_path), SPARK_SUBMIT_OPTS=" ".join(JIT_OPTIONS))
-    if archive_path().exists():  # dumped ahead by scripts/test.sh: the driver starts faster (it changes no result)
-        env["SPARK_SUBMIT_OPTS"] += f" -XX:SharedArchiveFile={archive_path()}"
+    suite_archive = archive_path()
+    if suite_archive is not None and suite_archive.exists():  # dumped ahead by scripts/test.sh: a faster start
+        env["SPARK_SUBMIT_OPTS"] += f" -XX:SharedArchiveFile={suite_archive}"
     ran = subprocess.run([str(python), "-c", _SPARK_PROBE], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300, check=False)
     assert ran.returncode == 0, ran.stderr[-3000:]

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from avro_registry_sink.cache_dir import cache_root
@@ -44,11 +45,13 @@ DUMP_TIMEOUT = 300.0
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 
 
+def _turned_off() -> bool:
+    return os.environ.get(ARCHIVE_ENV, "1").strip().lower() in ("0", "false", "off", "no")
+
+
 def _enabled() -> bool:
-    if os.environ.get(ARCHIVE_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
-        return False
     submit = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    return "SharedArchiveFile" not in submit and "ArchiveClassesAtExit" not in submit
+    return not _turned_off() and "SharedArchiveFile" not in submit and "ArchiveClassesAtExit" not in submit
 
 
 def _java() -> Path | None:
@@ -57,24 +60,25 @@ def _java() -> Path | None:
     return found.resolve() if found is not None and found.exists() else None
 
 
-def _fingerprint() -> str | None:
-    """What the archive depends on: the JDK (its binary), pyspark's version and the driver's class path jars."""
+def _fingerprint(java_options: Sequence[str]) -> str | None:
+    """What the archive depends on: the JDK (its binary), pyspark's version, the driver's class path jars and the
+    JVM options it is dumped and used with (an archive dumped with another JIT or collector maps less)."""
     import pyspark
 
     java = _java()
     if java is None:
         return None
     home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
-    parts = [str(java), str(java.stat().st_size), str(int(java.stat().st_mtime)), pyspark.__version__]
+    parts = [str(java), str(java.stat().st_size), str(int(java.stat().st_mtime)), pyspark.__version__, *java_options]
     for jar in sorted((home / "jars").glob("*.jar")):
         stat = jar.stat()
         parts.append(f"{jar.name}:{stat.st_size}:{int(stat.st_mtime)}")  # CDS checks each jar's size and time
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def archive_path() -> Path | None:
-    """Where this JDK, pyspark and jar set's archive lives (``None``: no ``java`` to run)."""
-    fingerprint = _fingerprint()
+def archive_path(java_options: Sequence[str] = ()) -> Path | None:
+    """Where the archive of this JDK, pyspark, jar set and ``java_options`` lives (``None``: no ``java`` to run)."""
+    fingerprint = _fingerprint(java_options)
     return cache_root() / "jvm" / f"spark-driver-{fingerprint}.jsa" if fingerprint else None
 
 
@@ -100,12 +104,14 @@ def _wait_for_group(pgid: int, deadline: float) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _dump(target: Path) -> None:
-    """Run the demo job once with ``-XX:ArchiveClassesAtExit`` and move the finished archive to ``target``."""
+def _dump(target: Path, java_options: Sequence[str]) -> None:
+    """Run the demo job once with ``-XX:ArchiveClassesAtExit`` (and ``java_options``) and move the finished archive
+    to ``target``."""
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     partial.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
-    env.update({"SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={partial} {QUIET}", ARCHIVE_ENV: "0",
+    env.update({"SPARK_SUBMIT_OPTS": " ".join([f"-XX:ArchiveClassesAtExit={partial}", QUIET, *java_options]),
+                ARCHIVE_ENV: "0",
                 "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
                 "PYSPARK_DRIVER_PYTHON": env.get("PYSPARK_DRIVER_PYTHON", sys.executable)})
     deadline = time.monotonic() + DUMP_TIMEOUT
@@ -126,12 +132,13 @@ def _dump(target: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
-def ensure_archive() -> Path | None:
-    """The archive, dumped first if there is none (one process dumps; others wait for it); ``None`` if turned
-    off, without ``java``, or if the dump failed (local drivers then start as usual)."""
-    if os.environ.get(ARCHIVE_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+def ensure_archive(java_options: Sequence[str] = ()) -> Path | None:
+    """The archive for drivers started with ``java_options`` (none: the JVM's defaults, what
+    :func:`driver_option` uses), dumped first if there is none (one process dumps; others wait for it); ``None``
+    if turned off, without ``java``, or if the dump failed (drivers then start as usual)."""
+    if _turned_off():
         return None
-    target = archive_path()
+    target = archive_path(java_options)
     if target is None:
         return None
     if target.is_file():
@@ -140,7 +147,7 @@ def ensure_archive() -> Path | None:
     with open(target.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_file():
-            _dump(target)
+            _dump(target, java_options)
     return target if target.is_file() else None
 
 
