@@ -62,3 +62,39 @@ def test_the_archive_is_used_only_when_whole_and_not_turned_off(tmp_path, monkey
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, "1")
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:SharedArchiveFile=/elsewhere.jsa")  # the user's own archive wins
     assert class_archive.driver_option() is None
+
+
+def test_a_dump_leaves_the_newest_archives_of_its_options_and_no_dead_partial_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("AVRO_SINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
+    target = class_archive.archive_path()
+    other_options = class_archive.archive_path(["-XX:TieredStopAtLevel=1"])
+    assert target is not None and other_options is not None
+    jvm = target.parent
+    jvm.mkdir()
+    key = target.name.rsplit("-", 1)[0]
+    older = [jvm / f"{key}-{n:016x}.jsa" for n in range(3)]  # earlier installs: other jars, JDK or pyspark
+    for age, path in enumerate(older):
+        path.write_bytes(b"old")
+        path.with_suffix(".lock").touch()
+        os.utime(path, (1_000_000 - age, 1_000_000 - age))  # older[0] is the newest of them
+    other_options.write_bytes(b"other")
+    unkeyed = jvm / "spark-driver-0123456789abcdef.jsa"
+    unkeyed.write_bytes(b"unkeyed")
+    unkeyed.with_suffix(".lock").touch()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    dead_partial = jvm / f"{other_options.name}.{dead.pid}.partial"
+    live_partial = jvm / f"{other_options.name}.{os.getpid()}.partial"
+    dead_partial.write_bytes(b"half")
+    live_partial.write_bytes(b"half")
+
+    def dump(path: Path, java_options) -> None:  # the real dump runs in test_a_local_driver_loads_spark_...
+        path.write_bytes(b"new")
+
+    monkeypatch.setattr(class_archive, "_dump", dump)
+    assert class_archive.ensure_archive() == target
+
+    left = sorted(p.name for p in jvm.iterdir())
+    assert left == sorted([target.name, target.with_suffix(".lock").name, older[0].name,
+                           older[0].with_suffix(".lock").name, other_options.name, live_partial.name]), left

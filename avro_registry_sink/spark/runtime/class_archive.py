@@ -14,6 +14,9 @@ of 4 pairs), and at 10^6 rows a CSV tree to files ran 1.30x as fast (``bench/res
   upgrade the old archive is simply not found). A JVM that finds it unusable loads classes as usual, silently.
 
 It lives in ``jvm/`` of the product's cache (:func:`~avro_registry_sink.cache_dir.cache_root`), about 170 MB.
+Each new install (a fresh venv's jars, a JDK or pyspark upgrade) dumps a new one; after a dump only the
+:data:`KEEP` newest archives of the same JVM options stay (two venvs sharing the cache keep theirs), and
+``.partial`` files of dumps whose process is gone are removed.
 ``AVRO_SINK_CLASS_ARCHIVE=0`` turns it off; a ``SPARK_SUBMIT_OPTS`` that names an archive of its own is left alone.
 Only local sessions started by this package use it (spark-submit starts its driver before any Python runs).
 """
@@ -24,6 +27,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,7 +39,7 @@ from pathlib import Path
 
 from avro_registry_sink.cache_dir import cache_root
 
-__all__ = ["ARCHIVE_ENV", "archive_path", "driver_option", "ensure_archive"]
+__all__ = ["ARCHIVE_ENV", "KEEP", "archive_path", "driver_option", "ensure_archive"]
 
 #: ``0`` (or ``false``/``off``): start local drivers without the archive and never dump one.
 ARCHIVE_ENV = "AVRO_SINK_CLASS_ARCHIVE"
@@ -43,6 +47,8 @@ ARCHIVE_ENV = "AVRO_SINK_CLASS_ARCHIVE"
 DUMP_TIMEOUT = 300.0
 #: The JVM's own messages about the archive (an archive of another class path is ignored, and says so).
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
+#: How many archives of one set of JVM options a dump leaves (itself included), newest first.
+KEEP = 2
 
 
 def _turned_off() -> bool:
@@ -76,10 +82,57 @@ def _fingerprint(java_options: Sequence[str]) -> str | None:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _options_key(java_options: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(java_options).encode()).hexdigest()[:8]
+
+
 def archive_path(java_options: Sequence[str] = ()) -> Path | None:
-    """Where the archive of this JDK, pyspark, jar set and ``java_options`` lives (``None``: no ``java`` to run)."""
+    """Where the archive of this JDK, pyspark, jar set and ``java_options`` lives (``None``: no ``java`` to run):
+    ``spark-driver-<options>-<fingerprint>.jsa``, the options' own key first so that a dump finds its
+    predecessors."""
     fingerprint = _fingerprint(java_options)
-    return cache_root() / "jvm" / f"spark-driver-{fingerprint}.jsa" if fingerprint else None
+    if not fingerprint:
+        return None
+    return cache_root() / "jvm" / f"spark-driver-{_options_key(java_options)}-{fingerprint}.jsa"
+
+
+#: Archive and lock names of the version before options had their own key (not usable by this one).
+_UNKEYED = re.compile(r"spark-driver-[0-9a-f]{16}\.(jsa|lock)")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _prune(target: Path) -> list[Path]:
+    """After ``target`` was dumped: remove the archives of its options beyond the :data:`KEEP` newest (with their
+    lock files) and the ``.partial`` files of dumps whose process is gone; returns what was removed.
+
+    A running JVM that maps a removed archive keeps its mapping (the file lives on until it exits); a driver
+    started later without it loads classes from the jars."""
+    prefix = target.name.rsplit("-", 1)[0] + "-"  # spark-driver-<options>-
+    archives = sorted((p for p in target.parent.glob(f"{prefix}*.jsa") if p.is_file()),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+    stale = [p for p in archives[KEEP:] if p != target]
+    stale += [p for p in target.parent.glob("spark-driver-*") if _UNKEYED.fullmatch(p.name)]  # named by an older version
+    for partial in target.parent.glob("spark-driver-*.partial"):
+        pid = partial.suffixes[-2].lstrip(".") if len(partial.suffixes) >= 2 else ""
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.append(partial)
+    removed = []
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+        if path.suffix == ".jsa":
+            path.with_suffix(".lock").unlink(missing_ok=True)
+    return removed
 
 
 def driver_option() -> str | None:
@@ -148,6 +201,8 @@ def ensure_archive(java_options: Sequence[str] = ()) -> Path | None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_file():
             _dump(target, java_options)
+            if target.is_file():
+                _prune(target)
     return target if target.is_file() else None
 
 
