@@ -19,6 +19,9 @@
   every row: the file sink's records are counted, a Kafka sink's topics' high watermarks must reach the rows
   the run reports (exactly once adds a transaction marker per partition and commit), and both versions must
   report the same rows. A run that did not is reported as failed, with its cause, not timed.
+* ``--base-env NAME=VALUE`` / ``--head-env NAME=VALUE`` (repeatable) set a variable for one version's runs
+  only: with ``--base HEAD`` the same code under two settings (``--head-env AVRO_SINK_DRIVER_MEMORY=2g``).
+  Every other ``AVRO_SINK_*`` variable of the caller is dropped for both.
 * The report: per configuration, both versions' wall time (median, min-max), rows/s, CPU and peak memory,
   and head/base rows/s per round (median, min-max): above 1.0 the head is faster.
 """
@@ -43,7 +46,7 @@ from pathlib import Path
 from bench.endtoend import _Kafka, kafka_bootstrap
 from bench.harness import ProcessTreeSampler, describe_machine, fmt_ratio, machine
 
-__all__ = ["CONFIGS", "Config", "Run", "compare", "main", "report", "versions"]
+__all__ = ["CONFIGS", "Config", "Run", "compare", "main", "parse_env", "report", "run_env", "versions"]
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT = 3600
@@ -104,8 +107,9 @@ def remove_worktree(tree: Path) -> None:
                    capture_output=True)
 
 
-def _env(root: Path) -> dict[str, str]:
+def run_env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AVRO_SINK_")}
+    env.update(extra or {})
     env["PYTHONPATH"] = str(root)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -115,7 +119,7 @@ def _env(root: Path) -> dict[str, str]:
 def imported_from(root: Path) -> Path:
     """The package file a subprocess with ``root``'s environment imports (must be under ``root``)."""
     out = subprocess.run([sys.executable, "-c", "import avro_registry_sink; print(avro_registry_sink.__file__)"],
-                         env=_env(root), cwd=root, capture_output=True, text=True, check=True)
+                         env=run_env(root), cwd=root, capture_output=True, text=True, check=True)
     path = Path(out.stdout.strip()).resolve()
     if not path.is_relative_to(root.resolve()):
         raise RuntimeError(f"{root} imports avro_registry_sink from {path}: PYTHONPATH does not take")
@@ -178,7 +182,7 @@ def _summary(stdout: str) -> dict:
 
 
 def run_once(version: str, root: Path, config: Config, source: Input, place: Path, bootstrap: str | None,
-             serial: int) -> Run:
+             serial: int, extra_env: dict[str, str] | None = None) -> Run:
     """One run of ``version`` (its tree at ``root``) in a fresh ``place``; checked, then its output deleted."""
     place.mkdir(parents=True)
     prefix = f"ac{os.getpid()}x{serial}_"
@@ -193,8 +197,8 @@ def run_once(version: str, root: Path, config: Config, source: Input, place: Pat
             "--progress", "none", "--state-dir", str(place / "state"), *sink]
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    proc = subprocess.Popen(args, env=_env(root), cwd=place, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(args, env=run_env(root, extra_env), cwd=place, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     with ProcessTreeSampler(proc.pid) as sampler:
         try:
             stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
@@ -226,13 +230,14 @@ def run_once(version: str, root: Path, config: Config, source: Input, place: Pat
 
 
 def compare(config: Config, roots: dict[str, Path], source: Input, rounds: int, work: Path,
-            bootstrap: str | None, warmup: bool = True) -> list[Run]:
-    """``rounds`` rounds of ``base, head`` after a warm-up pair (dropped)."""
+            bootstrap: str | None, warmup: bool = True, envs: dict[str, dict[str, str]] | None = None) -> list[Run]:
+    """``rounds`` rounds of ``base, head`` after a warm-up pair (dropped); ``envs``: variables per version."""
     runs: list[Run] = []
     for number in range(rounds + (1 if warmup else 0)):
         for version in ("base", "head"):
             serial = next(_SERIAL)
-            run = run_once(version, roots[version], config, source, work / f"run-{serial}", bootstrap, serial)
+            run = run_once(version, roots[version], config, source, work / f"run-{serial}", bootstrap, serial,
+                           (envs or {}).get(version))
             print(f"  {config.name} {'warm-up' if warmup and number == 0 else f'round {number}'} {version}: "
                   f"{run.seconds:.1f} s, {run.rows:,} rows, load {run.load:.2f}"
                   + (f" FAILED {run.error}" if run.error else ""), file=sys.stderr, flush=True)
@@ -285,6 +290,17 @@ def report(results: dict[str, list[Run]], rows: int, commits: dict[str, str], ex
     return "\n".join(out) + "\n"
 
 
+def parse_env(items: Sequence[str]) -> dict[str, str]:
+    """``["NAME=VALUE", ...]`` as a dict; an item without ``=`` or with an empty name is refused, naming it."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise SystemExit(f"--base-env/--head-env takes NAME=VALUE, not {item!r}")
+        out[name.strip()] = value
+    return out
+
+
 @contextlib.contextmanager
 def _work_dir(keep: bool) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="against-commit-"))
@@ -306,7 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-warmup", action="store_true", help="Skip the warm-up pair.")
     parser.add_argument("--out", type=Path, help="Write the markdown report here too.")
     parser.add_argument("--keep", action="store_true", help="Keep the work directory.")
+    for version in ("base", "head"):
+        parser.add_argument(f"--{version}-env", action="append", default=[], metavar="NAME=VALUE",
+                            help=f"A variable for the {version}'s runs only (repeatable).")
     options = parser.parse_args(argv)
+    envs = {"base": parse_env(options.base_env), "head": parse_env(options.head_env)}
 
     bootstrap = kafka_bootstrap()
     chosen = [c for c in CONFIGS if not options.config or c.name in options.config]
@@ -324,15 +344,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 source = make_input(config, options.rows, options.tables, work, bootstrap)
                 try:
                     results[config.name] = compare(config, roots, source, options.rounds, work, bootstrap,
-                                                   warmup=not options.no_warmup)
+                                                   warmup=not options.no_warmup, envs=envs)
                 finally:
                     if bootstrap is not None:
                         for topic in source.cleanup:
                             _Kafka(bootstrap).delete_prefixed(topic)
         finally:
             remove_worktree(roots["base"])
+    settings = [f"{version}: {' '.join(f'{k}={v}' for k, v in env.items())}." for version, env in envs.items() if env]
     text = report(results, options.rows, commits,
-                  [f"{options.tables} tables, {options.rounds} rounds"
+                  [*settings, f"{options.tables} tables, {options.rounds} rounds"
                    f"{'' if options.no_warmup else ' after a warm-up pair'}; {describe_machine(machine())}."])
     print(text)
     if options.out:

@@ -9,7 +9,17 @@ import subprocess
 
 import pytest
 
-from bench.against_commit import REPO, Run, commit_of, imported_from, remove_worktree, report, versions
+from bench.against_commit import (
+    REPO,
+    Run,
+    commit_of,
+    imported_from,
+    parse_env,
+    remove_worktree,
+    report,
+    run_env,
+    versions,
+)
 
 
 def test_the_base_worktree_imports_its_own_package(tmp_path):
@@ -41,3 +51,14 @@ def test_the_report_puts_head_over_base_per_round_and_fails_a_run_that_lost_rows
     assert row[-1].endswith("none |")
     lost = lines["canal-json topic -> Kafka"].split(" | ")
     assert lost[3] == "-" and lost[6] == "-" and "head: 400 offsets written for 500 rows" in lost[-1]
+
+
+def test_a_versions_own_variables_reach_only_its_runs(monkeypatch):
+    monkeypatch.setenv("AVRO_SINK_DRIVER_MEMORY", "9g")  # the caller's settings are dropped for both
+    assert parse_env(["AVRO_SINK_DRIVER_MEMORY=2g", "X=a=b"]) == {"AVRO_SINK_DRIVER_MEMORY": "2g", "X": "a=b"}
+    head = run_env(REPO, parse_env(["AVRO_SINK_DRIVER_MEMORY=2g"]))
+    base = run_env(REPO)
+    assert head["AVRO_SINK_DRIVER_MEMORY"] == "2g" and "AVRO_SINK_DRIVER_MEMORY" not in base
+    assert head["PYTHONPATH"] == str(REPO)
+    with pytest.raises(SystemExit, match="NAME=VALUE, not 'oops'"):
+        parse_env(["oops"])
