@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.endtoend import _Kafka, kafka_bootstrap
-from bench.harness import ProcessTreeSampler, describe_machine, fmt_ratio, machine
+from bench.harness import PROCESS_KINDS, ProcessTreeSampler, describe_machine, fmt_ratio, machine
 
 __all__ = ["CONFIGS", "Config", "Run", "compare", "main", "parse_env", "report", "run_env", "versions"]
 
@@ -84,6 +84,7 @@ class Run:
     rows: int
     load: float
     error: str = ""
+    peak_split: dict[str, int] = field(default_factory=dict)  # the peak's memory by process kind
 
 
 @dataclass
@@ -206,7 +207,7 @@ def run_once(version: str, root: Path, config: Config, source: Input, place: Pat
             proc.kill()
             stdout, stderr = proc.communicate()
     seconds = time.perf_counter() - started
-    run = Run(version, seconds, sampler.cpu_seconds, sampler.peak_rss, 0, load)
+    run = Run(version, seconds, sampler.cpu_seconds, sampler.peak_rss, 0, load, peak_split=sampler.peak_split)
     try:
         if proc.returncode != 0:
             run.error = f"exit {proc.returncode}: " + " ".join((stderr or stdout)[-600:].split())
@@ -263,8 +264,10 @@ def _median_range(values: Sequence[float], fmt: str) -> str:
 
 def report(results: dict[str, list[Run]], rows: int, commits: dict[str, str], extra: Sequence[str] = ()) -> str:
     """The markdown section: one line per configuration."""
+    kinds = [kind for kind, _ in PROCESS_KINDS] + ["other"]
     heads = ["configuration", "rows", "base s", "head s", "base rows/s", "head rows/s",
-             "head/base rows/s per round", "CPU s base / head", "peak RSS GiB base / head", "load (1 min)", "failed"]
+             "head/base rows/s per round", "CPU s base / head", "peak RSS GiB base / head",
+             "at the peak, GiB base / head: " + ", ".join(kinds), "load (1 min)", "failed"]
     out = [f"## This code against `{commits['base']}`: the CLI job of both, interleaved",
            "", f"Base `{commits['base']}`, head `{commits['head']}`; {rows:,} rows per input. " + " ".join(extra), "",
            "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
@@ -286,6 +289,8 @@ def report(results: dict[str, list[Run]], rows: int, commits: dict[str, str], ex
             f"{_median_range([r.cpu for r in ok['base']], '.1f')} / {_median_range([r.cpu for r in ok['head']], '.1f')}",
             f"{_median_range([r.peak_rss / 2**30 for r in ok['base']], '.2f')} / "
             f"{_median_range([r.peak_rss / 2**30 for r in ok['head']], '.2f')}",
+            " / ".join(", ".join(_median_range([r.peak_split.get(k, 0) / 2**30 for r in ok[v]], ".2f")
+                                 for k in kinds) for v in ("base", "head")),
             _median_range([r.load for r in runs], ".2f"), failed or "none"]) + " |")
     return "\n".join(out) + "\n"
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "PROCESS_KINDS",
     "Context",
     "ProcessTreeSampler",
     "Row",
@@ -34,6 +35,7 @@ __all__ = [
     "interleaved",
     "machine",
     "per_round_ratios",
+    "process_kind",
     "ratio_cell",
     "timed",
     "verdict",
@@ -287,6 +289,28 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
+#: What a process of a job's tree is, by its command line (first match): :attr:`ProcessTreeSampler.peak_split`.
+PROCESS_KINDS = (("jvm", ("java",)),
+                 ("spark planners", ("pyspark.sql.worker.", "python_streaming_source_runner")),
+                 ("python workers", ("pyspark.daemon", "pyspark.worker")))
+
+
+def process_kind(pid: int) -> str:
+    """``jvm``, ``spark planners`` (Spark's Python data-source planning processes), ``python workers`` or
+    ``other`` (the CLI itself, a shell)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = fh.read().split(b"\0")
+    except OSError:
+        return "other"
+    program = os.path.basename(args[0].decode(errors="replace")) if args else ""
+    line = b" ".join(args).decode(errors="replace")
+    for kind, marks in PROCESS_KINDS:
+        if (kind == "jvm" and program == "java") or (kind != "jvm" and any(m in line for m in marks)):
+            return kind
+    return "other"
+
+
 def _cpu_seconds(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
@@ -301,7 +325,8 @@ class ProcessTreeSampler:
     """Peak resident memory (sum over a process and all its descendants) and CPU seconds while running.
 
     Samples ``/proc`` every ``interval`` seconds in a thread: the peak is the largest sum seen, i.e.
-    Spark's driver/executor JVM plus Python workers (local mode runs executors in the driver JVM).
+    Spark's driver/executor JVM plus Python workers (local mode runs executors in the driver JVM);
+    :attr:`peak_split` is that sample's memory by :func:`process_kind`.
     CPU seconds are the tree's user + system time (exited children count once their parent reaps them).
 
     >>> with ProcessTreeSampler() as s:
@@ -314,6 +339,7 @@ class ProcessTreeSampler:
         self.pid = pid or os.getpid()
         self.interval = interval
         self.peak_rss = 0
+        self.peak_split: dict[str, int] = {}
         self.cpu_seconds = 0.0
         self._cpu: dict[int, float] = {}
         self._start_cpu: dict[int, float] = {}
@@ -322,7 +348,14 @@ class ProcessTreeSampler:
 
     def _sample(self) -> None:
         pids = _tree(self.pid)
-        self.peak_rss = max(self.peak_rss, sum(_rss_bytes(p) for p in pids))
+        sizes = {p: _rss_bytes(p) for p in pids}
+        if sum(sizes.values()) > self.peak_rss:
+            self.peak_rss = sum(sizes.values())
+            split: dict[str, int] = {}
+            for p, size in sizes.items():
+                kind = process_kind(p)
+                split[kind] = split.get(kind, 0) + size
+            self.peak_split = split
         for p in pids:
             seconds = _cpu_seconds(p)
             if seconds:

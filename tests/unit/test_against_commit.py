@@ -39,8 +39,10 @@ def test_the_base_worktree_imports_its_own_package(tmp_path):
 
 def test_the_report_puts_head_over_base_per_round_and_fails_a_run_that_lost_rows():
     runs = {"storage CSV -> file": [
-        Run("base", 20.0, 30.0, 2 * 2**30, 1000, 0.5), Run("head", 10.0, 15.0, 2**30, 1000, 0.4),
-        Run("base", 22.0, 31.0, 2 * 2**30, 1000, 0.3), Run("head", 11.0, 16.0, 2**30, 1000, 0.2)],
+        Run("base", 20.0, 30.0, 2 * 2**30, 1000, 0.5, peak_split={"jvm": 2**30, "python workers": 2**30}),
+        Run("head", 10.0, 15.0, 2**30, 1000, 0.4, peak_split={"jvm": 2**29, "other": 2**29}),
+        Run("base", 22.0, 31.0, 2 * 2**30, 1000, 0.3, peak_split={"jvm": 2**30, "python workers": 2**30}),
+        Run("head", 11.0, 16.0, 2**30, 1000, 0.2, peak_split={"jvm": 2**29, "other": 2**29})],
         "canal-json topic -> Kafka": [
         Run("base", 10.0, 1, 0, 500, 0.1), Run("head", 9.0, 1, 0, 0, 0.1, error="400 offsets written for 500 rows")]}
     text = report(runs, 1000, {"base": "aaaa", "head": "bbbb"})
@@ -48,6 +50,8 @@ def test_the_report_puts_head_over_base_per_round_and_fails_a_run_that_lost_rows
     row = lines["storage CSV -> file"].split(" | ")
     assert row[2:6] == ["21.0 (20.0-22.0)", "10.5 (10.0-11.0)", "48 (45-50)", "95 (91-100)"]
     assert row[6].startswith("2.00x (2.00-2.00")
+    assert row[8] == "2.00 / 1.00"
+    assert row[9] == "1.00, 0.00, 1.00, 0.00 / 0.50, 0.00, 0.00, 0.50"  # jvm, planners, workers, other
     assert row[-1].endswith("none |")
     lost = lines["canal-json topic -> Kafka"].split(" | ")
     assert lost[3] == "-" and lost[6] == "-" and "head: 400 offsets written for 500 rows" in lost[-1]

@@ -122,3 +122,27 @@ def test_ceiling_harness_reads_a_canal_json_storage_tree(tmp_path: Path):
                for r in records if r.topic == f"bench_{table.table}"]
         assert got == [(int(m["data"][0]["id"]), {"INSERT": b"c", "UPDATE": b"u", "DELETE": b"d"}[m["type"]])
                        for m in messages]
+
+
+def test_the_tree_samplers_peak_is_split_by_process_kind(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from bench.harness import ProcessTreeSampler
+
+    java = tmp_path / "java"  # a process named as the JVM is (the sampler reads the program's name)
+    java.symlink_to("/bin/sleep")
+    script = ("import subprocess, sys, time\n"
+              f"jvm = subprocess.Popen([{str(java)!r}, '3'])\n"
+              "worker = subprocess.Popen([sys.executable, '-c', 'b = bytearray(64 << 20); import time; time.sleep(3)',"
+              " 'pyspark.' + 'daemon'])\n"  # the mark only in the child's command line
+              "jvm.wait(); worker.wait()\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    with ProcessTreeSampler(parent.pid, interval=0.05) as sampler:
+        time.sleep(1.5)
+    parent.wait()
+    split = sampler.peak_split
+    assert set(split) == {"jvm", "python workers", "other"}, split
+    assert split["python workers"] > 64 << 20 > split["jvm"] > 0  # the 64 MiB array is the worker's
+    assert sum(split.values()) == sampler.peak_rss  # the parent, the CLI's place, is "other"
