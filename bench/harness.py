@@ -262,11 +262,20 @@ def describe_machine(info: dict[str, Any]) -> str:
 
 
 def _children(pid: int) -> list[int]:
+    """Every thread's children: a JVM forks Spark's Python workers from threads other than its main one, and
+    ``/proc/<pid>/task/<pid>/children`` lists only the main thread's."""
+    out: list[int] = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as fh:
-            return [int(p) for p in fh.read().split()]
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return []
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", encoding="utf-8") as fh:
+                out.extend(int(p) for p in fh.read().split())
+        except OSError:
+            continue
+    return out
 
 
 def _tree(pid: int) -> list[int]:
@@ -311,14 +320,16 @@ def process_kind(pid: int) -> str:
     return "other"
 
 
-def _cpu_seconds(pid: int) -> float:
+def _cpu_times(pid: int) -> tuple[int, float, float] | None:
+    """``(parent pid, own user + system seconds, reaped children's seconds)`` of a live process."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
-        # utime, stime, cutime, cstime (clock ticks): fields 14-17 of stat, 12-15 after the name
-        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        # ppid: field 4 of stat; utime, stime, cutime, cstime (clock ticks): fields 14-17 (2 and 12-15 after the name)
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
     except (OSError, IndexError, ValueError):
-        return 0.0
+        return None
 
 
 class ProcessTreeSampler:
@@ -327,7 +338,9 @@ class ProcessTreeSampler:
     Samples ``/proc`` every ``interval`` seconds in a thread: the peak is the largest sum seen, i.e.
     Spark's driver/executor JVM plus Python workers (local mode runs executors in the driver JVM);
     :attr:`peak_split` is that sample's memory by :func:`process_kind`.
-    CPU seconds are the tree's user + system time (exited children count once their parent reaps them).
+    CPU seconds are the tree's user + system time: each process's own, last seen, plus what its parent's count
+    of reaped children holds beyond the children seen here (a process too short-lived to be sampled counts once
+    reaped; one that was sampled is not counted twice when its parent reaps it).
 
     >>> with ProcessTreeSampler() as s:
     ...     _ = sum(range(10**5))
@@ -341,8 +354,9 @@ class ProcessTreeSampler:
         self.peak_rss = 0
         self.peak_split: dict[str, int] = {}
         self.cpu_seconds = 0.0
-        self._cpu: dict[int, float] = {}
-        self._start_cpu: dict[int, float] = {}
+        self._times: dict[int, tuple[int, float, float]] = {}  # pid -> (parent, own, reaped children), last seen
+        self._start_cpu: dict[int, float] = {}  # processes alive at the start: what they had used already
+        self._alive: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -357,10 +371,11 @@ class ProcessTreeSampler:
                 split[kind] = split.get(kind, 0) + size
             self.peak_split = split
         for p in pids:
-            seconds = _cpu_seconds(p)
-            if seconds:
-                self._cpu[p] = seconds
-                self._start_cpu.setdefault(p, seconds if self._thread is None else 0.0)
+            times = _cpu_times(p)
+            if times is not None:
+                self._times[p] = times
+                self._start_cpu.setdefault(p, times[1] + times[2] if self._thread is None else 0.0)
+        self._alive = set(pids)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -377,7 +392,15 @@ class ProcessTreeSampler:
         if self._thread is not None:
             self._thread.join()
         self._sample()
-        self.cpu_seconds = sum(v - self._start_cpu.get(p, 0.0) for p, v in self._cpu.items())
+        self.cpu_seconds = self._tree_cpu()
+
+    def _tree_cpu(self) -> float:
+        counted: dict[int, float] = {}  # per parent: the seconds of its sampled children that are gone (reaped)
+        for pid, (parent, own, reaped) in self._times.items():
+            if pid not in self._alive:
+                counted[parent] = counted.get(parent, 0.0) + own + reaped
+        total = sum(own + max(0.0, reaped - counted.get(pid, 0.0)) for pid, (_, own, reaped) in self._times.items())
+        return total - sum(self._start_cpu.values())
 
 
 def directory_bytes(path: Path) -> int:

@@ -124,25 +124,29 @@ def test_ceiling_harness_reads_a_canal_json_storage_tree(tmp_path: Path):
                        for m in messages]
 
 
-def test_the_tree_samplers_peak_is_split_by_process_kind(tmp_path):
+def test_the_tree_samplers_peak_is_split_by_process_kind_and_a_reaped_workers_cpu_counts_once(tmp_path):
     import subprocess
     import sys
-    import time
 
     from bench.harness import ProcessTreeSampler
 
     java = tmp_path / "java"  # a process named as the JVM is (the sampler reads the program's name)
     java.symlink_to("/bin/sleep")
-    script = ("import subprocess, sys, time\n"
+    # The worker is started from a thread, as a JVM starts Spark's Python workers: a thread's children are
+    # listed under that thread only. It uses 1 s of CPU, then is reaped by its parent while the sampler runs,
+    # so its seconds are in the parent's count of reaped children too.
+    worker = ("b = bytearray(64 << 20)\nimport time\nt = time.process_time()\n"
+              "while time.process_time() - t < 1.0: pass\ntime.sleep(1)\n")
+    script = ("import subprocess, sys, threading, time\n"
               f"jvm = subprocess.Popen([{str(java)!r}, '3'])\n"
-              "worker = subprocess.Popen([sys.executable, '-c', 'b = bytearray(64 << 20); import time; time.sleep(3)',"
-              " 'pyspark.' + 'daemon'])\n"  # the mark only in the child's command line
-              "jvm.wait(); worker.wait()\n")
+              f"def start(): subprocess.Popen([sys.executable, '-c', {worker!r}, 'pyspark.' + 'daemon']).wait()\n"
+              "thread = threading.Thread(target=start); thread.start()\n"
+              "jvm.wait(); thread.join(); time.sleep(0.5)\n")  # the mark only in the child's command line
     parent = subprocess.Popen([sys.executable, "-c", script])
     with ProcessTreeSampler(parent.pid, interval=0.05) as sampler:
-        time.sleep(1.5)
-    parent.wait()
+        parent.wait()
     split = sampler.peak_split
     assert set(split) == {"jvm", "python workers", "other"}, split
     assert split["python workers"] > 64 << 20 > split["jvm"] > 0  # the 64 MiB array is the worker's
     assert sum(split.values()) == sampler.peak_rss  # the parent, the CLI's place, is "other"
+    assert 0.9 < sampler.cpu_seconds < 1.6, sampler.cpu_seconds  # counted twice, it would be over 2 s
