@@ -64,6 +64,17 @@ def test_the_archive_is_used_only_when_whole_and_not_turned_off(tmp_path, monkey
     assert class_archive.driver_option() is None
 
 
+def test_another_spark_conf_dir_has_an_archive_of_its_own(tmp_path, monkeypatch):
+    """The conf directory heads the driver's class path, and the JVM maps an archive only on the class path it
+    was dumped with (checked by hand: with SPARK_CONF_DIR set, SparkContext came from Spark's jar)."""
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    default = class_archive.archive_path()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    own = class_archive.archive_path()
+    assert default is not None and own is not None and own != default
+    assert own.name.rsplit("-", 1)[0] == default.name.rsplit("-", 1)[0]  # same options: pruned together
+
+
 def test_a_dump_leaves_the_newest_archives_of_its_options_and_no_dead_partial_files(tmp_path, monkeypatch):
     monkeypatch.setenv("AVRO_SINK_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)

@@ -67,15 +67,20 @@ def _java() -> Path | None:
 
 
 def _fingerprint(java_options: Sequence[str]) -> str | None:
-    """What the archive depends on: the JDK (its binary), pyspark's version, the driver's class path jars and the
-    JVM options it is dumped and used with (an archive dumped with another JIT or collector maps less)."""
+    """What the archive depends on: the JDK (its binary), pyspark's version, the driver's class path (Spark's conf
+    directory and jars) and the JVM options it is dumped and used with (an archive dumped with another JIT or
+    collector maps less)."""
     import pyspark
 
     java = _java()
     if java is None:
         return None
     home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
-    parts = [str(java), str(java.stat().st_size), str(int(java.stat().st_mtime)), pyspark.__version__, *java_options]
+    # The conf directory heads the driver's class path, and a JVM maps an archive only on the class path it was
+    # dumped with: another SPARK_CONF_DIR needs an archive of its own.
+    conf_dir = Path(os.environ.get("SPARK_CONF_DIR") or home / "conf").resolve()
+    parts = [str(java), str(java.stat().st_size), str(int(java.stat().st_mtime)), pyspark.__version__,
+             str(conf_dir), *java_options]
     for jar in sorted((home / "jars").glob("*.jar")):
         stat = jar.stat()
         parts.append(f"{jar.name}:{stat.st_size}:{int(stat.st_mtime)}")  # CDS checks each jar's size and time
