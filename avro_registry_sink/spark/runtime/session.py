@@ -61,6 +61,10 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # Arrow batches of 64k rows (Spark: 10k) amortise the per-batch cost of the Python stages
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+    # Spark 4.3+: a Python worker reads its next input batches in a thread while it parses and encodes this one
+    # (older Sparks ignore the key). A canal-json topic to Kafka at 10^6 rows: 1.14x (1.11-1.22x), 17% less CPU;
+    # a CSV tree to files: 0.99x (bench/results.md, "Pipelined Python workers").
+    "spark.python.udf.pipelined.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     # Spark masks settings and data-source options whose name or value matches these (in plans, the UI and
     # its logs): its defaults plus the Kafka client's SASL login line and inline PEM private keys.
