@@ -62,7 +62,7 @@ DEFAULT_CONF: dict[str, str] = {
     # Arrow batches of 64k rows (Spark: 10k) amortise the per-batch cost of the Python stages
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
     # Spark 4.3+: a Python worker reads its next input batches in a thread while it parses and encodes this one
-    # (older Sparks ignore the key). A canal-json topic to Kafka at 10^6 rows: 1.14x (1.11-1.22x), 17% less CPU;
+    # (older Sparks ignore the key). At 10^6 rows: a canal-json tree to Kafka 1.15x, the topics 1.04-1.14x, less CPU;
     # a CSV tree to files: 0.99x (bench/results.md, "Pipelined Python workers").
     "spark.python.udf.pipelined.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
