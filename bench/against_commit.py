@@ -264,10 +264,9 @@ def _median_range(values: Sequence[float], fmt: str) -> str:
 
 def report(results: dict[str, list[Run]], rows: int, commits: dict[str, str], extra: Sequence[str] = ()) -> str:
     """The markdown section: one line per configuration."""
-    kinds = [kind for kind, _ in PROCESS_KINDS] + ["other"]
     heads = ["configuration", "rows", "base s", "head s", "base rows/s", "head rows/s",
              "head/base rows/s per round", "CPU s base / head", "peak RSS GiB base / head",
-             "at the peak, GiB base / head: " + ", ".join(kinds), "load (1 min)", "failed"]
+             "at the peak, GiB base / head: " + ", ".join(PROCESS_KINDS), "load (1 min)", "failed"]
     out = [f"## This code against `{commits['base']}`: the CLI job of both, interleaved",
            "", f"Base `{commits['base']}`, head `{commits['head']}`; {rows:,} rows per input. " + " ".join(extra), "",
            "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
@@ -290,7 +289,7 @@ def report(results: dict[str, list[Run]], rows: int, commits: dict[str, str], ex
             f"{_median_range([r.peak_rss / 2**30 for r in ok['base']], '.2f')} / "
             f"{_median_range([r.peak_rss / 2**30 for r in ok['head']], '.2f')}",
             " / ".join(", ".join(_median_range([r.peak_split.get(k, 0) / 2**30 for r in ok[v]], ".2f")
-                                 for k in kinds) for v in ("base", "head")),
+                                 for k in PROCESS_KINDS) for v in ("base", "head")),
             _median_range([r.load for r in runs], ".2f"), failed or "none"]) + " |")
     return "\n".join(out) + "\n"
 

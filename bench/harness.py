@@ -298,9 +298,10 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-#: What a process of a job's tree is, by its command line (first match): :attr:`ProcessTreeSampler.peak_split`.
-PROCESS_KINDS = (("jvm", ("java",)),
-                 ("spark planners", ("pyspark.sql.worker.", "python_streaming_source_runner")),
+#: The kinds of process in a job's tree, in report order: :attr:`ProcessTreeSampler.peak_split`.
+PROCESS_KINDS = ("jvm", "spark planners", "python workers", "other")
+#: Python processes by what their command line holds (first match); the JVM is known by its program's name.
+_PYTHON_MARKS = (("spark planners", ("pyspark.sql.worker.", "python_streaming_source_runner")),
                  ("python workers", ("pyspark.daemon", "pyspark.worker")))
 
 
@@ -312,12 +313,10 @@ def process_kind(pid: int) -> str:
             args = fh.read().split(b"\0")
     except OSError:
         return "other"
-    program = os.path.basename(args[0].decode(errors="replace")) if args else ""
+    if os.path.basename(args[0].decode(errors="replace")) == "java":
+        return "jvm"
     line = b" ".join(args).decode(errors="replace")
-    for kind, marks in PROCESS_KINDS:
-        if (kind == "jvm" and program == "java") or (kind != "jvm" and any(m in line for m in marks)):
-            return kind
-    return "other"
+    return next((kind for kind, marks in _PYTHON_MARKS if any(m in line for m in marks)), "other")
 
 
 def _cpu_times(pid: int) -> tuple[int, float, float] | None:
@@ -363,8 +362,9 @@ class ProcessTreeSampler:
     def _sample(self) -> None:
         pids = _tree(self.pid)
         sizes = {p: _rss_bytes(p) for p in pids}
-        if sum(sizes.values()) > self.peak_rss:
-            self.peak_rss = sum(sizes.values())
+        total = sum(sizes.values())
+        if total > self.peak_rss:
+            self.peak_rss = total
             split: dict[str, int] = {}
             for p, size in sizes.items():
                 kind = process_kind(p)

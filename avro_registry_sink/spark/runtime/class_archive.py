@@ -115,9 +115,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _prune(target: Path) -> list[Path]:
+def _prune(target: Path) -> None:
     """After ``target`` was dumped: remove the archives of its options beyond the :data:`KEEP` newest (with their
-    lock files) and the ``.partial`` files of dumps whose process is gone; returns what was removed.
+    lock files) and the ``.partial`` files of dumps whose process is gone.
 
     A running JVM that maps a removed archive keeps its mapping (the file lives on until it exits); a driver
     started later without it loads classes from the jars."""
@@ -130,14 +130,10 @@ def _prune(target: Path) -> list[Path]:
         pid = partial.suffixes[-2].lstrip(".") if len(partial.suffixes) >= 2 else ""
         if pid.isdigit() and not _alive(int(pid)):
             stale.append(partial)
-    removed = []
     for path in stale:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            removed.append(path)
+        path.unlink(missing_ok=True)
         if path.suffix == ".jsa":
             path.with_suffix(".lock").unlink(missing_ok=True)
-    return removed
 
 
 def driver_option() -> str | None:

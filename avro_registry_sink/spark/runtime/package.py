@@ -103,9 +103,9 @@ def build_executor_env(out_dir: Path | str, *, name: str = "executor-env.tar.gz"
             project = [str(p) for p in wheels.glob("*.whl")]
         else:
             project = [f"avro-registry-sink=={version('avro-registry-sink')}"]
-        install = [find_uv_bin(), "pip", "install", "--quiet", "--python", python]
-        _run([*install, "--no-deps", *project], uv_environment())
-        _run([*install, *executor_requirements()], uv_environment())
+        install, uv_env = [find_uv_bin(), "pip", "install", "--quiet", "--python", python], uv_environment()
+        _run([*install, "--no-deps", *project], uv_env)
+        _run([*install, *executor_requirements()], uv_env)
         archive.unlink(missing_ok=True)
         venv_pack.pack(prefix=str(env), output=str(archive), compress_level=compress_level, force=True)
     shutil.copyfile(SUBMIT_SCRIPT, out / "submit.py")
