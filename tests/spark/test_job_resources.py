@@ -1,4 +1,5 @@
-"""Bounded memory: batch sizes derived from the heap, and a JVM that runs out of memory reported as such."""
+"""Bounded memory: batch sizes derived from the heap, a JVM that runs out of memory reported as such, and the
+session's pipelined Python workers."""
 
 from __future__ import annotations
 
@@ -116,3 +117,16 @@ def test_a_jvm_out_of_memory_is_reported_as_such(tmp_path):
     assert "ran out of memory" in line and "AVRO_SINK_DRIVER_MEMORY" in line and "512m" in line, line
     assert "Batch 0 was not committed" in line and "Connection refused" not in line
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_python_workers_read_their_next_batches_while_they_encode(spark):
+    """Sessions turn on Spark 4.3's pipelined Python workers (``session.DEFAULT_CONF``): the JVM tells a worker
+    so through ``SPARK_PIPELINED_UDF``, and the worker then reads its input in a thread of its own."""
+    import pyarrow as pa
+
+    def probe(batches):
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"pipelined": [os.environ.get("SPARK_PIPELINED_UDF", "")] * batch.num_rows})
+
+    seen = {row.pipelined for row in spark.range(0, 8, 1, 2).mapInArrow(probe, "pipelined string").collect()}
+    assert seen == {"1"}
